@@ -1,0 +1,164 @@
+"""The alert type and the small pieces every detector shares.
+
+A detector is one small class with a bounded state:
+
+* ``update(event) -> list[Alert]`` takes any event (it ignores the ones it
+  does not care about) and returns the alerts that event caused;
+* ``deadline() -> float | None`` says the earliest data time at which a
+  ``Tick`` could make it fire although no data arrived (a stall), so that a
+  replay can insert exactly the ticks that matter instead of one per second.
+
+Detectors never read a clock: "now" is always the time of the event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from parsers.events import Event
+
+DETECTORS = (
+    "memory_volatility",
+    "memory_growth",
+    "memory_pressure",
+    "throughput_drop",
+    "stall",
+    "fx_tracing",
+    "crash",
+    "recompile",
+    "padding",
+    "process_exit",
+)
+SEVERITIES = ("info", "warning", "critical")
+STATES = ("firing", "resolved")
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One alert line of CONTRACTS section 2."""
+
+    time: float
+    detector: str
+    state: str
+    severity: str
+    message: str
+    source: str
+    gpu: int | None = None
+    kind: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int | None, str | None]:
+        """What makes two alerts the same episode (firing then resolved)."""
+        return (self.detector, self.gpu, self.kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time": round(self.time, 6),
+            "detector": self.detector,
+            "state": self.state,
+            "severity": self.severity,
+            "gpu": self.gpu,
+            "kind": self.kind,
+            "message": self.message,
+            "source": self.source,
+            "evidence": _jsonable(self.evidence),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(", ", ": "))
+
+
+def _jsonable(value: Any) -> Any:
+    """Evidence may hold tuples and non-finite floats; JSON lines may not."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+class Detector(Protocol):
+    name: str
+
+    def update(self, event: Event) -> list[Alert]: ...
+
+    def deadline(self) -> float | None: ...
+
+
+class Episode:
+    """Fire once when a condition starts, resolve once when it ends.
+
+    Keeps the two-state machine out of every detector so that "one episode
+    fires once, not once per line or sample" holds by construction.
+    """
+
+    __slots__ = ("detector", "gpu", "kind", "active", "since", "fired_alert")
+
+    def __init__(self, detector: str, gpu: int | None = None, kind: str | None = None) -> None:
+        self.detector = detector
+        self.gpu = gpu
+        self.kind = kind
+        self.active = False
+        self.since: float | None = None
+        self.fired_alert: Alert | None = None
+
+    def fire(
+        self,
+        time: float,
+        severity: str,
+        message: str,
+        source: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> list[Alert]:
+        if self.active:
+            return []
+        self.active = True
+        self.since = time
+        alert = Alert(
+            time=time,
+            detector=self.detector,
+            state="firing",
+            severity=severity,
+            message=message,
+            source=source,
+            gpu=self.gpu,
+            kind=self.kind,
+            evidence=evidence or {},
+        )
+        self.fired_alert = alert
+        return [alert]
+
+    def resolve(
+        self,
+        time: float,
+        message: str,
+        source: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> list[Alert]:
+        if not self.active:
+            return []
+        self.active = False
+        fired = self.fired_alert
+        self.fired_alert = None
+        self.since = None
+        return [
+            Alert(
+                time=time,
+                detector=self.detector,
+                state="resolved",
+                severity=fired.severity if fired else "info",
+                message=message,
+                source=source,
+                gpu=self.gpu,
+                kind=self.kind,
+                evidence=evidence or {},
+            )
+        ]

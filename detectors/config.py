@@ -1,0 +1,161 @@
+"""Every detector threshold in one frozen object, and how alerts show numbers.
+
+One place for the numbers means a config file's ``[detectors]`` table can
+override any of them by field name, and a test can read the defaults it
+checks the budgets against. The formatting helpers live here too because
+they are the other half of "what the detectors say": alert messages are
+read by an engineer at 3 a.m., so they carry units, not raw floats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorConfig:
+    # -- memory, shared by the three memory detectors ----------------------
+    # "Flat" means the memory stays inside a band this wide: the larger of an
+    # absolute floor and a fraction of the GPU's total memory.
+    mem_flat_band_gib: float = 0.5
+    mem_flat_band_frac: float = 0.01
+    # Warm-up ends once memory has stayed flat this long...
+    mem_settle_s: float = 60.0
+    # ...or, for a GPU that never settles, this long after the job appeared.
+    mem_warmup_max_s: float = 900.0
+    # Below this much used memory the GPU runs no job; falling to it from a
+    # working level is a relaunch, and a new warm-up follows.
+    mem_idle_gib: float = 1.5
+
+    # -- memory_volatility ---------------------------------------------------
+    # Fires when memory turned around (up then down, or down then up, each
+    # leg wider than the flat band) this many times within the window.
+    volatility_min_turns: int = 4
+    volatility_window_s: float = 150.0
+    # Resolves when memory has been flat again for this long.
+    volatility_resolve_s: float = 180.0
+
+    # -- memory_growth -------------------------------------------------------
+    growth_rate_gib_per_h: float = 2.0
+    # The fitted slope may fall this fraction short of the rate and still
+    # count: a leak at exactly the rate must not be a coin flip.
+    growth_rate_tolerance: float = 0.1
+    growth_window_s: float = 1200.0
+    growth_bucket_s: float = 60.0
+    growth_min_r2: float = 0.6
+    # A rise where one bucket-to-bucket jump carries more than this share of
+    # the net rise is a step to a new level, not a leak.
+    growth_max_step_share: float = 0.5
+    growth_resolve_gib_per_h: float = 0.5
+    # A bucket-to-bucket jump above this restarts the fit window: a warm-up
+    # stair or a new level, not a leak (even 20 GiB/h is 0.33 GiB a minute).
+    growth_reset_jump_gib: float = 2.0
+
+    # -- memory_pressure -----------------------------------------------------
+    pressure_frac: float = 0.97
+    pressure_resolve_frac: float = 0.94
+    pressure_sustain_s: float = 10.0
+
+    # -- throughput_drop -----------------------------------------------------
+    throughput_drop_frac: float = 0.30
+    # The smoothed tokens/s must stay below (1 - drop_frac) x baseline this
+    # long: dips shorter than this (checkpoint saves, evals) never fire.
+    throughput_sustain_s: float = 90.0
+    # Rolling median over this many seconds (and at least 3 reports).
+    throughput_smooth_s: float = 20.0
+    # Recovered once the smoothed value is back above this fraction of the
+    # baseline for recover_s.
+    throughput_recover_frac: float = 0.85
+    throughput_recover_s: float = 30.0
+    # After a (re)start, the first reports and seconds are compile/warm-up.
+    throughput_warmup_events: int = 5
+    throughput_warmup_s: float = 60.0
+    # Without a given baseline, the median of this long after warm-up.
+    throughput_learn_s: float = 300.0
+    # A silence this long, or the step going backwards, is a relaunch.
+    throughput_restart_gap_s: float = 120.0
+    # The same step reported again within this long is another rank's copy.
+    duplicate_step_s: float = 30.0
+
+    # -- stall -------------------------------------------------------------
+    stall_min_s: float = 120.0
+    stall_factor: float = 5.0
+
+    # -- crash / fx_tracing ---------------------------------------------------
+    crash_dedupe_s: float = 30.0
+    crash_traceback_lines: int = 40
+    crash_frames: int = 5
+
+    # -- recompile -------------------------------------------------------------
+    # A storm: this many recompiles of one function within the window.
+    recompile_storm_count: int = 8
+    recompile_storm_window_s: float = 600.0
+    recompile_quiet_s: float = 600.0
+
+    # Clock times in messages; None is the local zone. Alert times stay epoch.
+    tz: str | None = None
+
+
+# -- formatting --------------------------------------------------------------
+
+
+def fmt_gib(num_bytes: float, digits: int = 1) -> str:
+    return f"{num_bytes / GIB:.{digits}f} GiB"
+
+
+def fmt_bytes(num_bytes: float) -> str:
+    if abs(num_bytes) >= GIB:
+        return fmt_gib(num_bytes)
+    return f"{num_bytes / MIB:.0f} MiB"
+
+
+def fmt_rate(tokens_per_s: float) -> str:
+    """21500 -> '21.5 Ktok/s': the unit training logs and dashboards use."""
+    v = abs(tokens_per_s)
+    if v >= 1e6:
+        return f"{tokens_per_s / 1e6:.2f} Mtok/s"
+    if v >= 1e3:
+        return f"{tokens_per_s / 1e3:.1f} Ktok/s"
+    return f"{tokens_per_s:.0f} tok/s"
+
+
+def fmt_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    s = int(round(seconds))
+    if s < 120:
+        return f"{s} s"
+    if s < 3600:
+        m, s = divmod(s, 60)
+        return f"{m} min {s:02d} s" if s else f"{m} min"
+    h, rem = divmod(s, 3600)
+    return f"{h} h {rem // 60:02d} min"
+
+
+_ZONES: dict[str, tzinfo | None] = {}
+
+
+def _zone(name: str | None) -> tzinfo | None:
+    if name is None:
+        return None
+    if name not in _ZONES:
+        try:
+            from zoneinfo import ZoneInfo
+
+            _ZONES[name] = ZoneInfo(name)
+        except Exception:  # unknown zone: fall back to local time, never crash a detector
+            _ZONES[name] = None
+    return _ZONES[name]
+
+
+def fmt_clock(t: float, tz: str | None = None) -> str:
+    """The wall-clock time of a data time (no clock is read: t is given)."""
+    try:
+        return datetime.fromtimestamp(t, _zone(tz) or None).strftime("%H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return f"t={t:.0f}"

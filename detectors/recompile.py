@@ -1,0 +1,118 @@
+"""recompile: torch.compile recompiles a function too often, or hits its limit.
+
+Counting is per function: a limit hit, or ``storm_count`` non-limit
+recompiles of one function within ``storm_window_s``, opens an episode.
+The alert key of CONTRACTS (detector, gpu, kind) has no room for a function
+name, so there is one episode for the whole run: the functions that join a
+firing episode are recorded (``functions()``) rather than fired again. A
+fatal limit hit (``fail_on_recompile_limit_hit``) escalates: a warning
+episode is resolved and a critical one fires. The episode resolves after
+``quiet_s`` without any recompile; ``deadline()`` gives that time.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+
+from parsers.events import Event, ProcessExit, Progress, Recompile, Tick
+
+from .base import Alert, Episode
+from .config import DetectorConfig, fmt_duration
+
+NAME = "recompile"
+
+
+class RecompileDetector:
+    name = NAME
+    accepts = (Recompile, Tick, Progress, ProcessExit)
+
+    def __init__(self, config: DetectorConfig | None = None) -> None:
+        self.config = config or DetectorConfig()
+        self.episode = Episode(NAME)
+        self._times: OrderedDict[str, deque[float]] = OrderedDict()
+        self._last: float | None = None
+        self._involved: OrderedDict[str, dict] = OrderedDict()
+
+    def deadline(self) -> float | None:
+        if self.episode.active and self._last is not None:
+            return self._last + self.config.recompile_quiet_s
+        return None
+
+    def functions(self) -> dict[str, dict]:
+        """Per function of the open episode: recompiles, limit, last reason."""
+        return {k: dict(v) for k, v in self._involved.items()}
+
+    def update(self, event: Event) -> list[Alert]:
+        if isinstance(event, Recompile):
+            return self._recompile(event)
+        if self.episode.active and self._last is not None and event.time >= self._last + self.config.recompile_quiet_s:
+            msg = f"no torch.compile recompiles for {fmt_duration(event.time - self._last)}"
+            involved = self.functions()
+            self._involved.clear()
+            return self.episode.resolve(event.time, msg, getattr(event, "source", "recompile"), {"functions": involved})
+        return []
+
+    def _recompile(self, r: Recompile) -> list[Alert]:
+        c = self.config
+        t = r.time
+        fn = r.function or "<unknown function>"
+        self._last = t
+        times = self._times.get(fn)
+        if times is None:
+            times = self._times[fn] = deque(maxlen=max(2, c.recompile_storm_count))
+            if len(self._times) > 256:
+                self._times.popitem(last=False)
+        else:
+            self._times.move_to_end(fn)
+        limit_hit = r.hit_limit or r.fatal
+        if not limit_hit:
+            times.append(t)
+        info = self._involved.get(fn) or {"recompiles": 0, "limit": None, "reason": None, "hit_limit": False}
+        info["recompiles"] += 1
+        info["reason"] = r.reason
+        info["limit"] = r.limit if r.limit is not None else info["limit"]
+        info["hit_limit"] = info["hit_limit"] or limit_hit
+        ep = self.episode
+        if ep.active:
+            if fn in self._involved or len(self._involved) < 32:
+                self._involved[fn] = info
+            if r.fatal and ep.fired_alert is not None and ep.fired_alert.severity != "critical":
+                out = ep.resolve(t, f"escalated: the recompile limit of {fn} is fatal", r.source, {})
+                return out + self._fire(r, fn, "limit", info)
+            return []
+        if limit_hit:
+            return self._fire(r, fn, "limit", info)
+        n = len(times)
+        if n >= c.recompile_storm_count and t - times[0] <= c.recompile_storm_window_s:
+            return self._fire(r, fn, "storm", info)
+        return []
+
+    def _fire(self, r: Recompile, fn: str, what: str, info: dict) -> list[Alert]:
+        c = self.config
+        self._involved.clear()
+        self._involved[fn] = info
+        reason = f" (last reason: {r.reason})" if r.reason else ""
+        where = f" on rank {r.rank}" if r.rank is not None else ""
+        if what == "limit":
+            limit = f" ({r.limit})" if r.limit is not None else ""
+            if r.fatal:
+                msg = f"torch.compile hit its recompile limit{limit} for {fn}{where} and the run fails on it{reason}"
+            else:
+                msg = f"torch.compile hit its recompile limit{limit} for {fn}{where}: it now runs eagerly, slowly{reason}"
+        else:
+            times = self._times[fn]
+            msg = (
+                f"torch.compile recompiled {fn} {len(times)} times in {fmt_duration(r.time - times[0])}{where}"
+                f"{reason}"
+            )
+        evidence = {
+            "function": fn,
+            "what": what,
+            "reason": r.reason,
+            "limit": r.limit,
+            "fatal": r.fatal,
+            "rank": r.rank,
+            "recompiles_in_window": len(self._times.get(fn, ())),
+            "window_s": c.recompile_storm_window_s,
+        }
+        return self.episode.fire(r.time, "critical" if r.fatal else "warning", msg, r.source, evidence)

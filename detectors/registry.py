@@ -1,0 +1,103 @@
+"""All detectors of a run, and the router that feeds them.
+
+``DetectorSet`` sends each event only to the detectors whose ``accepts``
+names its type: at 8 GPUs x 1 Hz the GPU samples are most of the traffic
+and four detectors of ten care about them. ``deadline()`` is the earliest
+of the detectors' deadlines, for the Monitor's ticks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
+
+from .base import Alert, Detector
+from .config import DetectorConfig
+from .crash import CrashDetector, CrashEpisode
+from .memory_growth import MemoryGrowth
+from .memory_pressure import MemoryPressure
+from .memory_volatility import MemoryVolatility
+from .process_exit import ProcessExitDetector
+from .recompile import RecompileDetector
+from .stall import Stall
+from .throughput import ThroughputDrop
+
+EVENT_TYPES = (Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick)
+
+
+def build_detectors(config: DetectorConfig | None = None, baseline_tokens_per_s: float | None = None) -> list[Detector]:
+    """One of each detector this package implements, sharing one config."""
+    config = config or DetectorConfig()
+    return [
+        MemoryVolatility(config),
+        MemoryGrowth(config),
+        MemoryPressure(config),
+        ThroughputDrop(config, baseline_tokens_per_s=baseline_tokens_per_s),
+        Stall(config),
+        CrashDetector(config, name="fx_tracing"),
+        CrashDetector(config, name="crash"),
+        RecompileDetector(config),
+        ProcessExitDetector(config),
+    ]
+
+
+class DetectorSet:
+    def __init__(self, detectors: Sequence[Detector]) -> None:
+        self.detectors = list(detectors)
+        self._routes: dict[type, tuple[Detector, ...]] = {}
+        for etype in EVENT_TYPES:
+            # A detector without ``accepts`` (written elsewhere) sees everything.
+            self._routes[etype] = tuple(
+                d for d in self.detectors if etype in getattr(d, "accepts", EVENT_TYPES)
+            )
+        # Detectors that declare ``timed = False`` never have a deadline; the
+        # Monitor asks for deadline() before every event, so skip them.
+        self._timed = tuple(d for d in self.detectors if getattr(d, "timed", True))
+
+    def __iter__(self) -> Iterator[Detector]:
+        return iter(self.detectors)
+
+    def __len__(self) -> int:
+        return len(self.detectors)
+
+    def get(self, name: str) -> Detector | None:
+        for d in self.detectors:
+            if d.name == name:
+                return d
+        return None
+
+    def update(self, event: Event) -> list[Alert]:
+        route = self._routes.get(type(event))
+        if route is None:
+            route = self._routes[type(event)] = tuple(
+                d for d in self.detectors if isinstance(event, getattr(d, "accepts", EVENT_TYPES))
+            )
+        out: list[Alert] = []
+        for d in route:
+            alerts = d.update(event)
+            if alerts:
+                out.extend(alerts)
+        return out
+
+    def deadline(self) -> float | None:
+        best = None
+        for d in self._timed:
+            t = d.deadline()
+            if t is not None and (best is None or t < best):
+                best = t
+        return best
+
+    def learned_baseline(self) -> float | None:
+        """The tokens/s baseline the throughput detector learned, if it did."""
+        d = self.get("throughput_drop")
+        return d.learned_baseline() if isinstance(d, ThroughputDrop) else None
+
+    def crash_episodes(self) -> list[CrashEpisode]:
+        """Recent crashes with every rank seen (see ``crash.py``), oldest first."""
+        out: list[CrashEpisode] = []
+        for d in self.detectors:
+            if isinstance(d, CrashDetector):
+                out.extend(d.episodes())
+        return sorted(out, key=lambda e: e.first_time)
+

@@ -1,0 +1,60 @@
+"""The baseline file: the reference profile of a good run (CONTRACTS section 6)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be used, worded for one line on stderr."""
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    throughput_tokens_per_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": 1, "throughput_tokens_per_s": self.throughput_tokens_per_s, **self.extra}
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(f"baseline file {p} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"baseline file {p}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"baseline file {p}: invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BaselineError(f"baseline file {p}: expected a JSON object")
+    if data.get("version") != 1:
+        raise BaselineError(f"baseline file {p}: unsupported version {data.get('version')!r} (expected 1)")
+    tps = data.get("throughput_tokens_per_s")
+    if isinstance(tps, bool) or not isinstance(tps, (int, float)) or not math.isfinite(tps) or tps <= 0:
+        raise BaselineError(f"baseline file {p}: throughput_tokens_per_s must be a positive number, got {tps!r}")
+    extra = {k: v for k, v in data.items() if k not in ("version", "throughput_tokens_per_s")}
+    return Baseline(float(tps), extra)
+
+
+def save_baseline(baseline: Baseline, path: str | os.PathLike[str]) -> None:
+    """Write atomically so a dashboard reading it never sees half a file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=p.name, dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(baseline.to_dict(), fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,110 @@
+"""Command line (CONTRACTS section 1).
+
+This module must stay light: `dflash-watch --help` imports nothing but
+argparse. Each command's module is imported only when that command runs.
+Exit codes everywhere: 0 success, 1 unhealthy, 2 usage or input error with
+a one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS = ("watch", "demo", "replay", "start", "abort", "relaunch", "status", "init", "baseline")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _job_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="F", help="config file (TOML); default ./dflash-watch.toml if present")
+    p.add_argument("--session", metavar="NAME", help="tmux session of the training job")
+    p.add_argument("--cmd", metavar='"..."', help="training command run by start/relaunch")
+    p.add_argument("--socket", metavar="NAME", help="tmux server socket name (tmux -L)")
+    p.add_argument("--cwd", metavar="DIR", help="working directory of the training command")
+    p.add_argument("--grace", type=float, metavar="S", help="seconds between Ctrl-C and SIGTERM on abort (default 30)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="dflash-watch",
+        description="Watch a multi-GPU training run: tail its logs, sample GPU memory, "
+        "alert on degradation and crashes, and control the tmux-managed job.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    w = sub.add_parser("watch", help="the dashboard beside a run (the default command)")
+    _job_flags(w)
+    w.add_argument("--log", action="append", default=[], metavar="PATH", help="log file or glob to follow (repeatable)")
+    w.add_argument("--gpu-samples", metavar="F", help="read GPU samples from this file instead of NVML")
+    w.add_argument("--record-gpu", metavar="F", help="append every NVML sample to this file")
+    w.add_argument("--baseline", metavar="F", help="baseline file of a good run")
+    w.add_argument("--no-gpu", action="store_true", help="do not sample GPUs")
+    w.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
+
+    d = sub.add_parser("demo", help="the dashboard on a built-in simulated DFlash run (no GPU needed)")
+    d.add_argument("--speed", type=float, default=10.0, metavar="X", help="simulated seconds per wall second (default 10)")
+    d.add_argument("--no-tmux", action="store_true", help="run the simulator as a child process instead of in tmux")
+    d.add_argument("--seed", type=int, default=7, help="random seed of the simulated run")
+    d.add_argument("--keep", action="store_true", help="keep the demo's files and print where they are")
+    d.add_argument("--headless", action="store_true", help="no TUI: print alerts as JSON lines until the story ends")
+
+    r = sub.add_parser("replay", help="a finished run through the same pipeline, on the log's own clock")
+    r.add_argument("logs", nargs="+", metavar="LOG")
+    r.add_argument("--gpu-samples", action="append", default=[], metavar="F", help="GPU sample file (repeatable)")
+    r.add_argument("--baseline", metavar="F", help="baseline file of a good run")
+    r.add_argument("--json", action="store_true", help="no TUI: alerts as JSON lines on stdout")
+    r.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps (default: local)")
+    r.add_argument("--config", metavar="F", help="config file (detector thresholds, progress regex)")
+
+    for name, text in (
+        ("start", "start the training job in tmux"),
+        ("abort", "stop the training job: Ctrl-C, then SIGTERM, then SIGKILL"),
+        ("relaunch", "abort if alive, check the GPUs are free, start again"),
+        ("status", "the job's state; exit 0 running, 1 exited or absent"),
+    ):
+        _job_flags(sub.add_parser(name, help=text))
+
+    i = sub.add_parser("init", help="write a commented config file")
+    i.add_argument("path", nargs="?", default="dflash-watch.toml")
+    i.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+    b = sub.add_parser("baseline", help="the reference profile of a good run")
+    bsub = b.add_subparsers(dest="baseline_command", metavar="ACTION", parser_class=_Parser, required=True)
+    bs = bsub.add_parser("save", help="save a baseline from a good run's log")
+    bs.add_argument("logs", nargs="+", metavar="LOG")
+    bs.add_argument("--out", default="dflash-baseline.json", metavar="F")
+    bs.add_argument("--tz", metavar="ZONE")
+    bsh = bsub.add_parser("show", help="print a baseline file")
+    bsh.add_argument("path", nargs="?", default="dflash-baseline.json")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["watch", *argv]
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["watch"])
+    module = importlib.import_module(f"dflash_watch.commands.{args.command}")
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `replay --json | head`: the reader left; that is not an error.
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

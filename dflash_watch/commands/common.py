@@ -1,0 +1,90 @@
+"""What several commands share: config, baseline, time zone, thresholds."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..baseline import Baseline, BaselineError, load_baseline
+from ..config import Config, ConfigError, load_config, with_overrides
+
+
+class SettingsError(ValueError):
+    """A flag value that cannot be used."""
+
+
+ClearError = (ConfigError, BaselineError, SettingsError)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    config: Config
+    detector_config: Any
+    baseline: Baseline | None
+    tz: Any
+    progress_pattern: Any
+
+
+def parse_tz(name: str | None) -> Any:
+    if not name:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SettingsError(f"--tz {name!r}: unknown time zone (try UTC or Europe/Berlin)") from None
+
+
+def detector_config_from(overrides: dict[str, Any]) -> Any:
+    from detectors.config import DetectorConfig
+
+    known = {f.name: f for f in fields(DetectorConfig)}
+    kwargs = {}
+    for key, value in overrides.items():
+        if key not in known:
+            raise ConfigError(f"detectors.{key}: unknown threshold (known: {', '.join(sorted(known))})")
+        default = getattr(DetectorConfig(), key)
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"detectors.{key}: expected a number, got {value!r}")
+        kwargs[key] = value
+    return DetectorConfig(**kwargs)
+
+
+def progress_pattern_from(regex: str | None) -> Any:
+    if not regex:
+        return None
+    from parsers.progress import ProgressPattern
+
+    try:
+        return ProgressPattern(regex)
+    except Exception as exc:  # re.error or a missing named group
+        raise ConfigError(f"progress_regex: {exc}") from None
+
+
+def load_run_settings(args: argparse.Namespace) -> RunSettings:
+    config = load_config(getattr(args, "config", None))
+    config = with_overrides(
+        config,
+        logs=getattr(args, "log", None) or getattr(args, "logs", None),
+        tz=getattr(args, "tz", None),
+        baseline_file=getattr(args, "baseline", None),
+        samples_file=getattr(args, "gpu_samples", None) if isinstance(getattr(args, "gpu_samples", None), str) else None,
+        record_file=getattr(args, "record_gpu", None),
+        command=getattr(args, "cmd", None),
+        session=getattr(args, "session", None),
+        socket=getattr(args, "socket", None),
+        cwd=getattr(args, "cwd", None),
+        grace_s=getattr(args, "grace", None),
+        no_gpu=getattr(args, "no_gpu", False),
+    )
+    baseline = load_baseline(config.baseline_file) if config.baseline_file else None
+    return RunSettings(
+        config=config,
+        detector_config=detector_config_from(config.detectors),
+        baseline=baseline,
+        tz=parse_tz(config.tz),
+        progress_pattern=progress_pattern_from(config.progress_regex),
+    )

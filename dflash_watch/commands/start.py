@@ -1,0 +1,11 @@
+"""`dflash-watch start`: the tmux-managed training job, from scripts."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..control.cli_actions import cmd_start
+
+    return cmd_start(args)

@@ -1,0 +1,42 @@
+"""Control of the tmux-managed training job (start, status, abort, relaunch).
+
+Nothing here acts on the job unless asked: importing or quitting
+dflash-watch never touches a running training.
+"""
+
+from .autorelaunch import AutoRelaunchConfig, AutoRelauncher, AutoRelaunchPolicy, Decision
+from .job import (
+    AlreadyRunning,
+    ControlUnavailable,
+    Job,
+    JobError,
+    JobSpec,
+    JobState,
+    RelaunchRefused,
+    classify_exit,
+)
+from .lock import JobLock, LockTimeout
+from .tmux import InvalidName, Tmux, TmuxError, TmuxMissing, TmuxServerGone, validate_name
+
+__all__ = [
+    "AlreadyRunning",
+    "AutoRelaunchConfig",
+    "AutoRelaunchPolicy",
+    "AutoRelauncher",
+    "ControlUnavailable",
+    "Decision",
+    "InvalidName",
+    "Job",
+    "JobError",
+    "JobLock",
+    "JobSpec",
+    "JobState",
+    "LockTimeout",
+    "RelaunchRefused",
+    "Tmux",
+    "TmuxError",
+    "TmuxMissing",
+    "TmuxServerGone",
+    "classify_exit",
+    "validate_name",
+]

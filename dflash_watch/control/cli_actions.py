@@ -1,0 +1,132 @@
+"""``dflash-watch start|abort|relaunch|status``: the job from scripts.
+
+Each ``cmd_*`` takes the CLI's argparse Namespace (``config``, ``session``,
+``cmd``, ``socket``, ``cwd``, ``grace``; missing fields read as None) and
+returns an exit code per CONTRACTS section 1: 0 success (status: running),
+1 the job is not in the asked-for state (status: exited or absent; start:
+already running; relaunch refused), 2 usage or environment error (bad
+config, bad session name, tmux missing), with one line on stderr. Progress
+goes to stdout, one line per step.
+
+Flags override the ``[run]`` table of the config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from .job import AlreadyRunning, ControlUnavailable, GpuHolders, Job, JobError, JobSpec
+from .lock import LockTimeout
+from .tmux import InvalidName, TmuxError
+
+DEFAULT_SESSION = "dflash-train"
+
+
+class UsageError(ValueError):
+    """Bad config or flags: exit 2 with the message."""
+
+
+def spec_from_args(args: argparse.Namespace) -> JobSpec:
+    """The JobSpec from ``[run]`` of the config (see dflash_watch.config), flags on top."""
+    from ..config import ConfigError, load_config
+
+    try:
+        run = load_config(getattr(args, "config", None)).run
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    return spec_from_run(run, args)
+
+
+def spec_from_run(run: Any, args: argparse.Namespace | None = None) -> JobSpec:
+    """A RunConfig (and optional flags) as a JobSpec."""
+
+    def pick(flag: str, value: Any) -> Any:
+        given = getattr(args, flag, None) if args is not None else None
+        return value if given is None else given
+
+    kwargs: dict[str, Any] = {}
+    if run.state_dir:
+        kwargs["state_dir"] = Path(str(run.state_dir)).expanduser()
+    try:
+        return JobSpec(
+            command=str(pick("cmd", run.command) or ""),
+            session=str(pick("session", run.session)),
+            cwd=pick("cwd", run.cwd),
+            env={str(k): str(v) for k, v in run.env.items()},
+            socket=pick("socket", run.socket),
+            window=pick("window", run.window),
+            grace_s=float(pick("grace", run.grace_s)),
+            gpus=run.gpus,
+            preflight_timeout_s=float(run.preflight_timeout_s),
+            **kwargs,
+        )
+    except (InvalidName, TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _job(args: argparse.Namespace, gpu_holders: GpuHolders | None) -> Job:
+    job = Job(spec_from_args(args), gpu_holders=gpu_holders)
+    if not job.available:
+        raise ControlUnavailable("tmux not found on PATH: job control disabled (monitoring still works)")
+    return job
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _guard(action: Callable[[], int]) -> int:
+    """Map the control errors to CONTRACTS exit codes with a one-line reason."""
+    try:
+        return action()
+    except (UsageError, ControlUnavailable) as exc:
+        print(f"dflash-watch: {exc}", file=sys.stderr)
+        return 2
+    except AlreadyRunning as exc:
+        print(f"dflash-watch: {exc}", file=sys.stderr)
+        return 1
+    except (JobError, LockTimeout) as exc:
+        print(f"dflash-watch: {exc}", file=sys.stderr)
+        return 1
+    except TmuxError as exc:
+        print(f"dflash-watch: tmux: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    def action() -> int:
+        st = _job(args, None).status()
+        _say(st.line())
+        return 0 if st.running else 1
+
+    return _guard(action)
+
+
+def cmd_start(args: argparse.Namespace, gpu_holders: GpuHolders | None = None) -> int:
+    def action() -> int:
+        st = _job(args, gpu_holders).start(on_step=_say)
+        _say(st.line())
+        return 0
+
+    return _guard(action)
+
+
+def cmd_abort(args: argparse.Namespace) -> int:
+    def action() -> int:
+        st = _job(args, None).abort(getattr(args, "grace", None), on_step=_say)
+        _say(st.line())
+        return 1 if st.running else 0
+
+    return _guard(action)
+
+
+def cmd_relaunch(args: argparse.Namespace, gpu_holders: GpuHolders | None = None) -> int:
+    def action() -> int:
+        st = _job(args, gpu_holders).relaunch(getattr(args, "grace", None), on_step=_say)
+        _say(st.line())
+        return 0
+
+    return _guard(action)

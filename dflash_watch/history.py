@@ -1,0 +1,221 @@
+"""Bounded history of scalar series (GPU memory, throughput) for charts and detectors.
+
+A run lasts days, so the watcher cannot keep every sample, but the thing it
+watches for (memory that stops being flat) can be a single-sample spike: a
+plain average would erase it. So each tier keeps, per bucket, the min, the
+max and the mean. Recent data stays at full rate; older data lives in
+coarser tiers. Every tier is a preallocated ring buffer: memory is fixed at
+construction and an append costs the same on day five as on second one.
+
+Pure: no clock, no threads, no I/O. Times are whatever the caller's data
+clock says.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+
+import numpy as np
+
+from parsers.events import GpuLost, GpuSample
+
+# (bucket seconds, buckets). Width 0 keeps every sample. At 1 Hz: one hour
+# at full rate, 12 hours of 10 s buckets, 5 days of 1 min buckets.
+DEFAULT_TIERS: tuple[tuple[float, int], ...] = ((0.0, 3600), (10.0, 4320), (60.0, 7200))
+
+_FIELDS = 4  # t, min, max, mean: interleaved in one array per tier
+
+Window = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+class _Tier:
+    """One ring buffer plus the bucket being filled (not yet in the ring)."""
+
+    __slots__ = ("width", "cap", "data", "head", "size", "key", "o_t", "o_min", "o_max", "o_sum", "o_n")
+
+    def __init__(self, width: float, cap: int) -> None:
+        self.width = width
+        self.cap = cap
+        self.data = array("d", bytes(8 * _FIELDS * cap))
+        self.head = 0  # next slot to write
+        self.size = 0
+        self.key = -math.inf  # bucket number of the open bucket
+        self.o_t = self.o_min = self.o_max = self.o_sum = 0.0
+        self.o_n = 0
+
+    def push(self, t: float, lo: float, hi: float, mean: float) -> None:
+        i = self.head * _FIELDS
+        d = self.data
+        d[i] = t
+        d[i + 1] = lo
+        d[i + 2] = hi
+        d[i + 3] = mean
+        self.head = self.head + 1 if self.head + 1 < self.cap else 0
+        if self.size < self.cap:
+            self.size += 1
+
+    def oldest(self) -> float:
+        return self.data[(self.head if self.size == self.cap else 0) * _FIELDS]
+
+    def rows(self) -> np.ndarray:
+        """Committed buckets, oldest first, plus the open one: shape (n, 4)."""
+        flat = np.frombuffer(self.data, dtype=np.float64).reshape(self.cap, _FIELDS)
+        if self.size < self.cap:
+            parts = [flat[: self.size]]
+        else:
+            parts = [flat[self.head :], flat[: self.head]]
+        if self.o_n:
+            parts.append(np.array([[self.o_t, self.o_min, self.o_max, self.o_sum / self.o_n]]))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+
+
+class SeriesHistory:
+    """One scalar series in tiers of (t, min, max, mean) ring buffers.
+
+    ``tiers`` go from finest to coarsest. Each sample updates every tier
+    directly (no cascade), so each tier's min/max/mean are exact for its
+    buckets. A bucket's time is its start (``floor(t / width) * width``).
+    """
+
+    def __init__(self, tiers: Sequence[tuple[float, int]] = DEFAULT_TIERS) -> None:
+        if not tiers:
+            raise ValueError("a history needs at least one tier")
+        widths = [w for w, _ in tiers]
+        if widths != sorted(widths) or any(w < 0 for w in widths) or any(c < 1 for _, c in tiers):
+            raise ValueError(f"tiers must go from finest to coarsest with positive sizes: {tiers!r}")
+        self._tiers = [_Tier(float(w), int(c)) for w, c in tiers]
+        self.count = 0
+        self.last_time: float | None = None
+        self.last_value: float | None = None
+
+    def append(self, t: float, value: float) -> None:
+        """Add one sample; non-finite values are "not available" and skipped.
+
+        A clock that steps back (NTP) is clamped to the last time so every
+        tier stays sorted for ``window``.
+        """
+        if value is None or not math.isfinite(value):
+            return
+        value = float(value)
+        last = self.last_time
+        if last is not None and t < last:
+            t = last
+        self.last_time = t
+        self.last_value = value
+        self.count += 1
+        for tier in self._tiers:
+            width = tier.width
+            if width == 0.0:
+                tier.push(t, value, value, value)
+                continue
+            key = t // width
+            if key != tier.key:
+                if tier.o_n:
+                    tier.push(tier.o_t, tier.o_min, tier.o_max, tier.o_sum / tier.o_n)
+                tier.key = key
+                tier.o_t = key * width
+                tier.o_min = tier.o_max = tier.o_sum = value
+                tier.o_n = 1
+            else:
+                if value < tier.o_min:
+                    tier.o_min = value
+                elif value > tier.o_max:
+                    tier.o_max = value
+                tier.o_sum += value
+                tier.o_n += 1
+
+    def window(self, seconds: float, end: float | None = None) -> Window:
+        """(times, mins, maxs, means) of the last ``seconds`` up to ``end``.
+
+        Picks the finest tier that still holds the window's start (one that
+        has never wrapped holds everything); failing that, the coarsest. A
+        bucket is included when any part of it lies in the window.
+        """
+        if self.last_time is None:
+            empty = np.empty(0)
+            return empty, empty.copy(), empty.copy(), empty.copy()
+        end = self.last_time if end is None else end
+        start = end - seconds
+        chosen = self._tiers[-1]
+        for tier in self._tiers:
+            if tier.size < tier.cap or tier.oldest() <= start:
+                chosen = tier
+                break
+        rows = chosen.rows()
+        times = rows[:, 0]
+        lo = np.searchsorted(times, start - chosen.width, side="right" if chosen.width else "left")
+        hi = np.searchsorted(times, end, side="right")
+        rows = rows[lo:hi]
+        return rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy(), rows[:, 3].copy()
+
+    def tier_of(self, seconds: float) -> float:
+        """The bucket width ``window(seconds)`` would use (for chart labels)."""
+        if self.last_time is None:
+            return self._tiers[0].width
+        start = self.last_time - seconds
+        for tier in self._tiers:
+            if tier.size < tier.cap or tier.oldest() <= start:
+                return tier.width
+        return self._tiers[-1].width
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the ring buffers: fixed at construction."""
+        return sum(t.data.itemsize * len(t.data) for t in self._tiers)
+
+
+class GpuHistory:
+    """Per-GPU used-memory history plus each GPU's latest sample.
+
+    ``max_gpus`` bounds memory against a corrupt sample file naming
+    thousands of GPU indices; samples beyond it are counted in ``dropped``.
+    """
+
+    def __init__(self, tiers: Sequence[tuple[float, int]] = DEFAULT_TIERS, max_gpus: int = 64) -> None:
+        self._tiers = tuple(tiers)
+        self._max_gpus = max_gpus
+        self._used: dict[int, SeriesHistory] = {}
+        self._last: dict[int, GpuSample] = {}
+        self._total: dict[int, int] = {}
+        self._lost: dict[int, GpuLost] = {}
+        self.dropped = 0
+
+    def add(self, event: GpuSample | GpuLost) -> None:
+        gpu = event.gpu
+        if gpu not in self._used:
+            if len(self._used) >= self._max_gpus:
+                self.dropped += 1
+                return
+            self._used[gpu] = SeriesHistory(self._tiers)
+        if isinstance(event, GpuLost):
+            self._lost[gpu] = event
+            return
+        self._last[gpu] = event
+        if event.total_bytes is not None:
+            self._total[gpu] = event.total_bytes
+        if event.used_bytes is not None:
+            self._used[gpu].append(event.time, event.used_bytes)
+
+    @property
+    def gpus(self) -> list[int]:
+        return sorted(self._used)
+
+    def used(self, gpu: int) -> SeriesHistory | None:
+        return self._used.get(gpu)
+
+    def last(self, gpu: int) -> GpuSample | None:
+        """The newest sample (its util and processes may be None: not available)."""
+        return self._last.get(gpu)
+
+    def total_bytes(self, gpu: int) -> int | None:
+        """The last known total, kept across samples that could not say."""
+        return self._total.get(gpu)
+
+    def lost(self, gpu: int) -> GpuLost | None:
+        return self._lost.get(gpu)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self._used.values())

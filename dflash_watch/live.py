@@ -1,0 +1,194 @@
+"""Live wiring: background threads that feed one Monitor from real sources.
+
+The dashboard, `headless` and the demo all watch a run the same way: log
+files tailed like `tail -F`, GPU samples from NVML or from a sample file,
+the tmux job polled for its exit, and a 1 Hz tick. Each source runs on its
+own daemon thread and only ever calls the Monitor (which has a lock), so a
+slow NFS read or a hung NVML call can never freeze the UI, and stopping
+the watcher never touches the training job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .monitor import Monitor
+
+Clock = Callable[[], float]
+
+
+class LiveSession:
+    def __init__(
+        self,
+        monitor: Monitor,
+        *,
+        logs: tuple[str, ...] = (),
+        samples_file: str | None = None,
+        use_nvml: bool = True,
+        gpu_interval_s: float = 1.0,
+        gpu_indices: tuple[int, ...] | None = None,
+        record_file: str | None = None,
+        job: Any = None,
+        clock: Clock = time.time,
+        tick_s: float = 1.0,
+        from_start: bool = True,
+    ) -> None:
+        self.monitor = monitor
+        self.logs = logs
+        self.samples_file = samples_file
+        self.use_nvml = use_nvml and samples_file is None
+        self.gpu_interval_s = gpu_interval_s
+        self.gpu_indices = gpu_indices
+        self.record_file = record_file
+        self.job = job
+        self.clock = clock
+        self.tick_s = tick_s
+        self.from_start = from_start
+        self.sampler: Any = None
+        self.gpu_unavailable: str | None = None
+        self._sampler_thread: Any = None
+        self._recorder: Any = None
+        self._tailers: list[Any] = []
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+
+    # -- lifecycle ------------------------------------------------------------
+    def start(self) -> LiveSession:
+        if self.logs:
+            self._spawn("log-tail", self._tail_logs)
+        else:
+            self.monitor.note("no log files given: pass --log PATH or set logs in the config")
+        if self.samples_file:
+            self._spawn("gpu-samples", self._tail_samples)
+        elif self.use_nvml:
+            self._start_nvml()
+        self._spawn("tick", self._tick_loop)
+        return self
+
+    def stop(self) -> None:
+        """Stop watching. Never touches the job: it keeps running."""
+        self._stop.set()
+        if self._sampler_thread is not None:
+            self._sampler_thread.stop(timeout=2.0)
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+        for tailer in self._tailers:
+            tailer.close()
+        if self.sampler is not None:
+            self.sampler.close()
+
+    def __enter__(self) -> LiveSession:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=self._guard(name, target), name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _guard(self, name: str, target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            while not self._stop.is_set():
+                try:
+                    target()
+                    return
+                except Exception as exc:  # a source failed: say so once, retry slowly
+                    self.monitor.note(f"{name} failed ({type(exc).__name__}: {exc}); retrying")
+                    self._stop.wait(5.0)
+
+        return run
+
+    # -- sources ------------------------------------------------------------------
+    def _tail_logs(self) -> None:
+        from .sources.logtail import Chunk, LogTailer
+
+        tailer = LogTailer(list(self.logs), from_start=self.from_start)
+        self._tailers.append(tailer)
+        monitor = self.monitor
+        while not self._stop.is_set():
+            for item in tailer.poll():
+                if isinstance(item, Chunk):
+                    monitor.feed_text(item.path, item.text, item.first_lineno, self.clock(), item.generation)
+                else:
+                    monitor.note(item.message)
+            tailer.wait(0.5)
+
+    def _tail_samples(self) -> None:
+        from .sources.logtail import Chunk, LogTailer
+        from .sources.samples import parse_sample_line
+
+        tailer = LogTailer([self.samples_file], from_start=self.from_start)
+        self._tailers.append(tailer)
+        bad = 0
+        while not self._stop.is_set():
+            for item in tailer.poll():
+                if not isinstance(item, Chunk):
+                    self.monitor.note(item.message)
+                    continue
+                batch = []
+                for line in item.text.splitlines():
+                    sample = parse_sample_line(line)
+                    if sample is None:
+                        if line.strip():
+                            bad += 1
+                            if bad == 1:
+                                self.monitor.note(f"{self.samples_file}: skipping lines that are not GPU samples")
+                        continue
+                    batch.append(sample)
+                if batch:
+                    self.monitor.feed_samples(batch)
+            tailer.wait(0.5)
+
+    def _start_nvml(self) -> None:
+        from .sources.nvml import GpuSampler, SamplerThread
+
+        self.sampler = GpuSampler(indices=self.gpu_indices, on_notice=self.monitor.note)
+        if not self.sampler.available:
+            self.gpu_unavailable = self.sampler.unavailable
+            self.monitor.gpu_unavailable = self.sampler.unavailable
+            return
+        self.monitor.gpu_info = self.sampler.gpus
+        if self.record_file:
+            from .sources.samples import SampleRecorder
+
+            self._recorder = SampleRecorder(self.record_file)
+
+        def deliver(batch: list) -> None:
+            self.monitor.feed_samples(batch)
+            if self._recorder is not None:
+                self._recorder.write([s for s in batch if hasattr(s, "used_bytes")])
+
+        self._sampler_thread = SamplerThread(
+            self.sampler, self.gpu_interval_s, deliver, clock=self.clock, on_error=self.monitor.note
+        ).start()
+
+    def _tick_loop(self) -> None:
+        last_status = 0.0
+        while not self._stop.wait(self.tick_s):
+            now = self.clock()
+            self.monitor.tick(now)
+            if self.job is None:
+                continue
+            exit_event = self.job.poll_exit(now)
+            if exit_event is not None:
+                self.monitor.feed_events((exit_event,))
+            if time.monotonic() - last_status >= 2.0 or exit_event is not None:
+                last_status = time.monotonic()
+                self.refresh_job_state()
+
+    def refresh_job_state(self) -> None:
+        if self.job is None:
+            return
+        try:
+            state = self.job.status()
+        except Exception as exc:
+            self.monitor.note(f"job status failed: {exc}")
+            return
+        self.monitor.set_job_state(state)
+        if self.sampler is not None and getattr(state, "pids", None):
+            self.sampler.job_pids = state.pids

@@ -1,0 +1,283 @@
+"""The headless Monitor: one per run, the only place that knows about time.
+
+Sources push raw inputs in (log chunks, GPU samples, job exits, ticks); the
+Monitor turns text into events with the pure parsers, runs the pure
+detectors, and keeps a bounded picture of the run that every view reads:
+the TUI, `check`, `replay --json`, the alert history file. Nothing here
+draws, sleeps or starts a thread, so a test can drive it event by event.
+
+Clock: every input carries its time. Before an input at time t is handled,
+the detectors' deadlines that fall before t are delivered as ``Tick``s, so
+silence-driven alerts (stall) fire at the moment they became true, both
+live (ticks every second) and in replay (the data's own clock).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from detectors.base import Alert
+from detectors.config import DetectorConfig
+from detectors.registry import DetectorSet, build_detectors
+from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
+from parsers.stream import LogStream
+
+from .alertbook import AlertBook
+from .baseline import Baseline
+from .history import GpuHistory, SeriesHistory
+
+AlertListener = Callable[[Alert], None]
+
+
+@dataclass(slots=True)
+class StreamState:
+    """Per log file: its parser, and the generation it was built for."""
+
+    stream: LogStream
+    generation: int
+    lines: int = 0
+
+
+class Monitor:
+    def __init__(
+        self,
+        *,
+        detector_config: DetectorConfig | None = None,
+        baseline: Baseline | None = None,
+        tz: Any = None,
+        progress_pattern: Any = None,
+        keep_lines: int = 2000,
+        alert_history: int = 2000,
+    ) -> None:
+        self.detector_config = detector_config or DetectorConfig()
+        self.baseline = baseline
+        self._tz = tz
+        self._progress_pattern = progress_pattern
+        self._detectors = self._build_detectors()
+        self._streams: dict[str, StreamState] = {}
+        self._listeners: list[AlertListener] = []
+        self._lock = threading.RLock()
+        self.alerts = AlertBook(alert_history)
+        self.gpus = GpuHistory()
+        self.throughput = SeriesHistory()
+        self.last_progress: Progress | None = None
+        self.last_crash: Crash | None = None
+        self.last_exit: ProcessExit | None = None
+        self.recompiles = 0
+        self.progress_events = 0
+        self.now: float | None = None
+        self.first_time: float | None = None
+        self.restarts = 0
+        self.notices: deque[str] = deque(maxlen=200)
+        # Recent raw lines per file for the log view; 0 keeps none (replay).
+        self.keep_lines = keep_lines
+        self.lines: dict[str, deque[tuple[int, str]]] = {}
+        # GPU source facts for the views: static info, or why there is none.
+        self.gpu_info: list[Any] = []
+        self.gpu_unavailable: str | None = None
+        # The managed job as last seen by job control (None: no control).
+        self.job_state: Any = None
+        # Bumped on every change: a view redraws only when it moved.
+        self.version = 0
+
+    # -- wiring -----------------------------------------------------------
+    def _build_detectors(self) -> DetectorSet:
+        tps = self.baseline.throughput_tokens_per_s if self.baseline else None
+        return DetectorSet(build_detectors(self.detector_config, baseline_tokens_per_s=tps))
+
+    def subscribe(self, listener: AlertListener) -> None:
+        self._listeners.append(listener)
+
+    def note(self, message: str) -> None:
+        with self._lock:
+            self.notices.append(message)
+            self.version += 1
+
+    # -- inputs -----------------------------------------------------------
+    def feed_text(self, path: str, text: str, first_lineno: int, now: float, generation: int = 0) -> list[Alert]:
+        """A chunk of complete lines of one log file, read at wall time ``now``."""
+        with self._lock:
+            state = self._streams.get(path)
+            if state is None or state.generation != generation:
+                stream = LogStream(_display_name(path), tz=self._tz, progress_pattern=self._progress_pattern)
+                state = StreamState(stream, generation)
+                self._streams[path] = state
+            events = state.stream.feed(text, first_lineno, now)
+            lines = text.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            state.lines = first_lineno - 1 + len(lines)
+            if self.keep_lines:
+                self._remember_lines(path, lines, first_lineno)
+            self.version += 1
+            return self.feed_events(events)
+
+    def _remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
+        ring = self.lines.get(path)
+        if ring is None:
+            ring = self.lines[path] = deque(maxlen=self.keep_lines)
+        if len(lines) > self.keep_lines:
+            first_lineno += len(lines) - self.keep_lines
+            lines = lines[-self.keep_lines :]
+        for lineno, line in enumerate(lines, first_lineno):
+            # A tqdm line redrawn with '\r' shows its last state, as a terminal would.
+            if "\r" in line:
+                line = line.rstrip("\r").rsplit("\r", 1)[-1]
+            ring.append((lineno, line))
+
+    def end_of_text(self, path: str, now: float) -> list[Alert]:
+        """No more text will come for ``path``: flush its pending traceback."""
+        with self._lock:
+            state = self._streams.get(path)
+            if state is None:
+                return []
+            return self.feed_events(state.stream.flush(now))
+
+    def feed_events(self, events: Iterable[Event]) -> list[Alert]:
+        out: list[Alert] = []
+        with self._lock:
+            for event in events:
+                out.extend(self._handle(event))
+        return out
+
+    def feed_samples(self, samples: Iterable[GpuSample | GpuLost]) -> list[Alert]:
+        return self.feed_events(samples)
+
+    def tick(self, now: float) -> list[Alert]:
+        """The clock moved (live: once a second)."""
+        return self.feed_events((Tick(now),))
+
+    def advance_to(self, time: float) -> list[Alert]:
+        """Deliver every detector deadline that falls before ``time``."""
+        out: list[Alert] = []
+        last = None
+        while True:
+            deadline = self._detectors.deadline()
+            if deadline is None or deadline >= time or (last is not None and deadline <= last):
+                return out
+            last = deadline
+            out.extend(self._run_detectors(Tick(deadline)))
+
+    # -- the core loop ------------------------------------------------------
+    def _handle(self, event: Event) -> list[Alert]:
+        t = event.time
+        out = self.advance_to(t)
+        if self.first_time is None:
+            self.first_time = t
+        if self.now is None or t > self.now:
+            self.now = t
+        if isinstance(event, Progress):
+            self.progress_events += 1
+            self.last_progress = event
+            if event.tokens_per_s is not None:
+                self.throughput.append(t, event.tokens_per_s)
+        elif isinstance(event, GpuSample):
+            self.gpus.add(event)
+        elif isinstance(event, Crash):
+            self.last_crash = event
+        elif isinstance(event, Recompile):
+            self.recompiles += 1
+        elif isinstance(event, GpuLost):
+            self.gpus.add(event)
+            event = _gpu_lost_crash(event)
+        elif isinstance(event, ProcessExit):
+            if event.signature is None and self.last_crash is not None:
+                event = replace(event, signature=self.last_crash.signature)
+            self.last_exit = event
+        out.extend(self._run_detectors(event))
+        self.version += 1
+        return out
+
+    def _run_detectors(self, event: Event) -> list[Alert]:
+        alerts = self._detectors.update(event)
+        for alert in alerts:
+            self.alerts.add(alert)
+            for listener in self._listeners:
+                listener(alert)
+        return alerts
+
+    # -- job lifecycle ------------------------------------------------------
+    def set_job_state(self, state: Any) -> None:
+        with self._lock:
+            if state != self.job_state:
+                self.job_state = state
+                self.version += 1
+
+    def job_relaunched(self, now: float) -> None:
+        """A new incarnation of the job: old crashes are history now."""
+        with self._lock:
+            self.restarts += 1
+            self.alerts.clear_one_shots()
+            self.last_crash = None
+            self.last_exit = None
+            self.note(f"job relaunched (restart {self.restarts})")
+
+    # -- views --------------------------------------------------------------
+    @property
+    def detectors(self) -> DetectorSet:
+        return self._detectors
+
+    @property
+    def baseline_tokens_per_s(self) -> float | None:
+        if self.baseline is not None:
+            return self.baseline.throughput_tokens_per_s
+        return self._detectors.learned_baseline()
+
+    def capture_baseline(self, window_s: float = 600.0) -> Baseline | None:
+        """The recent window as a baseline of a good run (the TUI's `b` key).
+
+        Median of the per-bucket means over the last ``window_s`` of data
+        time, plus each GPU's flat level and band, so a later "what
+        changed" has something to compare with. None without throughput.
+        """
+        import numpy as np
+
+        with self._lock:
+            if self.throughput.count == 0:
+                return None
+            _, _, _, means = self.throughput.window(window_s)
+            if len(means) == 0:
+                return None
+            extra: dict[str, Any] = {"window_s": window_s, "captured_at": self.now}
+            memory = {}
+            for gpu in self.gpus.gpus:
+                series = self.gpus.used(gpu)
+                if series is None or series.count == 0:
+                    continue
+                _, lo, hi, mean = series.window(window_s)
+                if len(mean):
+                    memory[str(gpu)] = {
+                        "level_bytes": float(np.median(mean)),
+                        "band_bytes": float(np.max(hi) - np.min(lo)),
+                    }
+            if memory:
+                extra["gpu_memory"] = memory
+            return Baseline(float(np.median(means)), extra)
+
+    @property
+    def files(self) -> list[str]:
+        return list(self._streams)
+
+
+def _display_name(path: str) -> str:
+    """Alerts cite ``train.log:1234``; the full path is in the file list."""
+    import os
+
+    return os.path.basename(path) or path
+
+
+def _gpu_lost_crash(event: GpuLost) -> Crash:
+    return Crash(
+        time=event.time,
+        source=event.source,
+        detector="crash",
+        kind="cuda_error",
+        exc_type="GpuIsLost",
+        message=f"GPU {event.gpu} lost: {event.message}",
+        signature=f"gpu_lost:{event.gpu}",
+        cause="gpu_lost",
+    )

@@ -1,0 +1,1 @@
+"""Inputs of the shell: log files, GPU samples, history."""

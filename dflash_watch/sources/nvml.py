@@ -1,0 +1,564 @@
+"""Per-GPU memory sampling through NVML (nvidia-ml-py, module ``pynvml``).
+
+The watcher's first promise is to notice when GPU memory stops being flat, so
+this sampler must be cheap, run for days, and never take the watcher down:
+every NVML call that fails becomes a "not available" value (None) in the
+sample, a lost GPU becomes one ``GpuLost`` event while the others keep going,
+and a machine without a driver gets one clear message instead of a crash.
+
+``pynvml`` is imported inside ``GpuSampler`` (not at module import) so that
+``dflash-watch --help`` stays light, and every NVML function is looked up on
+the module at call time so tests can monkeypatch it (as gpustat's do).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from parsers.events import GpuLost, GpuProcess, GpuSample
+
+DEFAULT_INTERVAL = 1.0  # seconds between samples unless configured
+UNAVAILABLE_HINT = "GPU panels off; pass --gpu-samples FILE to read samples from a file"
+
+# NVML return codes (stable across nvidia-ml-py releases); kept here so that
+# pure helpers need not import pynvml.
+_NOT_SUPPORTED = 3
+_NOT_FOUND = 6
+_FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
+_RESET_REQUIRED = 16
+_ARGUMENT_VERSION_MISMATCH = 25
+# Both mean "this GPU is unusable until reset": report it lost, stop calling it.
+_LOST_CODES = frozenset({_GPU_IS_LOST, _RESET_REQUIRED})
+
+_COMPUTE_FNS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
+_GRAPHICS_FNS = ("nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses_v2")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """What does not change while a GPU is watched (None: NVML could not say)."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    total_bytes: int | None
+
+
+class _NA:
+    """Marker for "this call gave no value" (distinct from a legitimate None)."""
+
+
+_NA_VALUE = _NA()
+
+
+class _Lost(Exception):
+    """Raised inside the sampler only: the GPU fell off the bus."""
+
+
+@dataclass(slots=True)
+class _Gpu:
+    index: int
+    handle: object | None
+    info: GpuInfo
+    mem_v2: bool = True
+    unsupported: set[str] | None = None
+    lost: bool = False
+    lost_message: str | None = None
+    lost_reported: bool = False
+
+
+def select_gpus(
+    uuids: Sequence[str | None],
+    indices: Iterable[int] | None = None,
+    cuda_visible_devices: str | None = None,
+) -> tuple[list[int], list[str]]:
+    """Pick NVML indices to watch; return them and notices about what was skipped.
+
+    ``uuids[i]`` is the UUID of NVML device ``i``. Explicit ``indices`` win
+    over ``cuda_visible_devices``; None for both means every GPU. Integer
+    entries of CUDA_VISIBLE_DEVICES are read as NVML indices, which match
+    CUDA's only under CUDA_DEVICE_ORDER=PCI_BUS_ID (UUID entries are exact).
+    Unlike CUDA, a bad entry is skipped rather than ending the list: a
+    watcher should show more, not silently less. ``-1`` ends the list as in
+    CUDA. MIG instances cannot be sampled on their own: ``MIG-GPU-<uuid>/..``
+    maps to its parent GPU, a bare ``MIG-<uuid>`` is skipped, and a list of
+    nothing but unmappable MIG entries falls back to every GPU.
+    """
+    count = len(uuids)
+    notices: list[str] = []
+    if indices is not None:
+        chosen: list[int] = []
+        for i in indices:
+            if 0 <= i < count:
+                if i not in chosen:
+                    chosen.append(i)
+            else:
+                notices.append(f"GPU {i} does not exist ({count} GPUs); skipped")
+        return chosen, notices
+    if cuda_visible_devices is None:
+        return list(range(count)), notices
+    text = cuda_visible_devices.strip()
+    if not text:
+        return [], ["CUDA_VISIBLE_DEVICES is empty: no GPU selected"]
+    chosen = []
+    skipped_mig = False
+    for raw in text.split(","):
+        entry = raw.strip()
+        found: int | None = None
+        if entry.lstrip("-").isdigit():
+            number = int(entry)
+            if number < 0:
+                break
+            if number < count:
+                found = number
+            else:
+                notices.append(f"CUDA_VISIBLE_DEVICES entry {entry}: no such GPU ({count} GPUs); skipped")
+        elif entry.upper().startswith("MIG-GPU-"):
+            found = _match_uuid(uuids, entry[4:].split("/")[0], entry, notices)
+            if found is not None:
+                notices.append(f"CUDA_VISIBLE_DEVICES entry {entry}: MIG instance shown as its whole GPU {found}")
+        elif entry.upper().startswith("MIG-"):
+            skipped_mig = True
+            notices.append(f"CUDA_VISIBLE_DEVICES entry {entry}: MIG instances are not sampled; skipped")
+        elif entry.upper().startswith("GPU-"):
+            found = _match_uuid(uuids, entry, entry, notices)
+        elif entry:
+            notices.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} not understood; skipped")
+        if found is not None and found not in chosen:
+            chosen.append(found)
+    if not chosen and skipped_mig:
+        notices.append("CUDA_VISIBLE_DEVICES names only MIG instances: watching every GPU")
+        return list(range(count)), notices
+    return chosen, notices
+
+
+def _match_uuid(uuids: Sequence[str | None], prefix: str, entry: str, notices: list[str]) -> int | None:
+    prefix = prefix.lower()
+    hits = [i for i, u in enumerate(uuids) if u is not None and u.lower().startswith(prefix)]
+    if len(hits) == 1:
+        return hits[0]
+    why = "matches no GPU" if not hits else f"is ambiguous (GPUs {', '.join(map(str, hits))})"
+    notices.append(f"CUDA_VISIBLE_DEVICES entry {entry} {why}; skipped")
+    return None
+
+
+def process_tree(root_pid: int, proc_root: str = "/proc") -> set[int]:
+    """``root_pid`` and all its descendants, read from /proc (empty if it is gone).
+
+    One pass over /proc/*/stat builds the parent links; the tree of a tmux
+    pane is small but /proc may hold thousands of pids, so this is meant to
+    be called every few seconds, not per sample.
+    """
+    children: dict[int, list[int]] = {}
+    exists = False
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return set()
+    for name in names:
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            with open(f"{proc_root}/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # exited while we looked
+        # comm may hold spaces and parentheses: the fields after the last ')'
+        # are "state ppid ...".
+        fields = stat[stat.rfind(b")") + 2 :].split(None, 2)
+        if len(fields) < 2:
+            continue
+        if pid == root_pid:
+            exists = True
+        children.setdefault(int(fields[1]), []).append(pid)
+    if not exists:
+        return set()
+    tree = {root_pid}
+    stack = [root_pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                stack.append(child)
+    return tree
+
+
+class GpuSampler:
+    """NVML, initialised once; ``sample(now)`` reads every selected GPU.
+
+    Construction never raises: without NVML, ``available`` is False,
+    ``unavailable`` holds the one message to show, and ``sample`` returns [].
+    Notices (driver/binding mismatch, skipped GPUs...) are reported once
+    each, through ``on_notice`` and ``drain_notices()``.
+    """
+
+    def __init__(
+        self,
+        indices: Iterable[int] | None = None,
+        cuda_visible_devices: str | None = None,
+        on_notice: Callable[[str], None] | None = None,
+        proc_root: str = "/proc",
+    ) -> None:
+        self._on_notice = on_notice
+        self._notices: list[str] = []
+        self._noticed: set[str] = set()
+        self._proc_root = proc_root
+        self._job_pids: frozenset[int] = frozenset()
+        self._names: dict[int, str] = {}
+        self._missing: set[str] = set()
+        self._proc_fns = {"compute": list(_COMPUTE_FNS), "graphics": list(_GRAPHICS_FNS)}
+        self._gpus: list[_Gpu] = []
+        self._nv = None
+        self.unavailable: str | None = None
+        self.driver_version: str | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception as err:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded...
+            reason = "nvidia-ml-py is not installed" if isinstance(err, ImportError) else _describe(err)
+            self.unavailable = f"NVML not available: {reason}; {UNAVAILABLE_HINT}"
+            self.notify(self.unavailable)
+            return
+        self._nv = pynvml
+        atexit.register(self.close)
+        try:
+            self.driver_version = _text(pynvml.nvmlSystemGetDriverVersion())
+        except Exception:
+            self.driver_version = None
+        try:
+            count = int(pynvml.nvmlDeviceGetCount())
+        except Exception as err:
+            self.unavailable = f"NVML not available: cannot count GPUs ({_describe(err)}); {UNAVAILABLE_HINT}"
+            self.notify(self.unavailable)
+            self.close()
+            return
+        every = [self._open_gpu(i) for i in range(count)]
+        chosen, notices = select_gpus([g.info.uuid for g in every], indices, cuda_visible_devices)
+        for message in notices:
+            self.notify(message)
+        self._gpus = [every[i] for i in chosen]
+
+    # -- public surface -------------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        return self._nv is not None
+
+    @property
+    def gpus(self) -> list[GpuInfo]:
+        return [g.info for g in self._gpus]
+
+    @property
+    def job_pids(self) -> frozenset[int]:
+        return self._job_pids
+
+    @job_pids.setter
+    def job_pids(self, pids: Iterable[int]) -> None:
+        # One reference swap: safe while the sampler thread reads it.
+        self._job_pids = frozenset(pids)
+
+    def drain_notices(self) -> list[str]:
+        out, self._notices = self._notices, []
+        return out
+
+    def sample(self, now: float) -> list[GpuSample | GpuLost]:
+        """One sample per watched GPU; a GPU that is lost yields GpuLost once."""
+        if self._nv is None:
+            return []
+        out: list[GpuSample | GpuLost] = []
+        names = self._names
+        self._names = {}
+        for gpu in self._gpus:
+            if gpu.lost:
+                if not gpu.lost_reported:
+                    gpu.lost_reported = True
+                    out.append(GpuLost(now, gpu.index, gpu.lost_message or f"GPU {gpu.index} lost"))
+                continue
+            try:
+                out.append(self._sample_gpu(gpu, now, names))
+            except _Lost as err:
+                self._mark_lost(gpu, str(err))
+                gpu.lost_reported = True
+                out.append(GpuLost(now, gpu.index, gpu.lost_message or ""))
+        return out
+
+    def close(self) -> None:
+        """Shut NVML down (once; also run at exit)."""
+        nv, self._nv = self._nv, None
+        if nv is None:
+            return
+        atexit.unregister(self.close)
+        try:
+            nv.nvmlShutdown()
+        except Exception:
+            pass
+
+    def __enter__(self) -> GpuSampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------
+
+    def notify(self, message: str, key: str | None = None) -> None:
+        """Report ``message`` once (per ``key``) to ``on_notice`` and ``drain_notices``."""
+        key = message if key is None else key
+        if key in self._noticed:
+            return
+        self._noticed.add(key)
+        self._notices.append(message)
+        if self._on_notice is not None:
+            try:
+                self._on_notice(message)
+            except Exception:
+                pass
+
+    def _open_gpu(self, index: int) -> _Gpu:
+        gpu = _Gpu(index, None, GpuInfo(index, None, None, None), unsupported=set())
+        try:
+            gpu.handle = self._call(gpu, "handle", "nvmlDeviceGetHandleByIndex", index)
+        except _Lost as err:
+            self._mark_lost(gpu, str(err))
+            return gpu
+        if gpu.handle is _NA_VALUE:
+            gpu.handle = None
+            return gpu
+        try:
+            name = self._call(gpu, "name", "nvmlDeviceGetName", gpu.handle)
+            uuid = self._call(gpu, "uuid", "nvmlDeviceGetUUID", gpu.handle)
+            used, total = self._memory(gpu)
+        except _Lost as err:
+            self._mark_lost(gpu, str(err))
+            return gpu
+        gpu.info = GpuInfo(
+            index,
+            None if name is _NA_VALUE else _text(name),
+            None if uuid is _NA_VALUE else _text(uuid),
+            total,
+        )
+        return gpu
+
+    def _mark_lost(self, gpu: _Gpu, reason: str) -> None:
+        gpu.lost = True
+        label = " ".join(x for x in (gpu.info.name, gpu.info.uuid) if x)
+        gpu.lost_message = f"GPU {gpu.index} lost: {reason}" + (f" ({label})" if label else "")
+
+    def _sample_gpu(self, gpu: _Gpu, now: float, names: dict[int, str]) -> GpuSample:
+        if gpu.handle is None:  # could not open it at start; it may have come back
+            fresh = self._open_gpu(gpu.index)
+            if fresh.lost:
+                raise _Lost((fresh.lost_message or "").partition(": ")[2])
+            if fresh.handle is None:
+                return GpuSample(now, gpu.index, None, None, source="nvml")
+            gpu.handle, gpu.info, gpu.mem_v2, gpu.unsupported = fresh.handle, fresh.info, fresh.mem_v2, fresh.unsupported
+        used, total = self._memory(gpu)
+        util = None
+        if "util" not in gpu.unsupported:
+            rates = self._call(gpu, "util", "nvmlDeviceGetUtilizationRates", gpu.handle)
+            if rates is not _NA_VALUE:
+                util = min(max(float(rates.gpu) / 100.0, 0.0), 1.0)
+        return GpuSample(now, gpu.index, used, total, util, self._processes(gpu, names), source="nvml")
+
+    def _memory(self, gpu: _Gpu) -> tuple[int | None, int | None]:
+        # v2 separates driver-reserved memory from "used"; once a GPU turns
+        # out not to have it, stay on v1 so the series does not jump.
+        if gpu.mem_v2:
+            mem = self._call(gpu, "memory_v2", "nvmlDeviceGetMemoryInfo", gpu.handle, version=self._nv.nvmlMemory_v2)
+            if mem is not _NA_VALUE:
+                return int(mem.used), int(mem.total)
+            if "memory_v2" not in gpu.unsupported:
+                return None, None  # a passing error: try v2 again next time
+            gpu.mem_v2 = False
+        if "memory" in gpu.unsupported:
+            return None, None
+        mem = self._call(gpu, "memory", "nvmlDeviceGetMemoryInfo", gpu.handle)
+        if mem is _NA_VALUE:
+            return None, None
+        return int(mem.used), int(mem.total)
+
+    def _processes(self, gpu: _Gpu, names: dict[int, str]) -> tuple[GpuProcess, ...] | None:
+        merged: dict[int, int] = {}
+        seen_any = False
+        for kind, fns in self._proc_fns.items():
+            if kind in gpu.unsupported:
+                continue
+            while fns:
+                result = self._call(gpu, kind, fns[0], gpu.handle)
+                if result is _NA_VALUE and fns[0] in self._missing:
+                    fns.pop(0)  # binding newer than the driver: try the older entry point
+                    continue
+                break
+            if not fns or result is _NA_VALUE:
+                continue
+            seen_any = True
+            for proc in result:
+                pid = int(proc.pid)
+                used = proc.usedGpuMemory
+                used = int(used) if used is not None else 0
+                # A process with compute and graphics contexts is listed in
+                # both with the same memory: merge, do not add.
+                if used > merged.get(pid, -1):
+                    merged[pid] = used
+        if not seen_any:
+            return None
+        job = self._job_pids
+        procs = []
+        for pid, used in merged.items():
+            name = names.get(pid)
+            if name is None:
+                name = _comm(self._proc_root, pid)
+            self._names[pid] = name
+            procs.append(GpuProcess(pid, used, name, pid in job))
+        procs.sort(key=lambda p: (-p.used_bytes, p.pid))
+        return tuple(procs)
+
+    def _call(self, gpu: _Gpu, what: str, fn_name: str, *args: object, **kwargs: object) -> object:
+        """Call one NVML function; its failure becomes _NA (or _Lost for a lost GPU)."""
+        nv = self._nv
+        try:
+            return getattr(nv, fn_name)(*args, **kwargs)
+        except nv.NVMLError as err:
+            code = getattr(err, "value", None)
+            if code in _LOST_CODES:
+                raise _Lost(_describe(err)) from None
+            if code == _FUNCTION_NOT_FOUND:
+                self._missing_function(fn_name, what, gpu)
+            elif code in (_NOT_SUPPORTED, _ARGUMENT_VERSION_MISMATCH):
+                gpu.unsupported.add(what)
+            elif code == _NOT_FOUND and what in ("compute", "graphics"):
+                return []  # some drivers say "not found" for "no processes"
+            return _NA_VALUE
+        except nv.NVMLLibraryMismatchError:
+            self._missing_function(fn_name, what, gpu)
+            return _NA_VALUE
+        except Exception as err:  # a binding bug must not stop the watcher
+            self.notify(
+                f"NVML {fn_name} failed unexpectedly ({type(err).__name__}: {err}); {what} not available",
+                key=f"unexpected:{fn_name}:{type(err).__name__}",
+            )
+            return _NA_VALUE
+
+    def _missing_function(self, fn_name: str, what: str, gpu: _Gpu) -> None:
+        self._missing.add(fn_name)
+        if what not in ("compute", "graphics"):  # those fall back to the older call
+            gpu.unsupported.add(what)
+        name = "nvmlDeviceGetMemoryInfo_v2" if what == "memory_v2" else fn_name
+        driver = f"driver {self.driver_version}" if self.driver_version else "the driver"
+        self.notify(
+            f"NVML driver/binding mismatch: {name} is missing from {driver}'s NVML "
+            f"(nvidia-ml-py is newer); {_FALLBACK.get(name, what + ' not available')}",
+            key=f"missing:{name}",
+        )
+
+
+_FALLBACK = {
+    "nvmlDeviceGetComputeRunningProcesses": "using the older process list call",
+    "nvmlDeviceGetGraphicsRunningProcesses": "using the older process list call",
+    "nvmlDeviceGetMemoryInfo_v2": "memory info (v2) falls back to v1 (includes driver-reserved memory)",
+}
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err).strip()
+    return text or type(err).__name__
+
+
+def _text(value: object) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _comm(proc_root: str, pid: int) -> str:
+    """Best effort: another container's pid, or one that exited, has no name here."""
+    try:
+        with open(f"{proc_root}/{pid}/comm", "rb") as f:
+            return f.read().decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+class SamplerThread:
+    """Runs ``sampler.sample`` every ``interval`` seconds off the UI thread.
+
+    The schedule is fixed-rate on a monotonic clock (a slow sample does not
+    drift the ones after it; missed slots are skipped, not bunched), while
+    sample times come from ``clock`` so they share the data's clock.
+    Exceptions from the sampler or the callback are reported once and the
+    thread keeps going: the watcher outlives its plumbing.
+    """
+
+    def __init__(
+        self,
+        sampler: GpuSampler,
+        interval: float,
+        callback: Callable[[list[GpuSample | GpuLost]], object],
+        clock: Callable[[], float] = time.time,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        if not interval > 0:
+            raise ValueError(f"sampling interval must be positive, got {interval}")
+        self.sampler = sampler
+        self.interval = float(interval)
+        self._callback = callback
+        self._clock = clock
+        self._on_error = on_error
+        self._reported: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+        self.samples = 0
+        self.last_duration: float | None = None  # seconds the last sample() took
+
+    def start(self) -> SamplerThread:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            try:
+                batch = self.sampler.sample(self._clock())
+            except Exception as err:
+                self._report("sampler", err)
+                batch = []
+            self.last_duration = time.perf_counter() - started
+            self.samples += 1
+            if batch and not self._stop.is_set():
+                try:
+                    self._callback(batch)
+                except Exception as err:
+                    self._report("callback", err)
+            next_at += self.interval
+            now = time.monotonic()
+            if next_at < now:
+                next_at = now + self.interval - (now - next_at) % self.interval
+            self._stop.wait(next_at - now)
+
+    def _report(self, where: str, err: Exception) -> None:
+        key = f"{where}:{type(err).__name__}"
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        message = f"GPU sampler {where} failed ({type(err).__name__}: {err}); sampling continues"
+        sink = self._on_error or getattr(self.sampler, "notify", None)
+        if sink is not None:
+            try:
+                sink(message)
+            except Exception:
+                pass

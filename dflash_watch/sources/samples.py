@@ -1,0 +1,225 @@
+"""GPU sample files (CONTRACTS section 3): record them, parse them, replay them.
+
+A sample file lets a run on a GPU-less machine (a replay, a laptop) see the
+same memory the live watcher saw, through the same Monitor path. Reading is
+lenient because these files are appended to for days and may end in a torn
+line or carry hand edits: a bad line is skipped and counted, never fatal.
+Writing never raises either: a full disk must not stop the watcher.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from parsers.events import GpuLost, GpuProcess, GpuSample
+
+SOURCE = "gpu-samples"
+
+
+def format_sample_line(sample: GpuSample) -> str:
+    """One JSON line (no newline); optional keys only when known."""
+    data: dict[str, Any] = {
+        "time": sample.time,
+        "gpu": sample.gpu,
+        "used_bytes": sample.used_bytes,
+        "total_bytes": sample.total_bytes,
+    }
+    if sample.util is not None:
+        data["util"] = round(sample.util, 4)
+    if sample.processes is not None:
+        procs = []
+        for p in sample.processes:
+            row: dict[str, Any] = {"pid": p.pid, "used_bytes": p.used_bytes, "name": p.name}
+            if p.job:
+                row["job"] = True
+            procs.append(row)
+        data["processes"] = procs
+    return json.dumps(data, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _int(value: Any) -> int | None:
+    """A non-negative integer from JSON (bools are not numbers here)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
+
+
+def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
+    """A GpuSample from one line, or None if the line is not a usable sample.
+
+    ``time`` (finite number) and ``gpu`` (index >= 0) are required; a bad
+    optional field is dropped (None), not a reason to lose the sample, since
+    a memory value is worth keeping even if its process list is garbled.
+    """
+    try:
+        data = json.loads(line)
+    except ValueError:  # also JSONDecodeError and bad UTF-8 surrogates
+        return None
+    if not isinstance(data, dict):
+        return None
+    t = data.get("time")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+        return None
+    gpu = _int(data.get("gpu"))
+    if gpu is None:
+        return None
+    util = data.get("util")
+    if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0.0 <= util <= 1.0:
+        util = None
+    return GpuSample(
+        time=float(t),
+        gpu=gpu,
+        used_bytes=_int(data.get("used_bytes")),
+        total_bytes=_int(data.get("total_bytes")),
+        util=None if util is None else float(util),
+        processes=_processes(data.get("processes")),
+        source=source,
+    )
+
+
+def _processes(value: Any) -> tuple[GpuProcess, ...] | None:
+    if not isinstance(value, list):
+        return None
+    out = []
+    for row in value:
+        if not isinstance(row, dict):
+            continue
+        pid = _int(row.get("pid"))
+        if pid is None:
+            continue
+        used = _int(row.get("used_bytes"))
+        name = row.get("name")
+        out.append(GpuProcess(pid, used or 0, name if isinstance(name, str) else "", row.get("job") is True))
+    return tuple(out)
+
+
+class SampleParser:
+    """``parse_sample_line`` with counts, for one file or one live stream."""
+
+    def __init__(self, source: str = SOURCE) -> None:
+        self.source = source
+        self.lines = 0
+        self.samples = 0
+        self.bad = 0
+        self.first_bad: int | None = None  # line number, for the one message to show
+
+    def parse(self, line: str) -> GpuSample | None:
+        self.lines += 1
+        if not line.strip():
+            return None  # blank lines are not "bad"
+        sample = parse_sample_line(line, self.source)
+        if sample is None:
+            self.bad += 1
+            if self.first_bad is None:
+                self.first_bad = self.lines
+        else:
+            self.samples += 1
+        return sample
+
+    def summary(self) -> str | None:
+        """One line about skipped lines, or None when there were none."""
+        if not self.bad:
+            return None
+        return f"{self.bad} of {self.lines} lines are not GPU samples and were skipped (first: line {self.first_bad})"
+
+
+def read_sample_file(path: str | Path, parser: SampleParser | None = None) -> Iterator[GpuSample]:
+    """Every sample of a file, in file order (replay merges by time itself).
+
+    Pass a ``SampleParser`` to learn how many lines were skipped. A missing
+    file raises OSError: that is a usage error for the caller to report.
+    """
+    parser = parser or SampleParser()
+    with open(path, encoding="utf-8", errors="replace", newline=None) as f:
+        for line in f:
+            sample = parser.parse(line)
+            if sample is not None:
+                yield sample
+
+
+class SampleRecorder:
+    """Appends samples to a file, one batch per flush; never raises.
+
+    Opened in append mode so a restarted watcher continues the same file.
+    After an error the recorder keeps trying (a disk that fills may empty
+    again) but reports only once until a write succeeds.
+    """
+
+    def __init__(self, path: str | Path, on_notice: Callable[[str], None] | None = None) -> None:
+        self.path = Path(path)
+        self._on_notice = on_notice
+        self._notices: list[str] = []
+        self._failing = False
+        self._file: TextIO | None = None
+        self._closed = False
+        self.written = 0
+        self._open()
+
+    def _open(self) -> bool:
+        if self._file is not None:
+            return True
+        if self._closed:
+            return False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8", buffering=1)
+            return True
+        except OSError as err:
+            self._fail(err)
+            return False
+
+    def write(self, samples: Iterable[GpuSample | GpuLost]) -> None:
+        lines = [format_sample_line(s) + "\n" for s in samples if isinstance(s, GpuSample)]
+        if not lines or not self._open():
+            return
+        try:
+            self._file.write("".join(lines))
+            self._file.flush()
+        except (OSError, ValueError) as err:  # ValueError: written after close
+            self._fail(err)
+            self._close_quietly()
+            return
+        self.written += len(lines)
+        self._failing = False
+
+    def _fail(self, err: Exception) -> None:
+        if self._failing:
+            return
+        self._failing = True
+        message = f"cannot record GPU samples to {self.path}: {err}; recording continues when it can"
+        self._notices.append(message)
+        if self._on_notice is not None:
+            try:
+                self._on_notice(message)
+            except Exception:
+                pass
+
+    def drain_notices(self) -> list[str]:
+        out, self._notices = self._notices, []
+        return out
+
+    def _close_quietly(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._closed = True
+        self._close_quietly()
+
+    def __enter__(self) -> SampleRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

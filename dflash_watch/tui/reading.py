@@ -1,0 +1,51 @@
+"""Consistent reads of a Monitor that source threads keep writing to.
+
+The Monitor serialises its writers with a lock; a view that copied a ring
+buffer while a sampler thread appended to it could see a torn window. The
+views therefore copy what they draw under that same lock (copies only,
+never drawing, so a source thread waits microseconds) and render from the
+copies afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from detectors.base import Alert
+
+MEMORY_DETECTORS = ("memory_pressure", "memory_growth", "memory_volatility")
+# (label, style) of a GPU's badge, most urgent first.
+BADGES = {
+    "memory_pressure": ("FULL", "bold white on red"),
+    "memory_growth": ("GROWING", "bold black on dark_orange"),
+    "memory_volatility": ("VOLATILE", "bold black on yellow"),
+}
+FLAT_BADGE = ("flat", "bold green")
+
+
+@contextlib.contextmanager
+def locked(monitor: Any) -> Iterator[None]:
+    """Hold the Monitor's writer lock (``Monitor._lock``; it has no public one yet)."""
+    lock = getattr(monitor, "_lock", None)
+    if lock is None:
+        yield
+        return
+    with lock:
+        yield
+
+
+def memory_badge(firing: list[Alert], gpu: int) -> tuple[str, str, Alert | None]:
+    """The badge of one GPU from the firing memory_* alerts about it."""
+    for detector in MEMORY_DETECTORS:
+        for alert in firing:
+            if alert.detector == detector and alert.gpu == gpu:
+                label, style = BADGES[detector]
+                return label, style, alert
+    return FLAT_BADGE[0], FLAT_BADGE[1], None
+
+
+def job_pids(monitor: Any) -> frozenset[int]:
+    state = monitor.job_state
+    return frozenset(getattr(state, "pids", ()) or ())

@@ -1,0 +1,155 @@
+"""Typed events that flow from parsers and sources into detectors.
+
+Every event carries an explicit ``time`` (seconds since the epoch, on the
+clock of the data) so that detectors never need a clock of their own, and a
+``source`` (``file:line`` or ``gpu-samples``) so that an alert can cite its
+evidence. Events are frozen so that one object can be shared by the
+Monitor, every detector and the TUI without defensive copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One progress report of the training loop (a step line, an HF dict...).
+
+    Any field may be None: HF dicts have loss but no tokens/s, nanochat
+    lines have tokens/s but no total; detectors use what is there.
+    """
+
+    time: float
+    source: str
+    step: int | None = None
+    total_steps: int | None = None
+    tokens_per_s: float | None = None
+    loss: float | None = None
+    rank: int | None = None
+    # Other numbers of the line (lr, grad_norm, acceptance, padding...), by
+    # their name in the log. A tuple of pairs keeps the event hashable-free of
+    # mutable state while staying cheap to build.
+    metrics: tuple[tuple[str, float], ...] = ()
+    # Seconds per step where the log says so (step_avg, dt, ms/iteration,
+    # tqdm s/it): the stall detector's sense of "usual step interval".
+    step_seconds: float | None = None
+
+    def metric(self, name: str) -> float | None:
+        for key, value in self.metrics:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One ``File "...", line N, in func`` entry of a Python traceback."""
+
+    file: str
+    line: int
+    function: str
+    code: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    """A fatal error seen in a log: a traceback or a one-line fatal signal.
+
+    ``detector`` is ``fx_tracing`` or ``crash`` (CONTRACTS section 4) and
+    ``kind`` the finer class (``cuda_oom``, ``nccl_timeout``...). ``cause``
+    is finer still where the text tells more than the contract's kind
+    (``slurm_time_limit`` under ``killed``, ``disk_full`` under
+    ``exception``). ``signature`` identifies "the same crash" across ranks
+    and across relaunches: exception type plus the innermost frames.
+    """
+
+    time: float
+    source: str
+    detector: str
+    kind: str
+    exc_type: str
+    message: str
+    signature: str
+    rank: int | None = None
+    cause: str | None = None
+    frames: tuple[Frame, ...] = ()
+    text: tuple[str, ...] = ()
+    thread: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recompile:
+    """torch.compile recompiled a function, or hit its recompile limit."""
+
+    time: float
+    source: str
+    function: str | None
+    reason: str | None
+    limit: int | None = None
+    hit_limit: bool = True
+    fatal: bool = False
+    rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_bytes: int
+    name: str = ""
+    # True when the pid belongs to the managed job's process tree (the
+    # sampler's ``job_pids``): tells the job's memory from anyone else's.
+    job: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One memory sample of one GPU (CONTRACTS section 3).
+
+    ``used_bytes``/``total_bytes`` are None when the driver could not say
+    (NotSupported and friends): a missing value is not a zero.
+    """
+
+    time: float
+    gpu: int
+    used_bytes: int | None
+    total_bytes: int | None
+    util: float | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    source: str = "gpu-samples"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLost:
+    """NVML reported a GPU as lost (fallen off the bus)."""
+
+    time: float
+    gpu: int
+    message: str
+    source: str = "nvml"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessExit:
+    """The managed training process exited (CONTRACTS ``process_exit``).
+
+    ``kind`` is ``crash``, ``clean`` or ``killed``.
+    """
+
+    time: float
+    kind: str
+    code: int | None = None
+    signal: int | None = None
+    signature: str | None = None
+    source: str = "tmux"
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """The clock moved without data: lets silence-driven detectors fire."""
+
+    time: float
+
+
+Event = Union[Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick]

@@ -1,0 +1,41 @@
+"""Rank prefixes that distributed launchers put in front of every line.
+
+torchrun ``--tee``/``--log-line-prefix`` writes ``[rank5]:`` or
+``[default5]:``, Open MPI ``--tag-output`` writes ``[1,5]<stdout>:``. The
+prefix tells which rank spoke (a crash on one rank is not the same as a crash
+on all) and hides the text a parser expects at the start of the line, so the
+rank is split off once and the rest is parsed as if it stood alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+# One prefix; a line may carry two (``[default0]:[rank0]: ...``).
+_PREFIX = re.compile(
+    r"\[(?:(?:rank|default)(\d{1,6})\]|\d{1,9},(\d{1,6})\](?:<std(?:out|err)>)?):[ ]?"
+)
+
+
+def split_rank(line: str) -> tuple[int | None, str]:
+    """Return ``(rank, rest)``; ``rank`` is None when the line has no prefix.
+
+    The rank of the first prefix wins; later prefixes are stripped too.
+    """
+    if not line.startswith("["):
+        return None, line
+    rank: int | None = None
+    match = _PREFIX.match(line)
+    while match is not None:
+        if rank is None:
+            rank = int(match.group(1) or match.group(2))
+        line = line[match.end():]
+        if not line.startswith("["):
+            break
+        match = _PREFIX.match(line)
+    return rank, line
+
+
+def has_rank_prefix(line: str) -> bool:
+    """True when the line starts with a recognised rank prefix."""
+    return line.startswith("[") and _PREFIX.match(line) is not None

@@ -1,0 +1,235 @@
+"""What a crash is: detector, kind and cause, and a signature that names it.
+
+The assembler (parsers/tracebacks.py) sees a traceback one line at a time and
+may keep only part of its text (a 5,000-frame recursion is cut in the
+middle), so classification works on three things gathered while the lines
+pass: the exception lines of the whole chain, the frames, and *markers*
+(telling substrings noticed on any line, cut or not). The chain matters:
+``RuntimeError: CUDA error`` re-raised as ``ValueError`` is still a CUDA
+error, and torch elastic's ``ChildFailedError`` is as fatal as its root
+cause says.
+
+The signature must say "the same crash" across ranks and across relaunches,
+so it holds nothing a relaunch changes: no log line numbers, pids, addresses,
+ranks, sizes or timestamps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from parsers.events import Frame
+
+# Substrings that decide a kind wherever they appear in a crash's text. Each
+# key is a marker name; checked with ``in`` on every line of an open crash.
+MARKERS: tuple[tuple[str, str], ...] = (
+    ("fx_nested", "Detected that you are using FX to symbolically trace a dynamo-optimized function"),
+    ("fx_not_submodule", "module is not installed as a submodule"),
+    ("fx_unexpected_key", "Unexpected key"),
+    ("cuda_oom", "CUDA out of memory"),
+    ("cuda_oom", "HIP out of memory"),
+    ("nccl_timeout", "Watchdog caught collective operation timeout"),
+    ("cuda_error", "CUDA error:"),
+    ("cuda_error", "AcceleratorError"),
+    ("cuda_error", "CUBLAS_STATUS_"),
+    ("cuda_error", "CUDNN_STATUS_"),
+    ("illegal_memory_access", "illegal memory access"),
+    ("device_side_assert", "device-side assert triggered"),
+    ("invalid_device_ordinal", "invalid device ordinal"),
+    ("missing_module", "No module named"),
+    ("disk_full", "No space left on device"),
+    ("disk_full", "Not enough disk space"),
+    ("disk_full", "[Errno 28]"),
+    ("sigkill", "Signal 9 (SIGKILL)"),
+    ("sigterm", "Signal 15 (SIGTERM)"),
+    ("nccl_error", "NCCL error"),
+)
+
+# Exception class names (last dotted component) that make a compile error.
+_COMPILE_TYPES = frozenset({
+    "BackendCompilerFailed", "InductorError", "FailOnRecompileLimitHit",
+    "RecompileLimitExceeded", "CacheLimitExceeded", "Unsupported",
+    "TorchRuntimeError", "InternalTorchDynamoError", "LoweringException",
+})
+_COMPILE_MODULES = ("torch._dynamo.exc.", "torch._inductor.exc.")
+
+# Frames of torch.fx's symbolic tracer that a foreign thread lands in when
+# the process-global ``nn.Module.__call__`` patch catches its module calls.
+_FX_TRACER_FILE = "_symbolic_trace.py"
+_FX_TRACER_FUNCS = frozenset({"module_call_wrapper", "call_module", "path_of_module", "module_getattr_wrapper"})
+
+_DIGITS = re.compile(r"\d+")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_SPACE = re.compile(r"\s+")
+
+
+def scan_markers(line: str) -> frozenset[str]:
+    """The marker names present in one line (cheap: plain substring tests)."""
+    found = {name for name, needle in MARKERS if needle in line}
+    return frozenset(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ExcLine:
+    """One ``Type: message`` line of a (possibly chained) traceback."""
+
+    exc_type: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChildReport:
+    """What torch elastic's ``ChildFailedError`` report says about the root cause."""
+
+    script: str | None = None
+    root_rank: int | None = None
+    root_local_rank: int | None = None
+    root_exitcode: int | None = None
+    root_pid: int | None = None
+    root_traceback: str | None = None
+    failed_ranks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    detector: str
+    kind: str
+    cause: str | None
+
+
+def short_type(exc_type: str) -> str:
+    """``torch.cuda.OutOfMemoryError`` -> ``OutOfMemoryError``: versions move classes."""
+    return exc_type.rsplit(".", 1)[-1].strip()
+
+
+def fx_tracing_cause(chain: tuple[ExcLine, ...], frames: tuple[Frame, ...], markers: frozenset[str]) -> str | None:
+    """FX symbolic tracing collided with torch.compile (any torch >= 2.5).
+
+    Returns the form (``nested_fx_trace``, ``foreign_module_call``,
+    ``module_stack_corrupted``) or None. Older torch raises the explicit "Detected that you are using FX..."
+    RuntimeError. Where the tracing flag became thread-local but the
+    ``nn.Module.__call__`` patch did not, another thread's module call is
+    routed into the tracer and dies there with a NameError or an
+    AssertionError about the module stack; only the tracer's frames tell
+    those apart from an ordinary NameError.
+    """
+    if "fx_nested" in markers:
+        return "nested_fx_trace"
+    if not ("fx_not_submodule" in markers or "fx_unexpected_key" in markers):
+        return None
+    in_tracer = any(
+        f.file.endswith(_FX_TRACER_FILE) and f.function in _FX_TRACER_FUNCS for f in frames
+    )
+    if not in_tracer:
+        return None
+    for exc in chain:
+        name = short_type(exc.exc_type)
+        if name == "NameError" and "not installed as a submodule" in exc.message:
+            return "foreign_module_call"
+        if name == "AssertionError" and "Unexpected key" in exc.message:
+            return "module_stack_corrupted"
+    return None
+
+
+def classify(
+    chain: tuple[ExcLine, ...],
+    frames: tuple[Frame, ...],
+    markers: frozenset[str],
+    report: ChildReport | None = None,
+) -> Classification:
+    """Decide detector, kind and cause (CONTRACTS section 4).
+
+    Order matters where a chain carries several signs: the most specific,
+    most actionable cause wins (an OOM inside an Inductor compile is an OOM).
+    """
+    names = {short_type(e.exc_type) for e in chain}
+    full_types = [e.exc_type for e in chain]
+    fx_cause = fx_tracing_cause(chain, frames, markers)
+    if fx_cause is not None:
+        return Classification("fx_tracing", "fx_tracing", fx_cause)
+    if report is not None:
+        return _classify_child(report, markers)
+    if "OutOfMemoryError" in names or "cuda_oom" in markers:
+        return Classification("crash", "cuda_oom", None)
+    if "nccl_timeout" in markers:
+        return Classification("crash", "nccl_timeout", None)
+    if "ModuleNotFoundError" in names or (
+        "ImportError" in names and "missing_module" in markers
+    ):
+        return Classification("crash", "missing_module", None)
+    if markers & {"cuda_error", "illegal_memory_access", "device_side_assert"} or "AcceleratorError" in names:
+        cause = None
+        for marker in ("invalid_device_ordinal", "illegal_memory_access", "device_side_assert"):
+            if marker in markers:
+                cause = marker
+                break
+        return Classification("crash", "cuda_error", cause)
+    if names & _COMPILE_TYPES or any(t.startswith(_COMPILE_MODULES) for t in full_types):
+        cause = "recompile_limit" if "FailOnRecompileLimitHit" in names else None
+        return Classification("crash", "compile_error", cause)
+    if "KeyboardInterrupt" in names:
+        # The user's own Ctrl-C: a crash of the run, but not one from outside.
+        return Classification("crash", "exception", "keyboard_interrupt")
+    if "disk_full" in markers:
+        return Classification("crash", "exception", "disk_full")
+    if "nccl_error" in markers:
+        return Classification("crash", "exception", "nccl_error")
+    return Classification("crash", "exception", None)
+
+
+def _classify_child(report: ChildReport, markers: frozenset[str]) -> Classification:
+    code = report.root_exitcode
+    trace = report.root_traceback or ""
+    if code == -9 or "Signal 9" in trace or "sigkill" in markers:
+        return Classification("crash", "killed", "sigkill")
+    if code == -15 or "Signal 15" in trace or "sigterm" in markers:
+        return Classification("crash", "killed", "sigterm")
+    return Classification("crash", "exception", "child_failed")
+
+
+def normalise(text: str, limit: int = 120) -> str:
+    """Digits and addresses out, whitespace folded: what stays across relaunches."""
+    text = _HEX.sub("#", text)
+    text = _DIGITS.sub("#", text)
+    text = _SPACE.sub(" ", text).strip()
+    return text[:limit]
+
+
+# Inductor's generated modules are named by a content hash
+# (``citgu5z5erg4...py``); the same graph gets the same hash, but a one-token
+# change in the model renames it, which must not make a relaunch's OOM new.
+_GENERATED = re.compile(r"^[a-z0-9]{24,}\.py$")
+
+
+def _basename(path: str) -> str:
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return "<generated>.py" if _GENERATED.match(base) else base
+
+
+def traceback_signature(
+    exc_type: str, message: str, frames: Iterable[Frame], report: ChildReport | None = None
+) -> str:
+    """``ExcName @ inner.py:func < caller.py:func < ...`` (innermost three frames).
+
+    Frames carry no line numbers: an edit above the failing line must not
+    make a relaunch's crash look new. Without frames the normalised message
+    stands in.
+    """
+    name = short_type(exc_type) or "UnknownError"
+    if report is not None and report.root_exitcode is not None:
+        name = f"{name}(exitcode={report.root_exitcode})"
+    inner = list(frames)[-3:]
+    if inner:
+        path = " < ".join(f"{_basename(f.file)}:{f.function}" for f in reversed(inner))
+        return f"{name} @ {path}"
+    if message and report is None:
+        return f"{name}: {normalise(message, 80)}"
+    return name
+
+
+def signal_signature(kind: str, cause: str | None, text: str) -> str:
+    """For one-line fatal signals (watchdog, slurmstepd): kind plus the normalised line."""
+    head = f"{kind}/{cause}" if cause else kind
+    return f"{head}: {normalise(text, 100)}"

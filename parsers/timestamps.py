@@ -1,0 +1,245 @@
+"""Line timestamps (CONTRACTS section 5), read cheaply and with memory.
+
+A replayed run must run on the log's own clock, so every event needs the time
+its line was written. Training logs mix several styles in one file (Python
+logging, glog lines from torch's C++ side, bracketed ezpz headers, JSON
+lines), and glog lines lack a year, so the parser is a small object per
+stream: it remembers the last full year it saw and the last timestamp text it
+converted, because consecutive lines usually repeat the same second and a
+string compare is far cheaper than a datetime.
+
+Only the start of a line is looked at (after indentation, rank prefixes, one
+``[LEVEL]`` tag and an opening bracket): a date in the middle of a line is
+usually about something else (a checkpoint name, a SLURM deadline).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone, tzinfo
+
+from parsers.ranks import split_rank
+
+_DIGITS = frozenset("0123456789")
+
+# Date and time to the second in one group (the cache key), then fraction
+# and zone. ``[0-9]`` rather than ``\d``: other scripts' digits are not dates.
+_ISO = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?:[.,]([0-9]{1,9}))?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?(?![0-9])"
+)
+_US = re.compile(
+    r"([0-9]{1,2})/([0-9]{1,2})/([0-9]{4}|[0-9]{2})[ T]+([0-9]{2}):([0-9]{2}):([0-9]{2})"
+    r"(?:[.,]([0-9]{1,9}))?(?![0-9])"
+)
+# glog: level letter, month and day (``1129``, or ``911`` for Sep 11), time.
+_GLOG = re.compile(r"[IWEF]([0-9]{3,4}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?![0-9])")
+_LEVEL = re.compile(r"\[[A-Z]{3,8}\]")
+_JSON_TIME = re.compile(
+    r'"(?:time|timestamp)"\s*:\s*(?:"([^"]{8,48})"|(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?))'
+)
+
+# Epoch numbers in JSON lines: plausible seconds (2001..2286) or milliseconds.
+# Anything else under a "time" key is a duration, not a date.
+_EPOCH_S = (1e9, 1e10)
+_EPOCH_MS = (1e12, 1e13)
+
+_ERRORS = (ValueError, OverflowError, OSError)
+
+
+def _fraction(digits: str | None) -> float:
+    if not digits:
+        return 0.0
+    return int(digits) / 10 ** len(digits)
+
+
+def _zone(text: str) -> tzinfo:
+    if text == "Z":
+        return timezone.utc
+    sign = -1 if text[0] == "-" else 1
+    body = text[1:].replace(":", "")
+    minutes = int(body[:2]) * 60 + (int(body[2:4]) if len(body) >= 4 else 0)
+    return timezone(sign * timedelta(minutes=minutes))
+
+
+class TimeParser:
+    """Reads the timestamp at the start of a line; one per log stream.
+
+    ``tz`` is the zone of naive times (None: the local zone). ``default_year``
+    dates glog lines seen before any full timestamp; the core never reads a
+    clock, so the caller passes the current year (live) or the file's year
+    (replay). Without either, a glog line has no usable time and parses as
+    None.
+    """
+
+    __slots__ = (
+        "_tz", "_default_year", "_year", "_month",
+        "_iso_key", "_iso_val", "_us_key", "_us_val", "_glog_key", "_glog_val",
+    )
+
+    def __init__(self, tz: tzinfo | None = None, default_year: int | None = None) -> None:
+        self._tz = tz
+        self._default_year = default_year
+        self._year: int | None = None
+        self._month: int | None = None
+        # One-entry caches per style: (key text, (epoch, year, month)).
+        self._iso_key = ""
+        self._iso_val: tuple[float, int, int] = (0.0, 0, 0)
+        self._us_key = ""
+        self._us_val: tuple[float, int, int] = (0.0, 0, 0)
+        self._glog_key: tuple[str, int] = ("", 0)
+        self._glog_val = 0.0
+
+    @property
+    def year(self) -> int | None:
+        """The year glog lines are currently dated in, if known."""
+        return self._year if self._year is not None else self._default_year
+
+    def parse(self, line: str) -> float | None:
+        """Seconds since the epoch of the line's timestamp, or None."""
+        s = line
+        c = s[:1]
+        if c == " " or c == "\t":
+            s = s.lstrip(" \t")
+            c = s[:1]
+        if c == "[":
+            s = split_rank(s)[1]
+            if s[:1] == "[":
+                level = _LEVEL.match(s)
+                if level is not None:
+                    s = s[level.end():]
+                if s[:1] == "[":
+                    s = s[1:]
+            c = s[:1]
+        if not c:
+            return None
+        if c in _DIGITS:
+            if s[4:5] == "-":
+                return self._iso(s)
+            if "/" in s[1:3]:
+                return self._us(s)
+            return None
+        if c in "IWEF":
+            if s[1:2] and s[1:2] in _DIGITS:
+                return self._glog(s)
+            return None
+        if c == "{" and '"time' in s:
+            return self._json(s)
+        return None
+
+    # -- full timestamps: they set the year that glog lines inherit --------
+
+    def _iso(self, s: str, pos: int = 0) -> float | None:
+        m = _ISO.match(s, pos)
+        if m is None:
+            return None
+        zone = m.group(3)
+        key = m.group(1) + zone if zone else m.group(1)
+        if key != self._iso_key:
+            head = m.group(1)
+            try:
+                tz = _zone(zone) if zone else self._tz
+                value = self._epoch(
+                    int(head[0:4]), int(head[5:7]), int(head[8:10]),
+                    int(head[11:13]), int(head[14:16]), int(head[17:19]), tz,
+                )
+            except _ERRORS:
+                return None
+            self._iso_key = key
+            self._iso_val = (value, int(head[0:4]), int(head[5:7]))
+        value, self._year, self._month = self._iso_val
+        return value + _fraction(m.group(2))
+
+    def _us(self, s: str) -> float | None:
+        m = _US.match(s)
+        if m is None:
+            return None
+        key = s[m.start(): m.end(6)]
+        if key != self._us_key:
+            month, day, year = int(m.group(1)), int(m.group(2)), m.group(3)
+            if month > 12 and day <= 12:  # a day-first locale
+                month, day = day, month
+            full_year = int(year) + 2000 if len(year) == 2 else int(year)
+            try:
+                value = self._epoch(
+                    full_year, month, day,
+                    int(m.group(4)), int(m.group(5)), int(m.group(6)), self._tz,
+                )
+            except _ERRORS:
+                return None
+            self._us_key = key
+            self._us_val = (value, full_year, month)
+        value, self._year, self._month = self._us_val
+        return value + _fraction(m.group(7))
+
+    def _json(self, s: str) -> float | None:
+        m = _JSON_TIME.search(s)
+        if m is None:
+            return None
+        text = m.group(1)
+        if text is not None:
+            text = text.strip()
+            if text[:1] and text[:1] in _DIGITS:
+                if text[4:5] == "-":
+                    return self._iso(text)
+                if "/" in text[1:3]:
+                    return self._us(text)
+            return None
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            return None
+        if _EPOCH_MS[0] <= value < _EPOCH_MS[1]:
+            value /= 1000.0
+        elif not _EPOCH_S[0] <= value < _EPOCH_S[1]:
+            return None
+        try:
+            date = datetime.fromtimestamp(value, self._tz)
+        except _ERRORS:
+            return None
+        self._year, self._month = date.year, date.month
+        return value
+
+    # -- glog: month and day only ------------------------------------------
+
+    def _glog(self, s: str) -> float | None:
+        m = _GLOG.match(s)
+        if m is None:
+            return None
+        md = m.group(1)
+        if len(md) == 4:
+            month, day = int(md[:2]), int(md[2:])
+        else:
+            month, day = int(md[0]), int(md[1:])
+        if not 1 <= month <= 12:
+            return None
+        year = self._year if self._year is not None else self._default_year
+        if year is None:
+            return None
+        last = self._month
+        if last is not None:
+            # Rolled over New Year (Dec -> Jan), or a late line from the
+            # year before (Jan -> Dec).
+            if month < last - 6:
+                year += 1
+            elif month > last + 6:
+                year -= 1
+        key = (s[: m.end(4)], year)
+        if key != self._glog_key:
+            try:
+                value = self._epoch(
+                    year, month, day,
+                    int(m.group(2)), int(m.group(3)), int(m.group(4)), self._tz,
+                )
+            except _ERRORS:
+                return None
+            self._glog_key = key
+            self._glog_val = value
+        self._year, self._month = year, month
+        return self._glog_val + _fraction(m.group(5))
+
+    @staticmethod
+    def _epoch(year: int, month: int, day: int, hour: int, minute: int, second: int,
+               tz: tzinfo | None) -> float:
+        # A naive datetime's timestamp() is local time, as CONTRACTS asks.
+        return datetime(year, month, day, hour, minute, second, tzinfo=tz).timestamp()

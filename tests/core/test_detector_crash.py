@@ -1,0 +1,74 @@
+"""crash / fx_tracing: one alert per crash across ranks; process_exit one-shots."""
+
+from __future__ import annotations
+
+from detectors.config import DetectorConfig
+from detectors.crash import CrashDetector
+from detectors.process_exit import ProcessExitDetector
+from detectors.registry import DetectorSet, build_detectors
+from parsers.events import Crash, Frame, ProcessExit
+from tests.core.synthetic import T0, drive, oom_crash
+
+
+def test_the_same_oom_from_8_ranks_is_one_alert_stamped_with_the_first_traceback():
+    scenario = oom_crash(T0 + 100.0)
+    ds = DetectorSet(build_detectors(DetectorConfig(tz="UTC")))
+    alerts = drive(ds, scenario.events)
+    assert len(alerts) == 1
+    (alert,) = alerts
+    assert (alert.detector, alert.state, alert.severity, alert.kind) == ("crash", "firing", "critical", "cuda_oom")
+    assert alert.time == T0 + 100.0
+    assert alert.message.startswith("CUDA out of memory on rank 0: tried to allocate 160.00 MiB")
+    assert "drafter.py:88" in alert.message
+    ev = alert.evidence
+    assert ev["exc_type"] == "torch.OutOfMemoryError" and ev["count"] == 1 and ev["ranks"] == [0]
+    assert ev["frames"][-1] == "/workspace/dflash/drafter.py:88 in forward"
+    assert "Traceback" in ev["traceback"]
+    (episode,) = ds.crash_episodes()
+    assert episode.ranks == tuple(range(8)) and episode.count == 8
+    assert episode.alert is alert and episode.first_time == T0 + 100.0
+
+
+def test_the_same_signature_later_is_a_new_alert_and_different_signatures_both_fire():
+    det = CrashDetector(DetectorConfig(), name="crash")
+    a = drive(DetectorSet([det]), oom_crash(T0).events)
+    b = drive(DetectorSet([det]), oom_crash(T0 + 600.0).events)
+    assert len(a) == 1 and len(b) == 1
+    other = Crash(T0 + 600.5, "log:7", "crash", "nccl_timeout", "torch.distributed.DistBackendError",
+                  "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 ms", "nccl@x", rank=3)
+    (c,) = det.update(other)
+    assert c.kind == "nccl_timeout" and c.message.startswith("NCCL timeout on rank 3: torch.distributed.DistBackendError")
+    assert [e.count for e in det.episodes()] == [8, 8, 1]
+
+
+def test_fx_tracing_carries_the_explanation_and_remedies_and_is_not_a_plain_crash():
+    fx = Crash(T0, "train.log:88", "fx_tracing", "fx_tracing", "RuntimeError",
+               "Detected that you are using FX to symbolically trace a dynamo-optimized function. This is not supported at the moment.",
+               "RuntimeError@_symbolic_trace.py:trace", rank=1,
+               frames=(Frame("/torch/fx/_symbolic_trace.py", 817, "trace"),))
+    ds = DetectorSet(build_detectors())
+    (alert,) = ds.update(fx)
+    assert alert.detector == "fx_tracing" and alert.severity == "critical" and alert.kind is None
+    assert alert.message.startswith("FX symbolic tracing collided with torch.compile on rank 1: RuntimeError: Detected")
+    first, _, rest = alert.message.partition("\n")
+    assert "(in trace, _symbolic_trace.py:817)" in first
+    assert rest == alert.evidence["remedy"] and rest  # parsers.remedies explains it
+
+
+def test_killed_message_names_the_cause():
+    c = Crash(T0, "slurm.log:3", "crash", "killed", "SIGTERM", "*** JOB 123 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***",
+              "slurm_time_limit", cause="slurm_time_limit")
+    (alert,) = CrashDetector().update(c)
+    assert alert.message.startswith("training killed from outside (slurm time limit): *** JOB 123 CANCELLED")
+
+
+def test_process_exit_one_shots():
+    det = ProcessExitDetector()
+    (crash,) = det.update(ProcessExit(T0, "crash", code=1, signature="torch.OutOfMemoryError@x"))
+    (killed,) = det.update(ProcessExit(T0 + 1, "killed", signal=9))
+    (clean,) = det.update(ProcessExit(T0 + 2, "clean", code=0))
+    assert (crash.severity, crash.kind, crash.state) == ("critical", "crash", "firing")
+    assert crash.message == "training process crashed (exit code 1); last error: torch.OutOfMemoryError@x"
+    assert killed.message == "training process killed by SIGKILL (signal 9)" and killed.severity == "critical"
+    assert clean.severity == "info" and clean.message == "training process exited cleanly (exit code 0)"
+    assert crash.to_dict()["evidence"] == {"code": 1, "signal": None, "signature": "torch.OutOfMemoryError@x"}

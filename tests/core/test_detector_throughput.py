@@ -1,0 +1,87 @@
+"""Budgets of throughput_drop on labelled synthetic progress streams."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from detectors.config import DetectorConfig
+from detectors.registry import DetectorSet
+from detectors.throughput import ThroughputDrop
+from parsers.events import Crash, Progress
+from tests.core.synthetic import T0, ProgressProfile, drive, progress
+
+
+def run(profile, duration_s, *, seed=0, baseline=None, config=None):
+    scenario = progress(profile, duration_s, seed=seed)
+    det = ThroughputDrop(config or DetectorConfig(tz="UTC"), baseline_tokens_per_s=baseline)
+    return scenario, det, drive(DetectorSet([det]), scenario.events)
+
+
+@pytest.mark.parametrize("interval_s", [0.5, 2.0, 5.0, 10.0])
+@pytest.mark.parametrize("baseline", [None, 21500.0])
+def test_sustained_drop_fires_within_120_s_and_resolves_on_recovery(interval_s, baseline):
+    for seed in range(3):
+        start = 3600.0 + 1.7 * seed  # not aligned with the reports
+        profile = ProgressProfile(interval_s=interval_s, dips=((start, 1800.0, 0.2),))
+        scenario, det, alerts = run(profile, 7200.0, seed=seed, baseline=baseline)
+        assert [a.state for a in alerts] == ["firing", "resolved"]
+        fired, resolved = alerts
+        (label,) = scenario.labels
+        delay = fired.time - label.start
+        assert 90 <= delay <= 120, delay
+        assert 0 < resolved.time - label.end <= 60
+        assert "below baseline 21." in fired.message and "Ktok/s" in fired.message
+        assert fired.message.startswith("throughput 4.")
+        assert fired.evidence["baseline_source"] == ("given" if baseline else "learned")
+        assert math.isclose(fired.evidence["baseline_tokens_per_s"], 21500.0, rel_tol=0.03)
+
+
+@pytest.mark.parametrize("interval_s", [1.0, 5.0, 10.0])
+def test_dips_shorter_than_90_s_never_fire(interval_s):
+    dips = tuple((1000.0 + 600.0 * i + 0.37 * i, 85.0 + 0.4 * (i % 10), 0.1) for i in range(20))
+    profile = ProgressProfile(interval_s=interval_s, dips=dips, checkpoint_every_s=1800.0, checkpoint_dip_s=80.0)
+    _, _, alerts = run(profile, 14000.0, baseline=21500.0)
+    assert alerts == []
+
+
+def test_a_drop_of_35_percent_fires_and_25_percent_does_not():
+    _, _, alerts = run(ProgressProfile(dips=((3600.0, 600.0, 0.65),)), 7200.0)
+    assert [a.state for a in alerts] == ["firing", "resolved"]
+    _, _, alerts = run(ProgressProfile(dips=((3600.0, 600.0, 0.75),), label_dips=False), 7200.0)
+    assert alerts == []
+
+
+def test_eight_ranks_printing_each_step_count_once():
+    scenario, det, alerts = run(ProgressProfile(ranks=8, dips=((3600.0, 900.0, 0.2),)), 7200.0)
+    assert [a.state for a in alerts] == ["firing", "resolved"]
+    assert alerts[0].time - scenario.labels[0].start <= 120
+    assert math.isclose(det.baseline, 21500.0, rel_tol=0.03)
+
+
+def test_relaunch_warmup_is_not_a_drop_and_the_baseline_is_kept():
+    profile = ProgressProfile(relaunch_at_s=(2000.0, 4000.0), warmup_reports=12, warmup_factor=0.2)
+    _, det, alerts = run(profile, 7200.0)
+    assert alerts == []
+    assert math.isclose(det.learned_baseline(), 21500.0, rel_tol=0.03)
+
+
+def test_none_tokens_are_ignored_and_a_crash_resolves_an_open_drop():
+    det = ThroughputDrop(DetectorConfig(), baseline_tokens_per_s=20000.0)
+    alerts = []
+    for i in range(200):
+        alerts += det.update(Progress(T0 + 5 * i, "log:1", step=i, tokens_per_s=None))
+    assert alerts == [] and det.smoothed is None
+    for i in range(200, 260):
+        alerts += det.update(Progress(T0 + 5 * i, "log:1", step=i, tokens_per_s=3000.0))
+    assert [a.state for a in alerts] == ["firing"]
+    assert "85% below baseline 20.0 Ktok/s" in alerts[0].message
+    alerts = det.update(Crash(T0 + 5 * 261, "log:9", "crash", "cuda_oom", "OOM", "x", "sig"))
+    assert [a.state for a in alerts] == ["resolved"]
+
+
+def test_learned_baseline_ignores_warmup_and_checkpoints():
+    profile = ProgressProfile(checkpoint_every_s=240.0, checkpoint_dip_s=60.0, warmup_reports=10)
+    _, det, _ = run(profile, 1200.0)
+    assert math.isclose(det.learned_baseline(), 21500.0, rel_tol=0.03)

@@ -1,0 +1,87 @@
+"""The core (parsers/, detectors/) stays pure: this is the import contract.
+
+Two checks that can each fail: a static walk of every module's imports and
+calls, and a real import of the whole core in a fresh interpreter that must
+not pull in the shell's heavy or side-effecting modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ("parsers", "detectors")
+FORBIDDEN_MODULES = {
+    "textual", "rich", "watchdog", "pynvml", "subprocess", "dflash_watch",
+    "threading", "multiprocessing", "asyncio", "socket", "time", "plotext",
+}
+FORBIDDEN_CALLS = {"open", "now", "today", "utcnow", "time", "monotonic", "perf_counter", "sleep"}
+
+
+def violations(source: str, filename: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            names = []
+        for name in names:
+            if name.split(".")[0] in FORBIDDEN_MODULES:
+                found.append(f"{filename}:{node.lineno} imports {name}")
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in FORBIDDEN_CALLS:
+                found.append(f"{filename}:{node.lineno} calls {name}()")
+    return found
+
+
+def core_files() -> list[Path]:
+    return [p for pkg in CORE for p in sorted((ROOT / pkg).rglob("*.py"))]
+
+
+def test_core_files_exist() -> None:
+    assert len(core_files()) >= 6
+
+
+def test_core_has_no_forbidden_imports_or_clock_or_file_calls() -> None:
+    found = []
+    for path in core_files():
+        found += violations(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+    assert found == []
+
+
+def test_checker_catches_a_violation() -> None:
+    bad = textwrap.dedent(
+        """
+        import subprocess
+        from textual.app import App
+        from dflash_watch.monitor import Monitor
+        import time
+        x = open("f")
+        y = datetime.datetime.now()
+        """
+    )
+    found = violations(bad, "bad.py")
+    assert len(found) == 6, found
+
+
+def test_importing_the_core_pulls_in_no_shell_module() -> None:
+    mods = [f"{pkg}.{p.stem}" if p.stem != "__init__" else pkg
+            for pkg in CORE for p in sorted((ROOT / pkg).glob("*.py"))]
+    code = (
+        "import sys, importlib\n"
+        f"for m in {mods!r}: importlib.import_module(m)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('textual','rich','watchdog','pynvml','subprocess','dflash_watch','plotext'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""

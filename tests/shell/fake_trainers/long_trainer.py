@@ -1,0 +1,23 @@
+"""Fake long trainer: records its pid, then "trains" until stopped.
+
+``--ignore INT,TERM`` makes it ignore those signals (to test abort
+escalation); the marker argument lets tests find its processes in /proc.
+Python's default SIGINT handling ends it the way Ctrl-C ends a real run.
+"""
+
+import argparse
+import os
+import signal
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--pid-file", required=True)
+parser.add_argument("--marker", default="")
+parser.add_argument("--ignore", default="")
+args = parser.parse_args()
+for name in filter(None, args.ignore.split(",")):
+    signal.signal(getattr(signal, f"SIG{name}"), signal.SIG_IGN)
+with open(args.pid_file, "a", encoding="utf-8") as fh:
+    fh.write(f"{os.getpid()}\n")
+while True:
+    time.sleep(0.1)

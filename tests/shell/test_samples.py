@@ -1,0 +1,192 @@
+"""GPU sample files: record -> replay round trip, lenient parsing, a recorder that never raises."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_nvml import GiB, FakeNvml  # noqa: E402
+
+from dflash_watch.sources.nvml import GpuSampler  # noqa: E402
+from dflash_watch.sources.samples import (  # noqa: E402
+    SampleParser,
+    SampleRecorder,
+    format_sample_line,
+    parse_sample_line,
+    read_sample_file,
+)
+from parsers.events import GpuLost, GpuProcess, GpuSample  # noqa: E402
+
+
+def as_file_sample(s: GpuSample) -> GpuSample:
+    return dataclasses.replace(s, source="gpu-samples")
+
+
+def test_record_then_replay_round_trip(monkeypatch, tmp_path: Path) -> None:
+    fake = FakeNvml.eight().install(monkeypatch)
+    fake.gpus[1].not_supported = {"util", "memory_v2", "memory", "compute", "graphics"}
+    sampler = GpuSampler(proc_root=str(tmp_path))
+    sampler.job_pids = {1000, 1002}
+    path = tmp_path / "runs" / "gpu.jsonl"
+    recorded: list[GpuSample] = []
+    with SampleRecorder(path) as recorder:
+        for i in range(5):
+            fake.gpus[2].used += i * 12345
+            if i == 3:
+                fake.gpus[7].lost = True
+            batch = sampler.sample(1764410400.0 + i * 1.000123)
+            recorder.write(batch)
+            recorded += [s for s in batch if isinstance(s, GpuSample)]
+            # flushed per batch: visible to a reader while still open
+            assert sum(1 for _ in read_sample_file(path)) == len(recorded)
+        assert not any(isinstance(e, GpuLost) for e in sampler.sample(9.0))  # reported once only
+    assert recorder.written == len(recorded) == 8 * 3 + 7 * 2
+    parser = SampleParser()
+    replayed = list(read_sample_file(path, parser))
+    assert replayed == [as_file_sample(s) for s in recorded]
+    assert parser.bad == 0 and parser.summary() is None
+    assert replayed[1].used_bytes is None and replayed[1].processes is None and replayed[1].util is None
+    assert replayed[0].processes[0] == GpuProcess(1000, 59 * GiB, "", True)
+    assert replayed[2].processes[0].job is True and replayed[3].processes[0].job is False
+
+
+def test_recorder_appends_across_restarts(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.jsonl"
+    one = GpuSample(1.5, 0, 10, 20)
+    two = GpuSample(2.5, 1, None, 20, util=0.5, processes=())
+    with SampleRecorder(path) as r:
+        r.write([one])
+    with SampleRecorder(path) as r:
+        r.write([two])
+        r.write([])
+    assert list(read_sample_file(path)) == [one, two]
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[1]) == {"time": 2.5, "gpu": 1, "used_bytes": None, "total_bytes": 20, "util": 0.5, "processes": []}
+
+
+def test_contract_example_line() -> None:
+    line = '{"time": 1764410400.0, "gpu": 5, "used_bytes": 76235669504, "total_bytes": 102641958912}'
+    assert parse_sample_line(line) == GpuSample(1764410400.0, 5, 76235669504, 102641958912)
+    assert format_sample_line(parse_sample_line(line)) == line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "not json",
+        '{"time": 1.0, "gpu": 0, "used_bytes": 5',  # torn last line
+        "[1, 2]",
+        '"text"',
+        '{"gpu": 0, "used_bytes": 5}',
+        '{"time": "2026-11-29T10:00:00", "gpu": 0}',
+        '{"time": NaN, "gpu": 0}',
+        '{"time": Infinity, "gpu": 0}',
+        '{"time": 1.0, "gpu": -1}',
+        '{"time": 1.0, "gpu": true}',
+        '{"time": 1.0, "gpu": 1.5}',
+        '{"time": true, "gpu": 1}',
+    ],
+)
+def test_bad_lines_are_none(line: str) -> None:
+    assert parse_sample_line(line) is None
+
+
+def test_bad_optional_fields_are_dropped_not_fatal() -> None:
+    line = json.dumps(
+        {
+            "time": 5,
+            "gpu": 2.0,
+            "used_bytes": -3,
+            "total_bytes": "80GB",
+            "util": 95,
+            "processes": [{"pid": 7, "used_bytes": 1.0, "name": 3}, "junk", {"name": "x"}, {"pid": 8, "job": "yes"}],
+            "extra": {"ignored": True},
+        }
+    )
+    assert parse_sample_line(line) == GpuSample(
+        5.0, 2, None, None, None, (GpuProcess(7, 1, ""), GpuProcess(8, 0, ""))
+    )
+    assert parse_sample_line('{"time": 1, "gpu": 0, "processes": {}}').processes is None
+
+
+def test_read_counts_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.jsonl"
+    good = format_sample_line(GpuSample(1.0, 0, 1, 2))
+    path.write_bytes(f"{good}\n\n   \ngarbage\n{good}\n\xff\xfe broken\n{good[:20]}".encode("latin-1"))
+    parser = SampleParser()
+    assert len(list(read_sample_file(path, parser))) == 2
+    assert (parser.lines, parser.samples, parser.bad, parser.first_bad) == (7, 2, 3, 4)
+    assert parser.summary() == "3 of 7 lines are not GPU samples and were skipped (first: line 4)"
+
+
+def test_read_missing_file_is_an_oserror(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        list(read_sample_file(tmp_path / "absent.jsonl"))
+
+
+def test_recorder_on_a_full_disk_notices_once(tmp_path: Path) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    seen: list[str] = []
+    recorder = SampleRecorder("/dev/full", on_notice=seen.append)
+    for _ in range(3):
+        recorder.write([GpuSample(1.0, 0, 1, 2)])
+    assert len(seen) == 1 and "No space left" in seen[0] and "/dev/full" in seen[0]
+    assert recorder.written == 0 and recorder.drain_notices() == seen
+    recorder.close()
+    recorder.write([GpuSample(1.0, 0, 1, 2)])  # closed: a quiet no-op
+
+
+def test_recorder_with_an_unusable_path_never_raises(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    recorder = SampleRecorder(blocker / "gpu.jsonl")  # parent is a file
+    recorder.write([GpuSample(1.0, 0, 1, 2)])
+    recorder.write([GpuSample(2.0, 0, 1, 2)])
+    (notice,) = recorder.drain_notices()
+    assert notice.startswith(f"cannot record GPU samples to {blocker / 'gpu.jsonl'}: ")
+    blocker.unlink()  # the problem goes away: recording resumes
+    recorder.write([GpuSample(3.0, 0, 1, 2)])
+    recorder.close()
+    assert recorder.written == 1 and [s.time for s in read_sample_file(blocker / "gpu.jsonl")] == [3.0]
+
+
+_sizes = st.one_of(st.none(), st.integers(min_value=0, max_value=2**50))
+_samples = st.builds(
+    GpuSample,
+    time=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+    gpu=st.integers(min_value=0, max_value=64),
+    used_bytes=_sizes,
+    total_bytes=_sizes,
+    util=st.one_of(st.none(), st.integers(min_value=0, max_value=10000).map(lambda x: x / 10000)),
+    processes=st.one_of(
+        st.none(),
+        st.lists(
+            st.builds(
+                GpuProcess,
+                pid=st.integers(min_value=1, max_value=2**22),
+                used_bytes=st.integers(min_value=0, max_value=2**40),
+                name=st.text(max_size=15),
+                job=st.booleans(),
+            ),
+            max_size=4,
+        ).map(tuple),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_samples)
+def test_format_parse_round_trip(sample: GpuSample) -> None:
+    line = format_sample_line(sample)
+    assert "\n" not in line
+    assert parse_sample_line(line) == sample
