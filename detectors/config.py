@@ -88,6 +88,9 @@ class DetectorConfig:
 
     # -- crash / fx_tracing ---------------------------------------------------
     crash_dedupe_s: float = 30.0
+    # How long (data time) a crash alert waits for the other ranks' copies
+    # before it is sent, so that its evidence names every rank.
+    crash_hold_s: float = 5.0
     crash_traceback_lines: int = 40
     crash_frames: int = 5
 

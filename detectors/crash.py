@@ -1,16 +1,16 @@
 """crash and fx_tracing: a fatal traceback or error, one alert per crash.
 
 Design of the rank dedupe: eight ranks of a torchrun job print the same
-traceback within a second or two. The alert fires on the FIRST copy, at
-once, stamped with that traceback's time (its last line): holding it back
-to count the copies would need a tick after the end of the data, and a
-replay of a log that ends with the crash (the usual case) would lose its
-most important alert. Later copies with the same signature within
-``crash_dedupe_s`` of the first (or the same exception type and message up
-to its numbers: interleaved ranks garble signatures) are swallowed into the episode record,
-which keeps the ranks and the count: ``episodes()`` returns them for the
-Monitor and the TUI ("on 8 ranks"). The alert's own evidence says what was
-known when it fired (one rank, count 1).
+traceback within a second or two. The first copy opens an episode; the
+alert is held for ``crash_hold_s`` of data time (a deadline, so a live tick
+or a replay tick releases it) and then sent once, stamped with the FIRST
+copy's time (the traceback's last line), with every rank and the count
+seen so far in its evidence. At the end of the data ``flush()`` sends what
+is still held, so a log that ends with the crash (the usual case) keeps its
+most important alert. Copies that arrive later, within ``crash_dedupe_s``
+of the first, only update the episode record (``episodes()``, for the TUI's
+"on 8 ranks"). A copy is the same signature, or the same exception type and
+message up to its numbers: interleaved ranks garble signatures.
 
 One instance watches one detector name (``crash`` or ``fx_tracing``).
 """
@@ -21,7 +21,7 @@ import re
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
-from parsers.events import Crash, Event
+from parsers.events import Crash, Event, Tick
 
 from .base import Alert
 from .config import DetectorConfig
@@ -71,14 +71,16 @@ class CrashEpisode:
 
 
 class _Record:
-    __slots__ = ("first_time", "last_time", "ranks", "count", "alert")
+    __slots__ = ("first_time", "last_time", "ranks", "count", "alert", "crash", "sent")
 
-    def __init__(self, first_time: float, alert: Alert) -> None:
+    def __init__(self, first_time: float, crash: Crash) -> None:
         self.first_time = first_time
         self.last_time = first_time
         self.ranks: list[int] = []
         self.count = 0
-        self.alert = alert
+        self.crash = crash
+        self.alert: Alert | None = None
+        self.sent = False
 
     def add(self, c: Crash) -> None:
         self.count += 1
@@ -139,26 +141,45 @@ def describe(c: Crash, detector: str) -> str:
 
 
 class CrashDetector:
-    accepts = (Crash,)
-    timed = False
+    accepts = (Crash, Tick)
 
     def __init__(self, config: DetectorConfig | None = None, name: str = "crash") -> None:
         self.config = config or DetectorConfig()
         self.name = name
         self._open: OrderedDict[str, _Record] = OrderedDict()
         self._past: deque[tuple[str, str, _Record]] = deque(maxlen=32)
+        self._held: list[tuple[str, _Record]] = []
 
     def deadline(self) -> float | None:
-        return None
+        if not self._held:
+            return None
+        return self._held[0][1].first_time + self.config.crash_hold_s
 
     def episodes(self) -> list[CrashEpisode]:
         """The recent crashes, oldest first, with every rank seen so far."""
-        return [rec.snapshot(self.name, kind, sig) for kind, sig, rec in self._past]
+        return [rec.snapshot(self.name, kind, sig) for kind, sig, rec in self._past if rec.alert is not None]
+
+    def flush(self) -> list[Alert]:
+        """The data ended: send every held alert now."""
+        return self._release(float("inf"))
+
+    def _release(self, now: float) -> list[Alert]:
+        out: list[Alert] = []
+        hold = self.config.crash_hold_s
+        while self._held and now >= self._held[0][1].first_time + hold:
+            sig, rec = self._held.pop(0)
+            rec.alert = self._alert(rec, sig)
+            rec.sent = True
+            out.append(rec.alert)
+        return out
 
     def update(self, event: Event) -> list[Alert]:
+        if isinstance(event, Tick):
+            return self._release(event.time) if self._held else []
         if not isinstance(event, Crash) or event.detector != self.name:
             return []
         t = event.time
+        out = self._release(t) if self._held else []
         window = self.config.crash_dedupe_s
         while self._open:
             sig, rec = next(iter(self._open.items()))
@@ -170,19 +191,20 @@ class CrashDetector:
         rec = self._open.get(sig) or self._open.get(alias)
         if rec is not None:
             rec.add(event)
-            return []
-        alert = self._alert(event, sig)
-        rec = _Record(t, alert)
+            return out
+        rec = _Record(t, event)
         rec.add(event)
         self._open[sig] = rec
         self._open[alias] = rec
         while len(self._open) > 256:
             self._open.popitem(last=False)
         self._past.append((event.kind, sig, rec))
-        return [alert]
+        self._held.append((sig, rec))
+        return out + self._release(t) if self.config.crash_hold_s <= 0 else out
 
-    def _alert(self, c: Crash, sig: str) -> Alert:
+    def _alert(self, rec: _Record, sig: str) -> Alert:
         cfg = self.config
+        c = rec.crash
         message = describe(c, self.name)
         remedy = _remedy(self.name, c.kind, c.cause)
         if self.name == "fx_tracing" and remedy:
@@ -194,8 +216,8 @@ class CrashDetector:
             "signature": sig,
             "kind": c.kind,
             "cause": c.cause,
-            "ranks": [c.rank] if c.rank is not None else [],
-            "count": 1,
+            "ranks": sorted(rec.ranks),
+            "count": rec.count,
             "frames": frames,
             "traceback": "\n".join(c.text[-cfg.crash_traceback_lines :])[:8000],
             "thread": c.thread,
@@ -205,7 +227,8 @@ class CrashDetector:
             time=c.time,
             detector=self.name,
             state="firing",
-            severity="critical",
+            # Ctrl-C is the user's own hand: worth a line, not a red alarm.
+            severity="warning" if c.cause == "keyboard_interrupt" else "critical",
             message=message,
             source=c.source,
             gpu=None,

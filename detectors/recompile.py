@@ -68,7 +68,7 @@ class RecompileDetector:
         if not limit_hit:
             times.append(t)
         info = self._involved.get(fn) or {"recompiles": 0, "limit": None, "reason": None, "hit_limit": False}
-        info["recompiles"] += 1
+        info["recompiles"] = max(info["recompiles"] + 1, len(times))
         info["reason"] = r.reason
         info["limit"] = r.limit if r.limit is not None else info["limit"]
         info["hit_limit"] = info["hit_limit"] or limit_hit

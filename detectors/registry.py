@@ -88,6 +88,15 @@ class DetectorSet:
                 best = t
         return best
 
+    def flush(self) -> list[Alert]:
+        """The data ended: detectors that hold alerts back send them now."""
+        out: list[Alert] = []
+        for d in self.detectors:
+            flush = getattr(d, "flush", None)
+            if flush is not None:
+                out.extend(flush())
+        return out
+
     def learned_baseline(self) -> float | None:
         """The tokens/s baseline the throughput detector learned, if it did."""
         d = self.get("throughput_drop")

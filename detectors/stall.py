@@ -7,8 +7,8 @@ threshold is ``max(stall_min_s, stall_factor x usual)``; ``deadline()`` is
 the last progress plus that threshold, so a replay inserts a Tick at that
 very time and the alert is stamped with the moment the stall became true.
 
-A dead job is not a stall: after a Crash or a ProcessExit the detector stops
-watching (and resolves an open stall, which the crash now explains) until
+A dead or finished job is not a stall: after a Crash, a ProcessExit or the
+last step (step == total) the detector stops watching (and resolves an open stall, which the crash now explains) until
 progress resumes.
 """
 
@@ -108,6 +108,10 @@ class Stall:
         self.usual = usual or None
         self.threshold = max(self.config.stall_min_s, self.config.stall_factor * usual)
         self._deadline = t + self.threshold
+        if p.total_steps and p.step is not None and p.step + 1 >= p.total_steps:
+            # The last step: what follows (final eval, saving, the next
+            # stage of a pipeline) is not a stall of this run.
+            self._watching = False
         return out
 
     def _fire(self, t: float) -> list[Alert]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .monitor import Monitor
@@ -174,12 +175,21 @@ class LiveSession:
             self.monitor.tick(now)
             if self.job is None:
                 continue
-            exit_event = self.job.poll_exit(now)
+            exit_event = self.job.poll_exit(now, self._last_signature())
             if exit_event is not None:
+                # Never before data already seen: the wrapper stamps the exit
+                # on the wall clock, and the data's clock may run ahead of it
+                # (the demo's compressed time, a log in another zone).
+                if self.monitor.now is not None and exit_event.time < self.monitor.now:
+                    exit_event = replace(exit_event, time=self.monitor.now)
                 self.monitor.feed_events((exit_event,))
             if time.monotonic() - last_status >= 2.0 or exit_event is not None:
                 last_status = time.monotonic()
                 self.refresh_job_state()
+
+    def _last_signature(self) -> str | None:
+        crash = self.monitor.last_crash
+        return crash.signature if crash is not None else None
 
     def refresh_job_state(self) -> None:
         if self.job is None:

@@ -151,6 +151,15 @@ class Monitor:
         """The clock moved (live: once a second)."""
         return self.feed_events((Tick(now),))
 
+    def finish(self) -> list[Alert]:
+        """The data ended (replay, or the watcher quits): release held alerts."""
+        with self._lock:
+            out = []
+            for alert in self._detectors.flush():
+                out.append(alert)
+                self._record(alert)
+            return out
+
     def advance_to(self, time: float) -> list[Alert]:
         """Deliver every detector deadline that falls before ``time``."""
         out: list[Alert] = []
@@ -195,10 +204,13 @@ class Monitor:
     def _run_detectors(self, event: Event) -> list[Alert]:
         alerts = self._detectors.update(event)
         for alert in alerts:
-            self.alerts.add(alert)
-            for listener in self._listeners:
-                listener(alert)
+            self._record(alert)
         return alerts
+
+    def _record(self, alert: Alert) -> None:
+        self.alerts.add(alert)
+        for listener in self._listeners:
+            listener(alert)
 
     # -- job lifecycle ------------------------------------------------------
     def set_job_state(self, state: Any) -> None:

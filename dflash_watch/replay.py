@@ -89,6 +89,10 @@ def replay(
             result.alerts.append(alert)
             if on_alert is not None:
                 on_alert(alert)
+    for alert in monitor.finish():
+        result.alerts.append(alert)
+        if on_alert is not None:
+            on_alert(alert)
     return result
 
 

@@ -26,9 +26,8 @@ from parsers.ranks import split_rank
 
 # Cheap substrings: a line without any of them is not a progress line. The
 # stream scanner searches the whole chunk for these before any per-line work.
-CANDIDATES: tuple[str, ...] = (
-    "tep", "teration", "loss", "Loss", "tok", "it/s", "s/it", "%|",
-)
+# (tqdm bars always show a rate, ``it/s`` or ``s/it``, even ``?it/s``.)
+CANDIDATES: tuple[str, ...] = ("tep", "teration", "loss", "Loss", "tok", "it/s", "s/it")
 
 _NUM = (
     r"[-+]?(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"

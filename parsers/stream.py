@@ -27,12 +27,67 @@ from parsers.timestamps import TimeParser
 # CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
 # None of them may swallow a newline: line numbers must stay true.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-# Where a line timestamp may be: every text style has hh:mm:ss, JSON a "time
-# key. Used only to skip long stretches of lines without one.
-_TIME_HINT = re.compile(r'[0-9]:[0-9]{2}:[0-9]{2}|"time')
+# A line that may start with a timestamp (TimeParser decides). Anchored on
+# the newline, so ``re`` runs its fast literal-prefix loop over a chunk.
+_TIME_HINT = re.compile(
+    r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ ]?|\[[A-Z]{3,8}\])*\[?"
+    r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|[IWEF][0-9]{3,4} |\{)"
+)
 
 _PROGRESS = 1
 _TRIGGER = 2
+_BITS = {"b1": _PROGRESS, "b2": _TRIGGER}
+
+# Rough frequency (per mille) of characters in training logs, measured on the
+# real-world corpus. Characters not listed count as rare.
+_FREQ = {
+    " ": 172, "0": 46, "1": 41, ":": 36, "t": 34, "2": 33, "e": 31, "s": 31, "a": 29,
+    "4": 24, "r": 24, "n": 23, "/": 23, ".": 23, "3": 22, "5": 22, "i": 21, "o": 20,
+    "6": 19, "|": 18, "8": 17, "7": 17, "9": 17, "m": 16, "d": 15, "l": 14, "p": 13,
+    "c": 13, "-": 11, ",": 11, "h": 10, "[": 9, "u": 8, "]": 8, "g": 8, "f": 7, "%": 6,
+    "_": 5, "C": 5, "k": 5, "N": 4, "<": 4, "b": 4, "P": 4, "(": 4, "I": 3, ")": 3,
+    "w": 3, "y": 3, "'": 3, "v": 3, "F": 3, "O": 2, "L": 2, "=": 2,
+}
+
+
+def _anchor_cost(char: str) -> float:
+    # One regex pass costs about as much as a plain loop over the chunk,
+    # plus a match attempt at every occurrence of its anchor character.
+    return 1.0 + _FREQ.get(char, 1) / 15.0
+
+
+def build_scanner(groups: Sequence[tuple[Sequence[str], int]]) -> tuple[re.Pattern[str], ...]:
+    """Regexes that together find every occurrence of every literal.
+
+    ``str.find`` per literal costs a pass over the chunk per literal, and an
+    alternation of literals in one regex is slower still (``re`` tries every
+    alternative at every position). But a regex that starts with one
+    literal character runs a tight C loop to the next occurrence of that
+    character. So each literal is anchored on one of its characters,
+    ``(?<=...)`` checks the part before it, and literals sharing an anchor
+    share a pass: a greedy set cover picks few, rare anchors. A match's
+    ``lastgroup`` (``b1``, ``b2``...) is the bit of its group.
+    """
+    todo = {(lit, bit) for lits, bit in groups for lit in lits if lit and "\n" not in lit}
+    patterns = []
+    while todo:
+        chars = {c for lit, _ in todo for c in lit}
+        anchor = max(
+            sorted(chars),
+            key=lambda c: (sum(1 for lit, _ in todo if c in lit) / _anchor_cost(c), -_FREQ.get(c, 1)),
+        )
+        mine = sorted(item for item in todo if anchor in item[0])
+        todo -= set(mine)
+        by_bit: dict[int, list[str]] = {}
+        for lit, bit in mine:
+            j = lit.index(anchor)
+            after = re.escape(lit[j + 1:])
+            behind = f"(?<={re.escape(lit)})" if j > 0 else ""
+            by_bit.setdefault(bit, []).append(after + behind)
+        body = "|".join(f"(?P<b{bit}>{'|'.join(alts)})" for bit, alts in sorted(by_bit.items()))
+        patterns.append(re.compile(re.escape(anchor) + "(?:" + body + ")"))
+    return tuple(patterns)
+
 _WALK_BACK_LINES = 4
 _HINT_WINDOW = 16384
 
@@ -48,7 +103,9 @@ class Assembler(Protocol):
     def flush(self, time: float) -> list[Crash | Recompile]: ...
 
 
-def _default_assembler() -> tuple[Callable[[], Assembler], tuple[str, ...]]:
+def _default_assembler() -> tuple[Callable[[str], Assembler], tuple[str, ...]]:
+    # Imported here so that the stream can be tested with a fake assembler
+    # without the real one.
     from parsers.tracebacks import TRIGGERS, CrashAssembler
 
     return CrashAssembler, tuple(TRIGGERS)
@@ -80,7 +137,8 @@ class LogStream:
         triggers: Sequence[str] | None = None,
     ) -> None:
         if assembler_factory is None:
-            assembler_factory, default_triggers = _default_assembler()
+            assembler_class, default_triggers = _default_assembler()
+            assembler_factory = lambda: assembler_class(name)  # noqa: E731
             if triggers is None:
                 triggers = default_triggers
         elif triggers is None:
@@ -96,8 +154,11 @@ class LogStream:
         else:
             progress_literals = progress_pattern.literals or None  # None: every line
         self._progress_literals = progress_literals
+        self._scanners = build_scanner(
+            [(self._triggers, _TRIGGER), (progress_literals or (), _PROGRESS)]
+        )
         self._last_time: float | None = None
-        self._lines = 0
+        self._tail: tuple[str, int, int] = ("", 0, 1)
 
     @property
     def last_time(self) -> float | None:
@@ -106,8 +167,11 @@ class LogStream:
 
     @property
     def lines(self) -> int:
-        """Lines fed so far."""
-        return self._lines
+        """The number of the last line fed (lines fed, when numbering from 1)."""
+        text, pos, number = self._tail
+        if not text:
+            return number - 1
+        return number + text.count("\n", pos) - (1 if text[-1] == "\n" else 0)
 
     # -- the hot path -------------------------------------------------------
 
@@ -129,12 +193,10 @@ class LogStream:
             text = text.replace("\r\n", "\n")
             has_cr = "\r" in text
         n = len(text)
-        self._lines += text.count("\n") + (0 if text.endswith("\n") else 1)
 
         marks = self._scan(text)
         events: list[Event] = []
         assembler = self._assembler
-        times = self._times
         # Clock state: every line starting before ``covered`` has been
         # accounted for, and ``clock`` is the latest timestamp among them.
         clock = self._last_time
@@ -179,11 +241,16 @@ class LogStream:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock)
                     line_time = fallback_time if clock is None else clock
-                segments = line.split("\r") if has_cr and "\r" in line else (line,)
+                segments = (line,)
+                if has_cr and "\r" in line:
+                    segments = tuple(part for part in line.split("\r") if part) or ("",)
                 for segment in segments:
                     for event in assembler.feed(segment, lineno, line_time):
                         events.append(self._own(event))
 
+        # Lines are counted only on demand (``lines``): the caller numbers
+        # them already, and a full count is a pass over the chunk.
+        self._tail = (text, count_pos, count_no)
         # The chunk's last timestamp is the stream's clock from here on.
         if covered < n:
             latest = self._latest(text, covered, n)
@@ -205,23 +272,27 @@ class LogStream:
     # -- pieces -------------------------------------------------------------
 
     def _scan(self, text: str) -> dict[int, int]:
-        """Line starts of candidate lines -> which kind of candidate."""
+        """Line starts of candidate lines -> which kinds of candidate (bits)."""
         marks: dict[int, int] = {}
         find = text.find
         rfind = text.rfind
-        groups: list[tuple[tuple[str, ...], int]] = [(self._triggers, _TRIGGER)]
-        if self._progress_literals is not None:
-            groups.append((self._progress_literals, _PROGRESS))
-        for literals, bit in groups:
-            for literal in literals:
-                i = find(literal)
-                while i != -1:
-                    start = rfind("\n", 0, i) + 1
-                    end = find("\n", i)
-                    marks[start] = marks.get(start, 0) | bit
-                    if end == -1:
-                        break
-                    i = find(literal, end)
+        for pattern in self._scanners:
+            search = pattern.search
+            m = search(text)
+            while m is not None:
+                i = m.start()
+                start = rfind("\n", 0, i) + 1
+                end = find("\n", i)
+                if end == -1:
+                    end = len(text)
+                bits = marks.get(start, 0) | _BITS[m.lastgroup]
+                # The rest of the line may hold a literal of the other kind.
+                m = search(text, m.end(), end)
+                while m is not None:
+                    bits |= _BITS[m.lastgroup]
+                    m = search(text, m.end(), end)
+                marks[start] = bits
+                m = search(text, end)
         return marks
 
     def _progress(self, line: str, lineno: int, has_cr: bool):  # -> Progress | None
@@ -282,12 +353,12 @@ class LogStream:
             floor = max(lo, end - window)
             if floor > lo:
                 floor = text.rfind("\n", lo, floor) + 1 or lo
-            tried = -1
-            for i in reversed([m.start() for m in _TIME_HINT.finditer(text, floor, end)]):
-                start = text.rfind("\n", floor, i) + 1 or floor
-                if start == tried:
-                    continue
-                tried = start
+            # Each hit is the newline before a line that may start with a
+            # timestamp; the line at ``floor`` is reached through its own.
+            hits = [m.start() + 1 for m in _TIME_HINT.finditer(text, floor - 1 if floor else 0, end)]
+            if floor == 0:
+                hits.insert(0, 0)
+            for start in reversed(hits):
                 line_end = text.find("\n", start, end)
                 value = parse(text[start : end if line_end == -1 else line_end])
                 if value is not None:

@@ -218,9 +218,14 @@ class CrashAssembler:
     """Feed log lines in order; get Crash and Recompile events back."""
 
     def __init__(self, name: str = "log") -> None:
+        # Sources read ``name:lineno``; with ``name=""`` just ``lineno``, for a
+        # caller that adds its own file name.
         self._name = name
         self._streams: dict[int | None, _Stream] = {}
         self._signals: dict[tuple, float] = {}
+
+    def _source(self, lineno: int) -> str:
+        return f"{self._name}:{lineno}" if self._name else str(lineno)
 
     @property
     def is_open(self) -> bool:
@@ -315,7 +320,7 @@ class CrashAssembler:
             return
         if self._signal(stream, text, lineno, time, out):
             return
-        block = RecompileBlock.start(text, f"{self._name}:{lineno}", time, stream.rank)
+        block = RecompileBlock.start(text, self._source(lineno), time, stream.rank)
         if block is not None:
             stream.recompile = block
 
@@ -532,7 +537,7 @@ class CrashAssembler:
         rank = stream.rank
         if rank is None and report is not None:
             rank = report.root_rank
-        source = f"{self._name}:{lineno}"
+        source = self._source(lineno)
         if any(short_type(e.exc_type) == "FailOnRecompileLimitHit" for e in chain) or (
             not chain and is_fail_on_limit(message)
         ):
@@ -625,7 +630,7 @@ class CrashAssembler:
         out.append(
             Crash(
                 time=time,
-                source=f"{self._name}:{lineno}",
+                source=self._source(lineno),
                 detector="crash",
                 kind=kind,
                 exc_type=exc_type,

@@ -10,10 +10,11 @@ from .common import ClearError, load_run_settings
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..monitor import Monitor
+    from ..replay import ReplayInputError, check_inputs, replay
+
     try:
         settings = load_run_settings(args)
-        from ..monitor import Monitor
-        from ..replay import ReplayInputError, check_inputs, replay
 
         check_inputs([*args.logs, *args.gpu_samples])
         monitor = Monitor(
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
             progress_pattern=settings.progress_pattern,
             on_alert=emit,
         )
-    except (ClearError, ReplayInputError) as exc:
+    except (*ClearError, ReplayInputError) as exc:
         return fail(str(exc))
     for notice in result.notices:
         sys.stderr.write(f"dflash-watch: {notice}\n")

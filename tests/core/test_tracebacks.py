@@ -387,6 +387,12 @@ def test_signals_are_deduplicated_per_rank_and_job() -> None:
     assert found[0].signature == found[1].signature
 
 
+def test_empty_name_gives_bare_line_numbers_for_the_caller_to_prefix() -> None:
+    [crash] = crashes(feed_text(OOM, ""))
+    [signal] = crashes(feed_lines(["x", "Killed"], ""))
+    assert (crash.source, signal.source) == ("11", "2")
+
+
 def test_quiet_lines_never_open_anything() -> None:
     assembler = CrashAssembler()
     for i, line in enumerate(["step 1 | loss 2.0", "Killing subprocess 12", "Error rate 0.1", "^C"], 1):

@@ -1,0 +1,146 @@
+"""`dflash-watch demo`: the dashboard on a built-in simulated DFlash run.
+
+The simulator (dflash_watch.demo.simulator) is started as the managed job
+in a tmux session on a private socket, so start, abort and relaunch are
+the real ones; its log and GPU sample file are read through the same
+sources as a real run. Without tmux it runs as a child process and the
+dashboard says that control is limited. The demo owns its job: leaving the
+demo stops the simulator and removes its folder (unless --keep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import fail
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class DataClock:
+    """The demo's "now": the data's clock, running on at the demo's speed.
+
+    The simulated run's timestamps run ``speed`` times faster than the wall
+    clock (and jump ahead on a relaunch), so ticks on the wall clock would
+    disagree with the data. This clock follows the newest data time the
+    Monitor has seen and extrapolates from it at ``speed``.
+    """
+
+    def __init__(self, monitor, speed: float) -> None:  # noqa: ANN001 - Monitor
+        self.monitor = monitor
+        self.speed = speed
+        self._seen: float | None = None
+        self._wall = time.time()
+
+    def __call__(self) -> float:
+        wall = time.time()
+        data = self.monitor.now
+        if data is None:
+            return wall
+        if data != self._seen:
+            self._seen, self._wall = data, wall
+        return data + (wall - self._wall) * self.speed
+
+
+def simulator_argv(out: Path, speed: float, seed: int) -> list[str]:
+    return [sys.executable, "-m", "dflash_watch.demo.simulator", "--out", str(out), "--speed", str(speed), "--seed", str(seed)]
+
+
+def make_job(out: Path, speed: float, seed: int):  # noqa: ANN201 - Job | ChildJob
+    """The simulator as a tmux-managed job on a private socket, or a child process."""
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
+    if shutil.which("tmux"):
+        from ..control.job import Job, JobSpec
+
+        spec = JobSpec(
+            command=shlex.join(simulator_argv(out, speed, seed)),
+            session="dflash-demo",
+            socket=f"dfw-demo-{os.getpid()}",
+            cwd=str(out),
+            env=env,
+            grace_s=5.0,
+            state_dir=out / "state",
+            preflight_timeout_s=5.0,
+        )
+        return Job(spec)
+    from ..control.child import ChildJob
+
+    return ChildJob(simulator_argv(out, speed, seed), cwd=str(out), env=env, grace_s=5.0)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.speed < 0:
+        return fail("--speed must be >= 0")
+    from ..monitor import Monitor
+
+    out = Path(tempfile.mkdtemp(prefix="dflash-demo-"))
+    job = make_job(out, args.speed or 1000.0, args.seed)
+    monitor = Monitor()
+    clock = DataClock(monitor, args.speed or 1000.0)
+    code = 0
+    try:
+        try:
+            job.start()
+        except Exception as exc:  # tmux refused: say so, nothing to watch
+            return fail(f"could not start the simulated run: {exc}")
+        if getattr(job, "limited", False):
+            monitor.note("tmux not found: the simulated run is a child process; control is limited")
+        from ..live import LiveSession
+
+        session = LiveSession(
+            monitor,
+            logs=(str(out / "train.log"),),
+            samples_file=str(out / "gpu.jsonl"),
+            use_nvml=False,
+            job=job,
+            clock=clock,
+        )
+        with session:
+            session.refresh_job_state()
+            if args.headless:
+                code = _headless(monitor, job, session)
+            else:
+                from ..tui.app import run_dashboard
+
+                code = run_dashboard(monitor, session=session, job=job, title="dflash-watch demo (simulated run)")
+    finally:
+        _stop(job)
+        if args.keep:
+            print(f"dflash-watch demo: files kept in {out}")
+        else:
+            shutil.rmtree(out, ignore_errors=True)
+    return code
+
+
+def _headless(monitor, job, session) -> int:  # noqa: ANN001
+    """Print alerts as JSON lines until the simulated run exits."""
+    seen = 0
+    while True:
+        history = list(monitor.alerts.history)
+        for alert in history[seen:]:
+            print(alert.to_json(), flush=True)
+        seen = len(history)
+        if monitor.last_exit is not None:
+            return 0
+        time.sleep(0.5)
+
+
+def _stop(job) -> None:  # noqa: ANN001
+    """The demo's job is the demo's own: stop it and its private tmux server."""
+    try:
+        job.abort(grace_s=2.0)
+    except Exception:
+        pass
+    tmux = getattr(job, "tmux", None)
+    if tmux is not None:
+        try:
+            tmux.kill_server()
+        except Exception:
+            pass

@@ -1,0 +1,450 @@
+"""The dashboard app: layout, keys, the 2 Hz redraw, and job actions on workers.
+
+Threading, because a dashboard that freezes on a slow tmux call is one
+nobody keeps open for a week:
+- Sources write the Monitor on their own threads. The redraw timer reads it
+  (copies under its lock) twice a second and touches only widgets whose
+  data moved (``monitor.version`` first, then each widget's own key).
+- Alert listeners run on source threads *while the Monitor holds its lock*.
+  ``call_from_thread`` would wait for the event loop, and the loop may be
+  waiting for that lock: a deadlock. So the listener only appends to a
+  deque, and the timer turns new alerts into toasts and the bell.
+- Job actions (tmux, grace periods of 30 s) run in thread workers and
+  report each step back with ``call_from_thread`` (they hold no lock).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from detectors.base import Alert
+from ..baseline import save_baseline
+from ..report import format_rate
+from .preflight import Preflight, preflight
+from .reading import locked
+from .screens.confirm import ConfirmScreen
+from .screens.evidence import EvidenceScreen
+from .screens.help import HelpScreen
+from .text import plain, split_source
+from .widgets.alerts import AlertChosen, AlertsPanel
+from .widgets.gpu_panel import GpuPanel
+from .widgets.header import StatusHeader
+from .widgets.log_panel import LogPanel
+from .widgets.throughput import ThroughputPanel
+
+DEFAULT_BASELINE = "dflash-baseline.json"
+_TOAST_SEVERITY = {"critical": "error", "warning": "warning", "info": "information"}
+_CRASH_DETECTORS = ("crash", "fx_tracing", "process_exit")
+
+
+class DashboardApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "dflash-watch"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    BINDINGS = [
+        Binding("s", "start", "start"),
+        Binding("a", "abort", "abort"),
+        Binding("r", "relaunch", "relaunch"),
+        Binding("b", "baseline", "baseline"),
+        Binding("m", "acknowledge", "ack"),
+        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("f", "next_file", "next log", show=False),
+        Binding("p", "toggle_follow", "pause log", show=False),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit_dashboard", "quit"),
+    ]
+
+    def __init__(
+        self,
+        monitor: Any,
+        *,
+        job: Any = None,
+        control_note: str | None = None,
+        session: Any = None,
+        baseline_path: str | None = None,
+        tz: Any = None,
+        clock: Callable[[], float] = time.time,
+        refresh_s: float = 0.5,
+        chart_interval_s: float = 5.0,
+        logs_configured: bool = True,
+        bell_repeat_s: float = 300.0,
+    ) -> None:
+        super().__init__()
+        self.monitor = monitor
+        self.job = job
+        # Why there is no job control ("tmux not found ..."), shown in the header.
+        if job is None and control_note is None:
+            control_note = "job: not managed (pass --session and --cmd to control it)"
+        elif job is not None and not getattr(job, "available", True):
+            control_note = control_note or "job control off: tmux not found on PATH"
+        self.control_note = control_note
+        self.session = session
+        self.baseline_path = baseline_path or DEFAULT_BASELINE
+        self.tz = tz
+        self.clock = clock
+        self.refresh_s = refresh_s
+        self.chart_interval_s = chart_interval_s
+        self.logs_configured = logs_configured
+        self.bell_repeat_s = bell_repeat_s
+        self.busy: str | None = None  # the job action in flight, if any
+        self.steps: list[str] = []  # job action steps, newest last (tests read them)
+        self._incoming: deque[Alert] = deque(maxlen=1000)
+        self._seen_version = -1
+        self._last_gpu_update = -1e18
+        self._last_bell = -1e18
+        self.bells = 0
+        self.redraws = 0
+        monitor.subscribe(self._incoming.append)
+
+    # -- layout -------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(control=self.control_note if self.job is None or self.control_note else None, id="header")
+        yield Static("", id="banner")
+        with Vertical(id="body"):
+            yield GpuPanel(chart_interval_s=self.chart_interval_s, id="gpus")
+            with Horizontal(id="middle"):
+                yield ThroughputPanel(tz=self.tz, id="throughput")
+                yield AlertsPanel(tz=self.tz, id="alerts")
+            yield LogPanel(logs_configured=self.logs_configured, id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#log", LogPanel).view.focus()
+        self.redraw(force=True)
+        self.set_interval(self.refresh_s, self.redraw)
+        if self.job is not None and getattr(self.job, "available", True):
+            self._refresh_job()
+
+    # -- redraw ---------------------------------------------------------------------
+    @property
+    def compact(self) -> bool:
+        return self.size.width < 100 or self.size.height < 32
+
+    def redraw(self, force: bool = False) -> None:
+        """One redraw pass (the 2 Hz timer); cheap when nothing changed."""
+        self._deliver_alerts()
+        monitor = self.monitor
+        now = self.clock()
+        with locked(monitor):
+            version = monitor.version
+            firing = monitor.alerts.firing()
+            unacked = len(monitor.alerts.unacked())
+        self.query_one(StatusHeader).update_view(monitor, firing, unacked, now)
+        self._ring_again(unacked)
+        mono = time.monotonic()
+        gpu_due = mono - self._last_gpu_update >= self.chart_interval_s
+        if version == self._seen_version and not force and not gpu_due:
+            return
+        self.redraws += 1
+        self._seen_version = version
+        self._last_gpu_update = mono
+        self.query_one(GpuPanel).update_view(monitor, firing, self.compact)
+        self.query_one(ThroughputPanel).update_view(monitor, firing)
+        self.query_one(AlertsPanel).update_view(monitor)
+        self.query_one(LogPanel).update_view(monitor)
+        self._banner(firing)
+
+    def on_resize(self) -> None:
+        self.redraw(force=True)
+
+    def _banner(self, firing: list[Alert]) -> None:
+        banner = self.query_one("#banner", Static)
+        with locked(self.monitor):
+            state = self.monitor.job_state
+            last_exit = self.monitor.last_exit
+        dead = state is not None and getattr(state, "state", "") in ("exited", "killed")
+        crashed = dead and not (state.state == "exited" and state.code == 0)
+        crash = next((a for a in firing if a.detector in _CRASH_DETECTORS and a.detector != "process_exit"), None)
+        if not crashed and not (crash is not None and (state is None or dead)) and not (
+            last_exit is not None and last_exit.kind != "clean" and state is None
+        ):
+            banner.remove_class("-shown")
+            return
+        text = Text()
+        text.append(" ✖ ", style="bold white on red")
+        what = state.line() if state is not None and hasattr(state, "line") else "the job stopped"
+        text.append(f" {plain(what)}", style="bold")
+        if crash is not None:
+            text.append(": " + plain(crash.message.splitlines()[0][:160]))
+        text.append("\n")
+        if self.job is not None and not self.control_note:
+            text.append(" r ", style="bold black on yellow")
+            text.append(" relaunch (preflight first)   ", style="bold")
+        elif self.control_note:
+            text.append(f" restart it yourself: {self.control_note}", style="yellow")
+        text.append(" Enter ", style="bold black on cyan")
+        text.append(" on the alert: traceback and log line", style="")
+        banner.update(text)
+        banner.add_class("-shown")
+
+    # -- alerts: toast and bell ---------------------------------------------------
+    def _deliver_alerts(self) -> None:
+        ring = False
+        while self._incoming:
+            alert = self._incoming.popleft()
+            first = plain(alert.message.splitlines()[0] if alert.message else "")[:300]
+            where = f" gpu{alert.gpu}" if alert.gpu is not None else ""
+            if alert.state == "resolved":
+                self.notify(first, title=f"resolved: {alert.detector}{where}", severity="information",
+                            timeout=6, markup=False)
+                continue
+            self.notify(first, title=f"{alert.severity}: {alert.detector}{where}",
+                        severity=_TOAST_SEVERITY.get(alert.severity, "warning"),
+                        timeout=20 if alert.severity == "critical" else 10, markup=False)
+            if alert.severity in ("warning", "critical"):
+                ring = True
+        if ring:
+            self._ring()
+
+    def _ring(self) -> None:
+        self.bells += 1
+        self._last_bell = time.monotonic()
+        self.bell()
+
+    def _ring_again(self, unacked: int) -> None:
+        """An unacknowledged alert rings again now and then: `m` is what silences it."""
+        if not unacked or not self.bell_repeat_s:
+            return
+        if time.monotonic() - self._last_bell >= self.bell_repeat_s:
+            with locked(self.monitor):
+                loud = any(a.severity in ("warning", "critical") for a in self.monitor.alerts.unacked())
+            if loud:
+                self._ring()
+
+    # -- keys -------------------------------------------------------------------------
+    def action_acknowledge(self) -> None:
+        with locked(self.monitor):
+            n = self.monitor.alerts.acknowledge()
+        if n:
+            self.notify(f"acknowledged {n} alert{'s' if n != 1 else ''}: the bell is quiet until a new one fires",
+                        timeout=4, markup=False)
+        else:
+            self.notify("nothing to acknowledge", timeout=3)
+        self.redraw(force=True)
+
+    def action_filter(self) -> None:
+        self.query_one(LogPanel).open_filter()
+
+    def action_next_file(self) -> None:
+        path = self.query_one(LogPanel).cycle()
+        if path:
+            self.redraw(force=True)
+
+    def action_toggle_follow(self) -> None:
+        view = self.query_one(LogPanel).view
+        view.following = not view.following
+        self.query_one(LogPanel).update_view(self.monitor)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_quit_dashboard(self) -> None:
+        """Leave the dashboard; the job is never touched (it lives in tmux)."""
+        self.exit(0)
+
+    def action_show_file(self, path: str) -> None:
+        panel = self.query_one(LogPanel)
+        panel.select_file(path)
+        self.redraw(force=True)
+
+    def on_alert_chosen(self, message: AlertChosen) -> None:
+        alert = message.alert
+        note = self.jump_to_source(alert.source)
+        self.push_screen(EvidenceScreen(alert, self.tz, jumped=note))
+
+    def jump_to_source(self, source: str) -> str | None:
+        """Point the log view at ``file:line``; says what happened, for the evidence view."""
+        name, line = split_source(source)
+        if line is None:
+            return None
+        panel = self.query_one(LogPanel)
+        path = panel.find_file(name) or panel.current
+        if path is None:
+            return f"{source}: no log lines kept"
+        panel.select_file(path)
+        panel.update_view(self.monitor)
+        found = panel.view.mark(line)
+        panel.update_view(self.monitor)
+        if found:
+            return f"log view: {os.path.basename(path)} line {line}"
+        return f"{source}: line {line} is no longer among the recent lines kept"
+
+    # -- the baseline -----------------------------------------------------------------
+    def action_baseline(self) -> None:
+        baseline = self.monitor.capture_baseline()
+        if baseline is None:
+            self.notify("no throughput seen yet: a baseline needs progress lines with tokens/s",
+                        severity="warning", markup=False)
+            return
+        self._save_baseline(baseline, self.baseline_path)
+
+    @work(thread=True, group="baseline")
+    def _save_baseline(self, baseline: Any, path: str) -> None:
+        try:
+            save_baseline(baseline, path)
+        except OSError as exc:
+            self.call_from_thread(self.notify, f"could not save the baseline to {path}: {exc}",
+                                  severity="error", markup=False)
+            return
+        where = str(Path(path).resolve())
+        self.call_from_thread(
+            self.notify,
+            f"baseline {format_rate(baseline.throughput_tokens_per_s)} saved to {where} "
+            f"(used by the next run of dflash-watch with --baseline {path})",
+            title="baseline saved", timeout=10, markup=False,
+        )
+
+    # -- job actions --------------------------------------------------------------------
+    def _control_ready(self, what: str) -> bool:
+        if self.job is None or self.control_note:
+            self.notify(f"cannot {what}: {self.control_note or 'no job configured'}", severity="warning", markup=False)
+            return False
+        if self.busy:
+            self.notify(f"cannot {what}: {self.busy} still in progress", severity="warning", markup=False)
+            return False
+        return True
+
+    def action_start(self) -> None:
+        if not self._control_ready("start"):
+            return
+        self.busy = "start"
+        self._run_job_action("start")
+
+    def action_abort(self) -> None:
+        if not self._control_ready("abort"):
+            return
+        self.busy = "abort (checking)"
+        self._check_then("abort")
+
+    def action_relaunch(self) -> None:
+        if not self._control_ready("relaunch"):
+            return
+        self.busy = "relaunch (preflight)"
+        self._check_then("relaunch")
+
+    @work(thread=True, group="job")
+    def _check_then(self, action: str) -> None:
+        """A fresh status and the preflight, off the event loop; then ask or act."""
+        try:
+            state = self.job.status()
+            facts = preflight(self.job, state, self.monitor)
+        except Exception as exc:
+            self.call_from_thread(self._job_failed, action, exc)
+            return
+        self.monitor.set_job_state(state)
+        self.call_from_thread(self._decide, action, facts)
+
+    def _decide(self, action: str, facts: Preflight) -> None:
+        self.busy = None
+        if action == "abort":
+            if not facts.alive:
+                self.notify(f"nothing to abort: {plain(facts.state.line())}", markup=False)
+                return
+            body = facts.text()
+            self.push_screen(ConfirmScreen("Abort the training job?", body, yes_label="Abort (y)"),
+                             lambda yes: self._confirmed("abort", yes))
+            return
+        if not facts.ok:
+            self.notify("relaunch blocked, nothing was stopped: " + "; ".join(facts.blockers),
+                        title="relaunch: preflight", severity="error", timeout=15, markup=False)
+            return
+        if not facts.alive:
+            self.notify(facts.text().plain, title="relaunch: preflight", timeout=8, markup=False)
+            self.busy = "relaunch"
+            self._run_job_action("relaunch")
+            return
+        self.push_screen(ConfirmScreen("Relaunch: stop the running job and start it again?", facts.text(),
+                                       yes_label="Relaunch (y)"),
+                         lambda yes: self._confirmed("relaunch", yes))
+
+    def _confirmed(self, action: str, yes: bool | None) -> None:
+        if not yes:
+            self.notify(f"{action} cancelled: nothing was touched", timeout=4)
+            return
+        if self.busy:
+            self.notify(f"cannot {action}: {self.busy} still in progress", severity="warning")
+            return
+        self.busy = action
+        self._run_job_action(action)
+
+    @work(thread=True, group="job")
+    def _run_job_action(self, action: str) -> None:
+        job = self.job
+        was = getattr(self.monitor.job_state, "state", None)
+
+        def step(message: str) -> None:
+            self.call_from_thread(self._step, action, message)
+
+        try:
+            if action == "start":
+                state = job.start(on_step=step)
+            elif action == "abort":
+                state = job.abort(None, on_step=step)
+            else:
+                state = job.relaunch(None, on_step=step)
+        except Exception as exc:
+            self.call_from_thread(self._job_failed, action, exc)
+            return
+        self.monitor.set_job_state(state)
+        if action == "relaunch" or (action == "start" and was in ("exited", "killed")):
+            self.monitor.job_relaunched(self.clock())
+        self.call_from_thread(self._job_done, action, state)
+
+    def _step(self, action: str, message: str) -> None:
+        self.steps.append(f"{action}: {message}")
+        self.notify(plain(message), title=action, timeout=6, markup=False)
+
+    def _job_done(self, action: str, state: Any) -> None:
+        self.busy = None
+        line = state.line() if hasattr(state, "line") else str(state)
+        self.steps.append(f"{action}: done: {line}")
+        self.notify(plain(line), title=f"{action} done", timeout=8, markup=False)
+        self.redraw(force=True)
+
+    def _job_failed(self, action: str, exc: BaseException) -> None:
+        self.busy = None
+        pids = getattr(exc, "pids", None)
+        message = plain(str(exc)) or type(exc).__name__
+        if pids:
+            message += f" (blocking pids: {', '.join(map(str, pids))})"
+        self.steps.append(f"{action}: failed: {message}")
+        self.notify(message, title=f"{action} failed", severity="error", timeout=20, markup=False)
+        self.redraw(force=True)
+
+    @work(thread=True, group="status")
+    def _refresh_job(self) -> None:
+        try:
+            if self.session is not None:
+                self.session.refresh_job_state()
+            else:
+                self.monitor.set_job_state(self.job.status())
+        except Exception as exc:  # status is advisory: say it, keep watching
+            self.monitor.note(f"job status failed: {exc}")
+
+    # -- command palette -------------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Start job (s)", "start the training job in its tmux session", self.action_start)
+        yield SystemCommand("Abort job (a)", "Ctrl-C, SIGTERM, SIGKILL; asks first", self.action_abort)
+        yield SystemCommand("Relaunch job (r)", "preflight, then abort if alive and start again", self.action_relaunch)
+        yield SystemCommand("Save baseline (b)", f"save the last 10 minutes as {self.baseline_path}", self.action_baseline)
+        yield SystemCommand("Acknowledge alerts (m)", "silence the bell; alerts stay listed", self.action_acknowledge)
+        yield SystemCommand("Filter log (/)", "show only log lines containing a text", self.action_filter)
+        yield SystemCommand("Help (?)", "keys and what the panels mean", self.action_help)
+        for path in self.query_one(LogPanel).files:
+            yield SystemCommand(f"Log: {os.path.basename(path)}", f"show {path} in the log view",
+                                lambda p=path: self.action_show_file(p))

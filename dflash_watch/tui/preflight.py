@@ -1,0 +1,104 @@
+"""What a relaunch would do, shown before anything is killed.
+
+Aborting a healthy-looking week-long run is expensive, and a relaunch that
+kills the job and then cannot start it (no command configured, someone
+else's process still on the GPUs) is worse. So `r` first gathers the facts
+(the job's state from tmux, the processes on its GPUs from the Monitor's
+latest samples) and the dashboard shows them: a blocker stops the action
+outright, a warning goes into the confirmation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from .reading import locked
+from .text import fmt_gib, plain
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    gpu: int
+    pid: int
+    used_bytes: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    state: Any  # JobState
+    command: str
+    will_stop: tuple[int, ...]
+    job_gpus: tuple[int, ...]
+    foreign: tuple[Holder, ...]
+    blockers: tuple[str, ...]
+
+    @property
+    def alive(self) -> bool:
+        return bool(getattr(self.state, "running", False))
+
+    @property
+    def ok(self) -> bool:
+        return not self.blockers
+
+    def text(self) -> Text:
+        out = Text()
+        line = self.state.line() if hasattr(self.state, "line") else str(self.state)
+        out.append("job       ", style="bold")
+        out.append(plain(line) + "\n")
+        out.append("command   ", style="bold")
+        out.append((plain(self.command) or "(none configured)") + "\n", style="" if self.command else "red")
+        if self.alive:
+            pids = ", ".join(map(str, self.will_stop[:16])) + (" …" if len(self.will_stop) > 16 else "")
+            out.append("will stop ", style="bold")
+            out.append(f"{len(self.will_stop)} processes ({pids}): Ctrl-C, then SIGTERM, then SIGKILL\n")
+        gpus = ", ".join(map(str, self.job_gpus)) if self.job_gpus else "unknown (no samples)"
+        out.append("GPUs      ", style="bold")
+        out.append(gpus + "\n")
+        if self.foreign:
+            out.append("others    ", style="bold yellow")
+            held = "; ".join(f"pid {h.pid} {plain(h.name or '?')} on GPU {h.gpu} ({fmt_gib(h.used_bytes)} GiB)"
+                             for h in self.foreign[:6])
+            out.append(f"{held}: the relaunch waits for them, then refuses\n", style="yellow")
+        else:
+            out.append("others    ", style="bold")
+            out.append("none seen on the job's GPUs\n", style="green")
+        for blocker in self.blockers:
+            out.append("blocked   ", style="bold red")
+            out.append(blocker + "\n", style="red")
+        out.rstrip()
+        return out
+
+
+def preflight(job: Any, state: Any, monitor: Any) -> Preflight:
+    """Facts for a relaunch decision. ``state`` is a fresh ``job.status()``."""
+    spec = getattr(job, "spec", None)
+    command = (getattr(spec, "command", "") or "").strip()
+    pids = frozenset(getattr(state, "pids", ()) or ())
+    configured = getattr(spec, "gpus", None)
+    blockers: list[str] = []
+    if not command:
+        blockers.append("no run command configured: set [run] command in the config or pass --cmd")
+    seen_job: set[int] = set()
+    holders: list[Holder] = []
+    with locked(monitor):
+        for gpu in monitor.gpus.gpus:
+            last = monitor.gpus.last(gpu)
+            for p in (last.processes or ()) if last else ():
+                if p.job or p.pid in pids:
+                    seen_job.add(gpu)
+                else:
+                    holders.append(Holder(gpu, p.pid, p.used_bytes, p.name))
+    job_gpus = tuple(configured) if configured is not None else tuple(sorted(seen_job))
+    foreign = tuple(h for h in holders if h.gpu in job_gpus)
+    return Preflight(
+        state=state,
+        command=command,
+        will_stop=tuple(sorted(pids)),
+        job_gpus=job_gpus,
+        foreign=foreign,
+        blockers=tuple(blockers),
+    )

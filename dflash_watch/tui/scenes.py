@@ -1,0 +1,143 @@
+"""Deterministic Monitor states for snapshot tests, screenshots and the docs.
+
+A snapshot is only worth keeping if it is the same picture every time, so
+these scenes feed a Monitor directly (no threads, no wall clock, fixed
+times in UTC, seeded noise) through the real parsers and detectors: the
+alerts on screen are the ones the detectors really raise for that data.
+
+Scenes: ``healthy`` (8 GPUs flat, throughput at baseline), ``volatile``
+(drafter GPUs' memory starts swinging and throughput collapses: bucketing
+broke), ``crashed`` (then the FX-tracing traceback and a dead job).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from parsers.events import GpuProcess, GpuSample, ProcessExit
+
+GIB = 1 << 30
+MIB = 1 << 20
+T0 = 1764410400.0  # 2025-11-29 10:00:00 UTC
+TOTAL = 96 * GIB
+N_GPUS = 8
+DRAFTERS = (5, 6, 7)
+JOB_PID = 48213
+BASELINE_TPS = 22_600.0
+TOTAL_STEPS = 50_000
+UTC = _dt.timezone.utc
+LOG = "/runs/dflash-llama70b/train.log"
+
+
+@dataclass
+class Scene:
+    """A fed Monitor plus what the app needs beside it."""
+
+    monitor: Any
+    now: float
+    job_state: Any
+    events: list[str] = field(default_factory=list)
+
+
+def _stamp(t: float) -> str:
+    d = _dt.datetime.fromtimestamp(t, UTC)
+    return d.strftime("%Y-%m-%d %H:%M:%S") + f",{int(t * 1000) % 1000:03d}"
+
+
+def _line(t: float, level: str, logger: str, message: str) -> str:
+    return f"[{_stamp(t)}] [{level}] [{logger}] {message}"
+
+
+def job_state(state: str, started: float, now: float, code: int | None = None) -> Any:
+    from ..control.job import JobState
+
+    pids = (JOB_PID - 1, JOB_PID, JOB_PID + 3, JOB_PID + 4) if state == "running" else ()
+    return JobState(state=state, session="dflash-train", code=code, pid=JOB_PID - 1 if state == "running" else None,
+                    pids=pids, started_at=started, uptime_s=now - started if state == "running" else None,
+                    pane="%3", run_id="scene")
+
+
+def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseline: bool = True) -> Scene:
+    """Feed a fresh Monitor with ``minutes`` of a run; ``kind`` picks the story."""
+    from ..baseline import Baseline
+    from ..monitor import Monitor
+
+    if kind not in ("healthy", "volatile", "crashed"):
+        raise ValueError(f"unknown scene {kind!r}")
+    monitor = Monitor(tz=UTC, baseline=Baseline(BASELINE_TPS) if baseline else None)
+    rng = random.Random(seed)
+    span = int(minutes * 60)
+    broken_at = span - 420 if kind != "healthy" else None  # the last 7 minutes go wrong
+    text: list[str] = []
+    lineno = 1
+
+    def emit(t: float, lines: list[str]) -> None:
+        nonlocal lineno
+        monitor.feed_text(LOG, "".join(line + "\n" for line in lines), lineno, t)
+        lineno += len(lines)
+        text.extend(lines)
+
+    emit(T0, [
+        _line(T0, "INFO", "dflash.train", f"Starting DFlash drafter training on gpu-node-07 (pid {JOB_PID})"),
+        _line(T0, "INFO", "dflash.train", "target: meta-llama/Llama-3.3-70B-Instruct on cuda:0-4, drafter on cuda:5-7"),
+        _line(T0 + 1, "INFO", "dflash.train", "torch.compile(drafter, mode='max-autotune-no-cudagraphs') done in 41.2s"),
+        # A line with markup and escapes: the log view must show it as text.
+        _line(T0 + 2, "INFO", "dflash.data", "tokenizer says [bold red]hi[/] \x1b[31mred\x1b[0m [link=http://x]x[/link]"),
+    ])
+    step = 1000
+    next_step = T0 + 5.0
+    for k in range(span + 1):
+        t = T0 + k
+        broken = broken_at is not None and k >= broken_at
+        samples = []
+        for gpu in range(N_GPUS):
+            level = (63 if gpu in DRAFTERS else 71) * GIB + rng.randint(-15, 15) * MIB
+            if broken and gpu in DRAFTERS:
+                phase = ((k - broken_at) // 9 + gpu) % 2
+                level += (3 * GIB + rng.randint(0, 400) * MIB) if phase else -(5 * GIB + rng.randint(0, 400) * MIB)
+            procs = (GpuProcess(JOB_PID + (gpu > 4) * 3, level - 530 * MIB, "python", job=False),)
+            if gpu == 3:
+                procs += (GpuProcess(51877, 2 * GIB + 300 * MIB, "jupyter-kernel"),)
+                level += 2 * GIB + 300 * MIB
+            util = 0.97 - rng.random() * 0.04 if not (broken and gpu in DRAFTERS) else 0.35 + rng.random() * 0.4
+            samples.append(GpuSample(t, gpu, level, TOTAL, round(util, 3), procs))
+        monitor.feed_samples(samples)
+        if t >= next_step:
+            rate = BASELINE_TPS * (1 + (rng.random() - 0.5) * 0.06)
+            if broken:
+                rate = 4_300.0 * (1 + (rng.random() - 0.5) * 0.1)
+            step_s = 65536 / rate
+            loss = 2.1 - step / 40_000
+            eta = int((TOTAL_STEPS - step) * step_s)
+            emit(t, [_line(t, "INFO", "dflash.train",
+                           f"step {step}/{TOTAL_STEPS} | loss {loss:.3f} | acc_len 3.12 | accept 0.71 | "
+                           f"{rate / 1000:.1f} Ktok/s | pad_eff {0.93 if not broken else 0.45:.2f} | lr 2.00e-04 | "
+                           f"ETA {eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}")])
+            if broken and k - broken_at < 3:
+                emit(t, [_line(t, "WARNING", "dflash.data", "length bucketing disabled: bucket file "
+                                                            "/data/dflash/buckets/shard_0002.json not found, "
+                                                            "falling back to random shuffle")])
+            step += 1
+            next_step = t + step_s
+    now = T0 + span
+    state = job_state("running", T0 - 95.0, now)
+    if kind == "crashed":
+        from ..demo import fx_traceback
+
+        now += 1
+        emit(now, [_line(now, "WARNING", "dflash.pipeline", "drafter-0: draft length 9216 exceeds the largest "
+                                                            "captured block shape (8192); re-tracing the draft block")])
+        emit(now, list(fx_traceback.render("drafter-0")))
+        emit(now + 1, [_line(now + 1, "ERROR", "dflash.train", "drafter thread drafter-0 died; shutting down")])
+        monitor.end_of_text(LOG, now + 1)
+        now += 2
+        monitor.feed_events([ProcessExit(now, kind="crash", code=1)])
+        # The crash detector holds a crash briefly to gather every rank's copy.
+        now += 10
+        monitor.tick(now)
+        state = job_state("exited", T0 - 95.0, now, code=1)
+    monitor.set_job_state(state)
+    return Scene(monitor=monitor, now=now, job_state=state, events=text)

@@ -1,0 +1,123 @@
+"""One alert in full: the message, the numbers behind it, the traceback.
+
+Numbers are shown in the units an engineer reads (GiB, tokens/s, clock
+times in the run's zone); the traceback is log text and goes through the
+same escaping as the log view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from detectors.base import Alert
+from ...report import format_rate
+from ..text import SEVERITY_STYLE, fmt_bytes, fmt_clock, plain
+from ..widgets.log_view import NORMAL, STYLES, classify
+
+_TIME_KEYS = ("since", "time", "captured_at", "started_at", "ended_at")
+_LONG_KEYS = ("traceback", "message", "remedy")
+
+
+def format_value(key: str, value: Any, tz: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if key.endswith("_bytes"):
+            return fmt_bytes(value)
+        if key.endswith("tokens_per_s"):
+            return format_rate(value)
+        if key in _TIME_KEYS or key.endswith("_at"):
+            return fmt_clock(value, tz)
+        if key.endswith("fraction") or key.endswith("_frac"):
+            return f"{value:.0%}"
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        if len(value) > 12:
+            return ", ".join(plain(str(v)) for v in value[:12]) + f", … ({len(value)} in all)"
+        return ", ".join(plain(str(v)) for v in value) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{plain(str(k))}={plain(str(v))}" for k, v in value.items())
+    return plain(str(value))
+
+
+def evidence_text(alert: Alert, tz: Any) -> list[Any]:
+    """The renderables of the evidence view, in reading order."""
+    head = Text()
+    head.append(f"{alert.severity.upper()} ", style=SEVERITY_STYLE.get(alert.severity, "bold"))
+    head.append(f"{alert.detector}", style="bold")
+    if alert.kind:
+        head.append(f"/{plain(alert.kind)}")
+    if alert.gpu is not None:
+        head.append(f"  GPU {alert.gpu}")
+    head.append(f"  {alert.state}  {fmt_clock(alert.time, tz)}  ", style="dim")
+    head.append(plain(alert.source), style="underline")
+    parts: list[Any] = [head, Text(""), Text(plain(alert.message))]
+    ev = alert.evidence or {}
+    remedy = ev.get("remedy")
+    if remedy:
+        parts += [Text(""), Text.assemble(("what to do: ", "bold green"), plain(str(remedy)))]
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    rows = 0
+    for key, value in ev.items():
+        if key in _LONG_KEYS or key == "frames":
+            continue
+        table.add_row(Text(plain(str(key))), Text(format_value(key, value, tz)))
+        rows += 1
+    if rows:
+        parts += [Text(""), Text("numbers", style="bold underline"), table]
+    frames = ev.get("frames")
+    if frames:
+        parts += [Text(""), Text("innermost frames", style="bold underline")]
+        parts += [Text(plain(str(f)), style="red") for f in frames]
+    if ev.get("message") and ev.get("message") != alert.message:
+        parts += [Text(""), Text("error message", style="bold underline"), Text(plain(str(ev["message"])))]
+    tb = ev.get("traceback")
+    if tb:
+        parts += [Text(""), Text("traceback", style="bold underline")]
+        prev = NORMAL
+        for line in str(tb).splitlines():
+            prev = classify(line, prev)
+            parts.append(Text(plain(line), style=STYLES[prev], no_wrap=True, overflow="ellipsis"))
+    return parts
+
+
+class EvidenceScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    EvidenceScreen { align: center middle; }
+    EvidenceScreen > VerticalScroll {
+        width: 95%; height: 90%; border: thick $accent; background: $surface; padding: 0 1;
+    }
+    EvidenceScreen Static { height: auto; }
+    """
+    BINDINGS = [Binding("escape,q,enter", "dismiss_screen", "close", show=True)]
+
+    def __init__(self, alert: Alert, tz: Any = None, jumped: str | None = None) -> None:
+        super().__init__()
+        self.alert = alert
+        self.tz = tz
+        self.jumped = jumped
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as scroll:
+            scroll.border_title = "alert evidence (Esc: close)"
+            if self.jumped:
+                scroll.border_subtitle = self.jumped
+            for part in evidence_text(self.alert, self.tz):
+                yield Static(part)
+
+    def action_dismiss_screen(self) -> None:
+        self.dismiss(None)

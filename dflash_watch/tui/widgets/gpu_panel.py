@@ -1,0 +1,111 @@
+"""The GPU grid: one tile per GPU the Monitor has seen, or why there are none.
+
+Charts are expensive to build and a ten-minute memory chart moves by less
+than a column per second, so they are offered new data every
+``chart_interval_s``; the numbers beside them update at every redraw.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid, VerticalScroll
+from textual.widgets import Static
+
+from ..reading import job_pids, locked, memory_badge
+from .gpu_tile import CHART_WINDOW_S, GpuTile, GpuView
+
+_EMPTY = np.empty(0)
+
+
+def gpu_hint(monitor: Any) -> Text:
+    """Why there is no GPU data, and what to do about it."""
+    reason = monitor.gpu_unavailable
+    if reason:
+        return Text.assemble(
+            ("GPU memory is not being sampled: ", "bold yellow"), str(reason), "\n",
+            ("fix: ", "bold"),
+            "install the NVIDIA driver and nvidia-ml-py on this node, or pass "
+            "--gpu-samples FILE (JSON lines: time, gpu, used_bytes, total_bytes).",
+        )
+    return Text("waiting for the first GPU sample…", style="dim")
+
+
+class GpuPanel(VerticalScroll):
+    DEFAULT_CSS = """
+    GpuPanel { height: auto; max-height: 50%; }
+    GpuPanel > Grid { grid-size: 4; grid-gutter: 0 0; height: auto; grid-rows: 8; }
+    GpuPanel > .gpu-hint { padding: 0 1; height: auto; }
+    """
+
+    def __init__(self, *, chart_interval_s: float = 5.0, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.chart_interval_s = chart_interval_s
+        self._tiles: dict[int, GpuTile] = {}
+        self._last_chart = -1e18
+        self._columns = 4
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="gpu-hint")
+        yield Grid(id="gpu-grid")
+
+    def update_view(self, monitor: Any, firing: list, compact: bool) -> None:
+        grid = self.query_one("#gpu-grid", Grid)
+        hint = self.query_one(".gpu-hint", Static)
+        pids = job_pids(monitor)
+        views: list[GpuView] = []
+        with locked(monitor):
+            history = monitor.gpus
+            for gpu in history.gpus:
+                series = history.used(gpu)
+                last = history.last(gpu)
+                if series is not None and series.count:
+                    times, lows, highs, _ = series.window(CHART_WINDOW_S)
+                else:
+                    times = lows = highs = _EMPTY
+                badge, style, _ = memory_badge(firing, gpu)
+                views.append(GpuView(
+                    gpu=gpu,
+                    used=last.used_bytes if last else None,
+                    total=history.total_bytes(gpu),
+                    util=last.util if last else None,
+                    processes=last.processes if last else None,
+                    lost=history.lost(gpu),
+                    badge=badge if series is not None and series.count else "-",
+                    badge_style=style if series is not None and series.count else "dim",
+                    last_time=series.last_time if series is not None else None,
+                    times=times, lows=lows, highs=highs,
+                    job_pids=pids,
+                ))
+        hint.display = not views
+        if not views:
+            hint.update(gpu_hint(monitor))
+        for view in views:
+            if view.gpu not in self._tiles:
+                tile = self._tiles[view.gpu] = GpuTile(view.gpu)
+                grid.mount(tile)
+        now = time.monotonic()
+        chart_due = now - self._last_chart >= self.chart_interval_s
+        if chart_due:
+            self._last_chart = now
+        self._layout(len(views), compact)
+        for view in views:
+            self._tiles[view.gpu].show(view, compact, chart_due)
+
+    def _layout(self, n: int, compact: bool) -> None:
+        grid = self.query_one("#gpu-grid", Grid)
+        width = self.app.size.width
+        if compact:
+            columns = 2 if width < 120 else 4
+        else:
+            columns = 4 if width >= 100 else 2
+        columns = max(1, min(columns, n or 1))
+        if columns != self._columns:
+            self._columns = columns
+            grid.styles.grid_size_columns = columns
+        self.set_class(compact, "-compact")
+

@@ -1,0 +1,180 @@
+"""One GPU: memory chart, used/total, flat/volatile/growing badge, util, holders.
+
+The badge is the firing memory_* alert of this GPU (what the detectors
+concluded), not a judgement of the tile: the panel and `check` can never
+disagree. Processes are split into the job's (pids of the managed job's
+process tree, or flagged by the sampler) and anyone else's, because
+"someone else grabbed 20 GiB on GPU 3" is a different problem from a leak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from parsers.events import GpuLost, GpuProcess
+from ..text import fmt_gib, plain
+from .plot import PlotextChart
+
+CHART_WINDOW_S = 600.0
+BAR_CELLS = 10
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """What one tile shows, copied from the Monitor under its lock."""
+
+    gpu: int
+    used: int | None
+    total: int | None
+    util: float | None
+    processes: tuple[GpuProcess, ...] | None
+    lost: GpuLost | None
+    badge: str
+    badge_style: str
+    last_time: float | None
+    times: np.ndarray
+    lows: np.ndarray
+    highs: np.ndarray
+    job_pids: frozenset[int]
+
+
+def usage_bar(used: int | None, total: int | None, cells: int = BAR_CELLS) -> Text:
+    if not used or not total:
+        return Text("▕" + " " * cells + "▏", style="dim")
+    frac = min(1.0, max(0.0, used / total))
+    eighths = round(frac * cells * 8)
+    full, part = divmod(eighths, 8)
+    body = "█" * full + (_EIGHTHS[part] if part and full < cells else "")
+    style = "red" if frac >= 0.95 else "yellow" if frac >= 0.85 else "green"
+    return Text.assemble("▕", (body.ljust(cells), style), "▏")
+
+
+def processes_text(view: GpuView) -> Text:
+    procs = view.processes
+    if procs is None:
+        return Text("processes: not available", style="dim")
+    if not procs:
+        return Text("no processes", style="dim")
+    mine = [p for p in procs if p.job or p.pid in view.job_pids]
+    others = [p for p in procs if not (p.job or p.pid in view.job_pids)]
+    out = Text(no_wrap=True, overflow="ellipsis")
+    if mine:
+        out.append(f"job {len(mine)}p {fmt_gib(sum(p.used_bytes for p in mine))}G", style="green")
+    for p in sorted(others, key=lambda p: -p.used_bytes)[:3]:
+        if out:
+            out.append(" · ")
+        name = plain(p.name or "?")[:12]
+        out.append(f"{p.pid} {name} {fmt_gib(p.used_bytes)}G", style="magenta" if mine else "")
+    return out
+
+
+def envelope(times: np.ndarray, lows: np.ndarray, highs: np.ndarray, end: float, points: int) -> tuple[list[float], list[float], list[float]]:
+    """Per-column min and max over the window: one-sample spikes survive downsampling."""
+    if len(times) == 0:
+        return [], [], []
+    start = end - CHART_WINDOW_S
+    edges = np.linspace(start, end, points + 1)
+    idx = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, points - 1)
+    lo = np.full(points, np.inf)
+    hi = np.full(points, -np.inf)
+    np.minimum.at(lo, idx, lows)
+    np.maximum.at(hi, idx, highs)
+    keep = np.isfinite(lo)
+    xs = ((edges[:-1] + edges[1:]) / 2 - end)[keep]
+    return xs.tolist(), lo[keep].tolist(), hi[keep].tolist()
+
+
+class GpuTile(Vertical):
+    DEFAULT_CSS = """
+    GpuTile { height: 8; border: round $panel-lighten-2; padding: 0 1; }
+    GpuTile .gpu-info { height: 1; }
+    GpuTile .gpu-procs { height: 1; color: $text-muted; }
+    GpuTile PlotextChart { height: 1fr; }
+    """
+
+    def __init__(self, gpu: int) -> None:
+        super().__init__(id=f"gpu-{gpu}", classes="gpu-tile")
+        self.gpu = gpu
+        self.view: GpuView | None = None
+        self.compact = False
+        self.border_title = f"GPU {gpu}"
+        # Built here, not in compose: the panel fills a tile in the same
+        # redraw that mounts it, before its children would exist.
+        self.info = Static("", classes="gpu-info")
+        self.chart = PlotextChart(placeholder="waiting for samples", classes="gpu-chart")
+        self.procs = Static("", classes="gpu-procs")
+
+    def compose(self) -> ComposeResult:
+        yield self.info
+        yield self.chart
+        yield self.procs
+
+    def show(self, view: GpuView, compact: bool, chart_due: bool) -> None:
+        changed = view != self.view or compact != self.compact
+        self.view = view
+        self.compact = compact
+        if not changed:
+            return
+        self.set_class(view.badge != "flat", "-alerting")
+        self.set_class(view.lost is not None, "-lost")
+        title = Text.assemble((f"GPU {view.gpu} ", "bold"), (f" {view.badge} ", view.badge_style))
+        self.border_title = title
+        self.info.update(self._info(view, compact))
+        self.procs.update(processes_text(view))
+        chart = self.chart
+        if compact:
+            return
+        if chart_due or chart.key is None:
+            if len(view.times) == 0 or view.last_time is None:
+                chart.set_plot(("empty",), None)
+            else:
+                chart.set_plot((view.last_time, len(view.times), view.badge), self._drawer(view))
+
+    def _info(self, view: GpuView, compact: bool) -> Text:
+        if view.lost is not None:
+            return Text.assemble((f"GPU {view.gpu} " if compact else "", "bold"),
+                                 ("LOST ", "bold white on red"), plain(view.lost.message))
+        used = f"{fmt_gib(view.used)}/{fmt_gib(view.total)}G"
+        util = "util -" if view.util is None else f"util {view.util * 100:3.0f}%"
+        if compact:
+            return Text.assemble(
+                (f"GPU{view.gpu:<2}", "bold"), usage_bar(view.used, view.total, 8), " ",
+                (f"{used:>12}", ""), f" {util.replace('util ', 'u')} ", (view.badge, view.badge_style),
+                no_wrap=True, overflow="ellipsis",
+            )
+        pct = "" if not view.used or not view.total else f" {view.used / view.total:4.0%}"
+        return Text.assemble((used, "bold"), pct, "  ", util, no_wrap=True, overflow="ellipsis")
+
+    @staticmethod
+    def _drawer(view: GpuView):
+        colour = {"flat": "green", "VOLATILE": "yellow", "GROWING": "orange", "FULL": "red"}.get(view.badge, "green")
+        end = view.last_time
+
+        def draw(fig, width: int, height: int) -> None:
+            points = max(4, (width - 6) * 2)
+            xs, lo, hi = envelope(view.times, view.lows, view.highs, end, points)
+            if not xs:
+                return
+            ymin, ymax = min(lo), max(hi)
+            span = max(ymax - ymin, 2**30 * 0.5, 0.02 * (view.total or 0))
+            mid = (ymin + ymax) / 2
+            y0, y1 = mid - span * 0.6, mid + span * 0.6
+            fig.plot(xs, hi, marker="braille", color=colour)
+            if any(h - l > span * 0.02 for h, l in zip(hi, lo)):
+                fig.plot(xs, lo, marker="braille", color=colour)
+            fig.ylim(y0, y1)
+            fig.xlim(-CHART_WINDOW_S, 0)
+            fig.yticks([y0 + (y1 - y0) * 0.1, y1 - (y1 - y0) * 0.1],
+                       [f"{(y0 + (y1 - y0) * 0.1) / 2**30:.1f}", f"{(y1 - (y1 - y0) * 0.1) / 2**30:.1f}"])
+            fig.xticks([])
+            fig.frame(False)
+
+        return draw
+

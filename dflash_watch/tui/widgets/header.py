@@ -1,0 +1,113 @@
+"""The status line: job state, uptime, restarts, step and ETA, tokens/s vs baseline, alerts.
+
+Every field reads the Monitor (``job_state`` as the live session last saw
+it, ``last_progress``, ``throughput``, ``alerts``); the only thing kept
+here is the first step seen, to estimate an ETA when the log states no
+step time.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ..reading import locked
+from ..text import fmt_duration, plain
+from ...report import format_rate
+
+_STATE = {
+    "running": ("● running", "bold green"),
+    "exited": ("✖ exited", "bold red"),
+    "killed": ("✖ killed", "bold red"),
+    "absent": ("○ absent", "bold yellow"),
+}
+
+
+def job_text(state: Any, control: str | None, now: float) -> Text:
+    """The job part: ``control`` says why there is no job control, if there is none."""
+    if control is not None:
+        return Text(control, style="dim")
+    if state is None:
+        return Text("job: checking…", style="dim")
+    label, style = _STATE.get(state.state, (state.state, "bold"))
+    out = Text()
+    if state.state == "exited":
+        code = "?" if state.code is None else state.code
+        label = "✓ exited 0" if code == 0 else f"✖ exited {code}"
+        style = "bold green" if code == 0 else style
+    elif state.state == "killed":
+        try:
+            label = f"✖ killed {signal.Signals(state.signal).name}" if state.signal else label
+        except ValueError:
+            label = f"✖ killed signal {state.signal}"
+    out.append(label, style=style)
+    out.append(f" {plain(state.session)}", style="dim")
+    if state.state == "running":
+        up = (now - state.started_at) if state.started_at else state.uptime_s
+        if up is not None:
+            out.append(f" · up {fmt_duration(up)}")
+    return out
+
+
+class StatusHeader(Static):
+    DEFAULT_CSS = """
+    StatusHeader { height: auto; max-height: 2; background: $panel; padding: 0 1; }
+    """
+
+    def __init__(self, *, control: str | None = None, id: str | None = None) -> None:
+        super().__init__("", id=id)
+        self.control = control
+        self._first_step: tuple[float, int] | None = None
+        self._shown: Text | None = None
+
+    def update_view(self, monitor: Any, firing: list, unacked: int, now: float) -> None:
+        with locked(monitor):
+            state = monitor.job_state
+            progress = monitor.last_progress
+            rate = monitor.throughput.last_value
+            baseline = monitor.baseline_tokens_per_s
+            restarts = monitor.restarts
+            frac = float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3))
+        sep = ("  │  ", "dim")
+        out = job_text(state, self.control, now)
+        out.append(f" · restarts {restarts}", style="" if restarts == 0 else "yellow")
+        out.append(*sep)
+        out.append_text(self._step_text(progress))
+        out.append(*sep)
+        out.append(format_rate(rate), style="bold")
+        if baseline:
+            out.append(f" vs {format_rate(baseline)}", style="cyan")
+            if rate is not None:
+                delta = rate / baseline - 1.0
+                out.append(f" {delta:+.0%}", style="bold red" if delta <= -frac else "yellow" if delta < -0.05 else "green")
+        out.append(*sep)
+        if firing:
+            style = "bold white on red" if unacked else "bold yellow"
+            out.append(f" {len(firing)} firing ", style=style)
+            if unacked != len(firing):
+                out.append(f" {len(firing) - unacked} acked", style="dim")
+        else:
+            out.append("✓ no alerts", style="green")
+        if out != self._shown:
+            self._shown = out
+            self.update(out)
+
+    def _step_text(self, p: Any) -> Text:
+        if p is None or p.step is None:
+            return Text("step -", style="dim")
+        out = Text(f"step {p.step:,}", style="bold")
+        if p.total_steps:
+            out.append(f"/{p.total_steps:,}")
+            first = self._first_step
+            if first is None or p.step < first[1]:
+                first = self._first_step = (p.time, p.step)
+            per_step = p.step_seconds
+            if per_step is None and p.step > first[1] and p.time - first[0] >= 10.0:
+                per_step = (p.time - first[0]) / (p.step - first[1])
+            if per_step:
+                left = max(0, p.total_steps - p.step) * per_step
+                out.append(f" ETA {fmt_duration(left)}", style="cyan")
+        return out

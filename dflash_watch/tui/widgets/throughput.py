@@ -1,0 +1,121 @@
+"""Tokens/s over time, the baseline drawn as a line, drops marked in red.
+
+"Below baseline" is marked with the detector's own threshold
+(``throughput_drop_frac``), so a red point on the chart means the same as
+the alert: the chart cannot cry wolf where the detector stays quiet.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from ..reading import locked
+from ..text import fmt_clock
+from ...report import format_rate
+from .plot import PlotextChart
+
+WINDOW_S = 3600.0
+
+
+class ThroughputPanel(Vertical):
+    DEFAULT_CSS = """
+    ThroughputPanel { border: round $panel-lighten-2; padding: 0 1; }
+    ThroughputPanel > .tp-info { height: 1; }
+    ThroughputPanel > PlotextChart { height: 1fr; }
+    """
+
+    def __init__(self, *, tz: Any = None, chart_interval_s: float = 2.0, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.tz = tz
+        self.chart_interval_s = chart_interval_s
+        self._last_chart = -1e18
+        self._seen: tuple | None = None
+        self.border_title = "throughput"
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="tp-info")
+        yield PlotextChart(placeholder="no tokens/s in the log yet: the chart starts with the first progress line "
+                           "that reports a rate (or set progress_regex in the config)")
+
+    def update_view(self, monitor: Any, firing: list) -> None:
+        drop = next((a for a in firing if a.detector == "throughput_drop"), None)
+        with locked(monitor):
+            series = monitor.throughput
+            count = series.count
+            last_time = series.last_time
+            last_value = series.last_value
+            baseline = monitor.baseline_tokens_per_s
+            frac = float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3))
+            due = time.monotonic() - self._last_chart >= self.chart_interval_s
+            key = (count, last_time, baseline, drop is not None)
+            window = series.window(WINDOW_S) if count and due and key != self._seen else None
+        info = Text(no_wrap=True, overflow="ellipsis")
+        info.append(format_rate(last_value), style="bold")
+        if baseline:
+            info.append(f"  baseline {format_rate(baseline)}", style="cyan")
+            if last_value is not None:
+                delta = last_value / baseline - 1.0
+                info.append(f"  {delta:+.0%}", style="red" if delta <= -frac else "yellow" if delta < -0.05 else "green")
+        else:
+            info.append("  no baseline yet (learned after warm-up, or press b)", style="dim")
+        if drop is not None:
+            info.append("  DROP", style="bold white on red")
+        self.query_one(".tp-info", Static).update(info)
+        self.set_class(drop is not None, "-alerting")
+        chart = self.query_one(PlotextChart)
+        if count == 0:
+            chart.set_plot(("empty",), None)
+            return
+        if window is None:
+            return
+        self._seen = key
+        self._last_chart = time.monotonic()
+        chart.set_plot(key, self._drawer(window, last_time, baseline, frac))
+
+    def _drawer(self, window, end: float, baseline: float | None, frac: float):
+        times, lows, highs, means = window
+        tz = self.tz
+
+        def draw(fig, width: int, height: int) -> None:
+            points = max(8, (width - 8) * 2)
+            start = max(float(times[0]), end - WINDOW_S)
+            span = max(end - start, 60.0)
+            edges = np.linspace(end - span, end, points + 1)
+            idx = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, points - 1)
+            sums = np.bincount(idx, weights=means, minlength=points)
+            counts = np.bincount(idx, minlength=points)
+            keep = counts > 0
+            xs = ((edges[:-1] + edges[1:]) / 2)[keep] - end
+            ys = sums[keep] / counts[keep]
+            top = max(float(ys.max()), baseline or 0.0) * 1.1
+            fig.plot(xs.tolist(), ys.tolist(), marker="braille", color="green")
+            if baseline:
+                fig.hline(baseline, color="cyan")
+                low = ys < baseline * (1.0 - frac)
+                if low.any():
+                    fig.scatter(xs[low].tolist(), ys[low].tolist(), marker="braille", color="red")
+            fig.ylim(0, top)
+            fig.xlim(-span, 0)
+            ticks = [-span, -span / 2, 0.0]
+            fig.xticks(ticks, [_clock(end + t, tz) for t in ticks])
+            yt = [0.0, top / 2, top]
+            fig.yticks(yt, [_rate(v) for v in yt])
+            fig.frame(False)
+
+        return draw
+
+
+def _clock(t: float, tz: Any) -> str:
+    return fmt_clock(t, tz)[:5]
+
+
+def _rate(v: float) -> str:
+    return f"{v / 1000:.0f}K" if v >= 1000 else f"{v:.0f}"
+

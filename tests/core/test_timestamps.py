@@ -1,0 +1,137 @@
+"""TimeParser: every timestamp style of CONTRACTS section 5, years, zones, cache."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from parsers.timestamps import TimeParser
+
+UTC = timezone.utc
+
+
+def utc(*args: int, micro: int = 0) -> float:
+    return datetime(*args, microsecond=micro, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("2026-11-29T10:00:00 started", utc(2026, 11, 29, 10, 0, 0)),
+        ("2026-11-29 10:00:00,123 - INFO - x", utc(2026, 11, 29, 10, 0, 0) + 0.123),
+        ("2026-11-29 10:00:00.654321 | INFO", utc(2026, 11, 29, 10, 0, 0) + 0.654321),
+        ("2026-11-29T10:00:00Z", utc(2026, 11, 29, 10, 0, 0)),
+        ("2026-11-29T10:00:00.5+01:00 x", utc(2026, 11, 29, 9, 0, 0) + 0.5),
+        ("2026-11-29T10:00:00-0530 x", utc(2026, 11, 29, 15, 30, 0)),
+        ("11/29/2026 10:00:00 - INFO - __main__ - hi", utc(2026, 11, 29, 10, 0, 0)),
+        ("10/17/2025 16:31:56 [INFO|DP=0|PP=0|TP=0]: iteration: 1", utc(2025, 10, 17, 16, 31, 56)),
+        ("11/29/26 10:00:00 x", utc(2026, 11, 29, 10, 0, 0)),
+        ("  [2025-09-11 14:09:46,954794][I][components/metrics:437:log] step", utc(2025, 9, 11, 14, 9, 46) + 0.954794),
+        ("   [INFO][2025-09-11 14:09:18.390018] Reading data", utc(2025, 9, 11, 14, 9, 18) + 0.390018),
+        ("[default5]:2026-01-02 03:04:05,006 x", utc(2026, 1, 2, 3, 4, 5) + 0.006),
+        ("[1,3]<stdout>:2026-01-02 03:04:05 x", utc(2026, 1, 2, 3, 4, 5)),
+        ('{"time": 1764410400.25, "gpu": 5}', 1764410400.25),
+        ('{"timestamp": 1764410400250, "x": 1}', 1764410400.25),
+        ('{"step": 3, "timestamp": "2026-11-29T10:00:00Z"}', utc(2026, 11, 29, 10, 0, 0)),
+    ],
+)
+def test_full_timestamps(line: str, expected: float) -> None:
+    assert TimeParser(tz=UTC).parse(line) == pytest.approx(expected, abs=1e-6)
+
+
+def test_glog_lines_take_the_year_of_the_last_full_timestamp() -> None:
+    p = TimeParser(tz=UTC, default_year=2020)
+    assert p.parse("2025-05-30 23:00:00 start") == utc(2025, 5, 30, 23, 0, 0)
+    assert p.parse("[rank0]:W0531 18:55:20.328000 627698 torch/_dynamo/x.py:1743] hit") == pytest.approx(
+        utc(2025, 5, 31, 18, 55, 20) + 0.328
+    )
+    assert p.parse("W1129 10:00:00.123456 1 x.py:1] y") == pytest.approx(utc(2025, 11, 29, 10, 0, 0) + 0.123456)
+
+
+def test_glog_three_digit_month_day_and_nanoseconds() -> None:
+    p = TimeParser(tz=UTC, default_year=2025)
+    value = p.parse("[W911 14:08:52.571468379 OperatorEntry.cpp:218] Warning: x")
+    assert value == pytest.approx(utc(2025, 9, 11, 14, 8, 52) + 0.571468379, abs=1e-6)
+    assert p.parse("[rank1]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 1]") == pytest.approx(
+        utc(2025, 12, 18, 20, 27, 21) + 0.426415540, abs=1e-6
+    )
+
+
+def test_glog_without_any_year_has_no_time() -> None:
+    p = TimeParser(tz=UTC)
+    assert p.parse("W1129 10:00:00.123456 1 x.py:1] y") is None
+    p.parse("2024-11-01 00:00:00 x")
+    assert p.parse("W1129 10:00:00 1 x.py:1] y") == utc(2024, 11, 29, 10, 0, 0)
+
+
+def test_glog_month_far_from_the_last_one_takes_the_nearer_year() -> None:
+    # Consecutive log lines are close in time: Feb 2024 then "Nov" means
+    # the November before (3 months), not the one after (9 months).
+    p = TimeParser(tz=UTC)
+    p.parse("2024-02-01 00:00:00 x")
+    assert p.parse("W1129 10:00:00 1 x.py:1] y") == utc(2023, 11, 29, 10, 0, 0)
+
+
+def test_glog_year_rolls_over_new_year_and_back() -> None:
+    p = TimeParser(tz=UTC)
+    assert p.parse("2025-12-31 23:59:58 x") == utc(2025, 12, 31, 23, 59, 58)
+    assert p.parse("I1231 23:59:59.000000 1 a.py:1] x") == utc(2025, 12, 31, 23, 59, 59)
+    assert p.parse("I0101 00:00:01.000000 1 a.py:1] x") == utc(2026, 1, 1, 0, 0, 1)
+    assert p.year == 2026
+    # A late line from the old year, then the new year again.
+    assert p.parse("W1231 23:59:59 1 a.py:1] late") == utc(2025, 12, 31, 23, 59, 59)
+    assert p.parse("W0101 00:00:02 1 a.py:1] x") == utc(2026, 1, 1, 0, 0, 2)
+
+
+def test_default_year_dates_glog_lines_before_any_full_timestamp() -> None:
+    assert TimeParser(tz=UTC, default_year=2027).parse("E0102 03:04:05.5 1 x] y") == utc(2027, 1, 2, 3, 4, 5) + 0.5
+
+
+def test_naive_times_are_local_unless_a_zone_is_given() -> None:
+    line = "2026-07-01 12:00:00 x"
+    assert TimeParser().parse(line) == datetime(2026, 7, 1, 12, 0, 0).timestamp()
+    ny = ZoneInfo("America/New_York")
+    assert TimeParser(tz=ny).parse(line) == utc(2026, 7, 1, 16, 0, 0)  # EDT, UTC-4
+    assert TimeParser(tz=ny).parse("2026-01-01 12:00:00 x") == utc(2026, 1, 1, 17, 0, 0)  # EST
+    # An explicit zone in the text wins over the configured one.
+    assert TimeParser(tz=ny).parse("2026-07-01T12:00:00Z") == utc(2026, 7, 1, 12, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "", "step 5 | loss 2.3", "2026-13-01 00:00:00 bad month", "2026-02-30 00:00:00 bad day",
+        "W1329 10:00:00 bad month", "[rank0]: Traceback (most recent call last):", "12345",
+        '{"time": 0.53, "step": 3}', '{"time": "soon"}', "I", "[", "{", "1/2", "W0000 00:00:00",
+        "[INFO] no time here", "٢٠٢٦-١١-٢٩ 10:00:00",
+    ],
+)
+def test_lines_without_a_usable_timestamp(line: str) -> None:
+    assert TimeParser(tz=UTC, default_year=2026).parse(line) is None
+
+
+def test_a_date_in_the_middle_of_a_line_is_not_the_line_time() -> None:
+    p = TimeParser(tz=UTC)
+    assert p.parse("slurmstepd: error: *** STEP 1 ON n1 CANCELLED AT 2021-05-23T08:29:53 ***") is None
+
+
+def test_repeated_second_is_converted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = TimeParser._epoch
+
+    def counting(*args: object) -> float:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(TimeParser, "_epoch", staticmethod(counting))
+    p = TimeParser(tz=UTC)
+    values = [p.parse(f"2026-11-29 10:00:00,{ms:03d} - INFO - x") for ms in range(100)]
+    assert len(calls) == 1
+    assert values[99] == pytest.approx(utc(2026, 11, 29, 10, 0, 0) + 0.099)
+    p.parse("2026-11-29 10:00:01,000 - INFO - x")
+    assert len(calls) == 2
+    p.parse("W1129 10:00:01.5 1 x] y")
+    p.parse("W1129 10:00:01.6 1 x] y")
+    assert len(calls) == 3
