@@ -4,9 +4,10 @@ Builds 1M realistic training-log lines in memory (NCCL INFO chatter, Python
 logging, torch glog warnings, wandb, data loading) and feeds them in 1 MiB
 chunks, the way the tailer reads. Prints lines/s for pure noise and for a mix
 with one progress line in ``--every`` lines. No assertion: the number is for
-people, and the target (DESIGN) is >= 3M lines/s on noise.
+people, and the target is >= 3M lines/s on noise. Best of ``--repeats``
+runs, since the machine may be shared.
 
-    python benchmarks/bench_stream.py [--lines N] [--every K]
+    python benchmarks/bench_stream.py [--lines N] [--every K] [--repeats R]
 """
 
 from __future__ import annotations
@@ -66,25 +67,30 @@ def chunks(lines: list[str], size: int = 1 << 20) -> list[tuple[str, int]]:
     return result
 
 
-def run(lines: list[str]) -> tuple[float, int]:
+def run(lines: list[str], repeats: int) -> tuple[float, int]:
+    """Best of ``repeats`` fresh streams: the machine may be shared."""
     data = chunks(lines)
-    stream = LogStream("bench.log", default_year=2026)
+    best = float("inf")
     events = 0
-    start = time.perf_counter()
-    for text, first in data:
-        events += len(stream.feed(text, first, 0.0))
-    events += len(stream.flush(0.0))
-    elapsed = time.perf_counter() - start
-    return len(lines) / elapsed, events
+    for _ in range(repeats):
+        stream = LogStream("bench.log", default_year=2026)
+        events = 0
+        start = time.perf_counter()
+        for text, first in data:
+            events += len(stream.feed(text, first, 0.0))
+        events += len(stream.flush(0.0))
+        best = min(best, time.perf_counter() - start)
+    return len(lines) / best, events
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--every", type=int, default=200, help="one progress line in this many")
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     for label, every in (("noise only", 0), (f"1 progress line in {args.every}", args.every)):
-        rate, events = run(build(args.lines, every))
+        rate, events = run(build(args.lines, every), args.repeats)
         print(f"{label:>28}: {rate / 1e6:6.2f} M lines/s  ({events} events)")
 
 

@@ -69,6 +69,15 @@ class Stall:
 
     def _progress(self, p: Progress) -> list[Alert]:
         t = p.time
+        if not p.clocked:
+            # Its time is an earlier line's: silence cannot be measured on
+            # it. Progress it is, though: stop watching until a line with a
+            # clock of its own comes (live, the Monitor stamps arrival time).
+            self._last_step = p.step
+            self._watching = False
+            if self.episode.active:
+                return self.episode.resolve(t, "progress resumed (lines without timestamps)", p.source, {"step": p.step})
+            return []
         if p.rank is not None and (self._rank is None or p.rank < self._rank):
             self._rank = p.rank
         if p.step is None:

@@ -112,7 +112,9 @@ class ThroughputDrop:
 
     def _progress(self, p: Progress) -> list[Alert]:
         v = p.tokens_per_s
-        if v is None or not math.isfinite(v) or v < 0:
+        if v is None or not math.isfinite(v) or v < 0 or not p.clocked:
+            # An unclocked line's time is an earlier line's: a "sustained"
+            # drop cannot be timed on it.
             return []
         if self._dedupe.is_copy(p):
             return []

@@ -103,10 +103,22 @@ class Monitor:
         with self._lock:
             state = self._streams.get(path)
             if state is None or state.generation != generation:
-                stream = LogStream(_display_name(path), tz=self._tz, progress_pattern=self._progress_pattern)
+                stream = LogStream(
+                    _display_name(path),
+                    tz=self._tz,
+                    progress_pattern=self._progress_pattern,
+                    default_year=_year(now, self._tz),
+                )
                 state = StreamState(stream, generation)
                 self._streams[path] = state
             events = state.stream.feed(text, first_lineno, now)
+            # Live, the clock is the wall clock: a progress line without a
+            # timestamp of its own happened when we read it, not when the
+            # last logger line was stamped.
+            events = [
+                replace(e, time=max(e.time, now), clocked=True) if isinstance(e, Progress) and not e.clocked else e
+                for e in events
+            ]
             lines = text.split("\n")
             if lines and lines[-1] == "":
                 lines.pop()
@@ -273,6 +285,16 @@ class Monitor:
     @property
     def files(self) -> list[str]:
         return list(self._streams)
+
+
+def _year(t: float, tz: Any) -> int | None:
+    """The year glog lines (no year of their own) are taken to be in."""
+    import datetime as _dt
+
+    try:
+        return _dt.datetime.fromtimestamp(t, tz).year
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _display_name(path: str) -> str:

@@ -20,7 +20,7 @@ from detectors.base import Alert
 from parsers.events import Event
 from parsers.stream import LogStream
 
-from .monitor import Monitor, _display_name
+from .monitor import Monitor, _display_name, _year
 from .sources.logtail import Chunk, read_chunks
 from .sources.samples import read_sample_file
 
@@ -53,11 +53,13 @@ def log_events(
     progress_pattern: Any = None,
     notices: list[str] | None = None,
 ) -> Iterator[Event]:
-    stream = LogStream(_display_name(path), tz=tz, progress_pattern=progress_pattern)
     try:
         fallback = os.stat(path).st_mtime
     except OSError as exc:
         raise ReplayInputError(f"{path}: {exc.strerror or exc}") from None
+    stream = LogStream(
+        _display_name(path), tz=tz, progress_pattern=progress_pattern, default_year=_year(fallback, tz)
+    )
     for item in read_chunks(path):
         if isinstance(item, Chunk):
             yield from stream.feed(item.text, item.first_lineno, fallback)

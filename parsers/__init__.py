@@ -1,0 +1,1 @@
+"""The pure core that turns log text into typed events (no I/O, no clock)."""

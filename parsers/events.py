@@ -35,6 +35,10 @@ class Progress:
     # Seconds per step where the log says so (step_avg, dt, ms/iteration,
     # tqdm s/it): the stall detector's sense of "usual step interval".
     step_seconds: float | None = None
+    # False when the line had no timestamp of its own and took an earlier
+    # one: its time may be far behind the truth (nanochat or HF dict lines
+    # between rare logger lines), so durations must not be measured on it.
+    clocked: bool = True
 
     def metric(self, name: str) -> float | None:
         for key, value in self.metrics:

@@ -2,11 +2,12 @@
 
 This is the ingest hot path (DESIGN, "The ingest hot path"). Most lines of a
 training log say nothing a detector needs, so a chunk is never walked line by
-line: each candidate literal (progress words and the crash assembler's
-triggers) is searched over the whole chunk with ``str.find``, hits are mapped
-to their lines, and only those lines get per-line work. Line numbers come from
-counting ``'\\n'`` between hits, and a timestamp is parsed only where an event
-needs a time, walking back from that line to the last one that has one.
+line: the candidate literals (progress words and the crash assembler's
+triggers) are searched over the whole chunk in C by a few anchored regexes
+(``build_scanner``), hits are mapped to their lines, and only those lines get
+per-line work. Line numbers come from counting ``'\\n'`` between hits, and a
+timestamp is parsed only where an event needs a time, walking back from that
+line to the last one that has one. benchmarks/bench_stream.py measures it.
 
 While the crash assembler is inside a traceback it must see every line, so
 then lines are fed one by one until it closes.
@@ -36,7 +37,9 @@ _TIME_HINT = re.compile(
 
 _PROGRESS = 1
 _TRIGGER = 2
-_BITS = {"b1": _PROGRESS, "b2": _TRIGGER}
+# Lines walked back one by one before searching for timestamps in C.
+_WALK_BACK_LINES = 8
+_HINT_WINDOW = 2048
 
 # Rough frequency (per mille) of characters in training logs, measured on the
 # real-world corpus. Characters not listed count as rare.
@@ -56,7 +59,7 @@ def _anchor_cost(char: str) -> float:
     return 1.0 + _FREQ.get(char, 1) / 15.0
 
 
-def build_scanner(groups: Sequence[tuple[Sequence[str], int]]) -> tuple[re.Pattern[str], ...]:
+def build_scanner(literals: Sequence[str]) -> tuple[re.Pattern[str], ...]:
     """Regexes that together find every occurrence of every literal.
 
     ``str.find`` per literal costs a pass over the chunk per literal, and an
@@ -65,42 +68,28 @@ def build_scanner(groups: Sequence[tuple[Sequence[str], int]]) -> tuple[re.Patte
     literal character runs a tight C loop to the next occurrence of that
     character. So each literal is anchored on one of its characters,
     ``(?<=...)`` checks the part before it, and literals sharing an anchor
-    share a pass: a greedy set cover picks few, rare anchors. A match's
-    ``lastgroup`` (``b1``, ``b2``...) is the bit of its group.
+    share a pass: a greedy set cover picks few, rare anchors.
     """
-    todo = {(lit, bit) for lits, bit in groups for lit in lits if lit and "\n" not in lit}
+    todo = {lit for lit in literals if lit and "\n" not in lit}
     patterns = []
     while todo:
-        chars = {c for lit, _ in todo for c in lit}
+        chars = {c for lit in todo for c in lit}
         anchor = max(
             sorted(chars),
-            key=lambda c: (sum(1 for lit, _ in todo if c in lit) / _anchor_cost(c), -_FREQ.get(c, 1)),
+            key=lambda c: (sum(1 for lit in todo if c in lit) / _anchor_cost(c), -_FREQ.get(c, 1)),
         )
-        mine = sorted(item for item in todo if anchor in item[0])
+        mine = sorted(lit for lit in todo if anchor in lit)
         todo -= set(mine)
-        by_bit: dict[int, list[str]] = {}
-        for lit, bit in mine:
+        alternatives = []
+        for lit in mine:
             j = lit.index(anchor)
-            after = re.escape(lit[j + 1:])
             behind = f"(?<={re.escape(lit)})" if j > 0 else ""
-            by_bit.setdefault(bit, []).append(after + behind)
-        body = "|".join(f"(?P<b{bit}>{'|'.join(alts)})" for bit, alts in sorted(by_bit.items()))
-        patterns.append(re.compile(re.escape(anchor) + "(?:" + body + ")"))
+            alternatives.append(re.escape(lit[j + 1:]) + behind)
+        # Alternatives that start with a literal character are rejected by
+        # ``re`` with one comparison; put the others last.
+        alternatives.sort(key=lambda alt: alt.startswith("(?<="))
+        patterns.append(re.compile(re.escape(anchor) + "(?:" + "|".join(alternatives) + ")"))
     return tuple(patterns)
-
-_WALK_BACK_LINES = 4
-_HINT_WINDOW = 16384
-
-
-class Assembler(Protocol):
-    """What the stream needs of ``parsers.tracebacks.CrashAssembler``."""
-
-    @property
-    def is_open(self) -> bool: ...
-
-    def feed(self, line: str, lineno: int, time: float) -> list[Crash | Recompile]: ...
-
-    def flush(self, time: float) -> list[Crash | Recompile]: ...
 
 
 def _default_assembler() -> tuple[Callable[[str], Assembler], tuple[str, ...]]:
@@ -154,10 +143,9 @@ class LogStream:
         else:
             progress_literals = progress_pattern.literals or None  # None: every line
         self._progress_literals = progress_literals
-        self._scanners = build_scanner(
-            [(self._triggers, _TRIGGER), (progress_literals or (), _PROGRESS)]
-        )
+        self._scanners = build_scanner(self._triggers + (progress_literals or ()))
         self._last_time: float | None = None
+        self._own_count = 0  # lines seen with a timestamp of their own
         self._tail: tuple[str, int, int] = ("", 0, 1)
 
     @property
@@ -194,7 +182,7 @@ class LogStream:
             has_cr = "\r" in text
         n = len(text)
 
-        marks = self._scan(text)
+        starts = self._scan(text)
         events: list[Event] = []
         assembler = self._assembler
         # Clock state: every line starting before ``covered`` has been
@@ -204,7 +192,6 @@ class LogStream:
         # Line-number state: the line starting at ``count_pos`` is ``count_no``.
         count_pos = 0
         count_no = first_lineno
-        starts = sorted(marks)
         every_line = self._progress_literals is None
         k = 0
         pos = 0
@@ -226,17 +213,16 @@ class LogStream:
             count_no += text.count("\n", count_pos, start)
             count_pos = start
             lineno = count_no
-            flags = marks.get(start, 0)
-            if every_line:
-                flags |= _PROGRESS
+            flags = self._flags(line)
 
             line_time: float | None = None
             if flags & _PROGRESS:
                 found = self._progress(line, lineno, has_cr)
                 if found is not None:
+                    own_before = self._own_count
                     clock, covered = self._clock_at(text, covered, start, end, clock)
                     line_time = fallback_time if clock is None else clock
-                    events.append(replace(found, time=line_time))
+                    events.append(replace(found, time=line_time, clocked=self._own_count > own_before))
             if assembler.is_open or flags & _TRIGGER:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock)
@@ -271,9 +257,9 @@ class LogStream:
 
     # -- pieces -------------------------------------------------------------
 
-    def _scan(self, text: str) -> dict[int, int]:
-        """Line starts of candidate lines -> which kinds of candidate (bits)."""
-        marks: dict[int, int] = {}
+    def _scan(self, text: str) -> list[int]:
+        """Sorted start offsets of the lines that hold any literal."""
+        starts: set[int] = set()
         find = text.find
         rfind = text.rfind
         for pattern in self._scanners:
@@ -281,19 +267,26 @@ class LogStream:
             m = search(text)
             while m is not None:
                 i = m.start()
-                start = rfind("\n", 0, i) + 1
+                starts.add(rfind("\n", 0, i) + 1)
                 end = find("\n", i)
                 if end == -1:
-                    end = len(text)
-                bits = marks.get(start, 0) | _BITS[m.lastgroup]
-                # The rest of the line may hold a literal of the other kind.
-                m = search(text, m.end(), end)
-                while m is not None:
-                    bits |= _BITS[m.lastgroup]
-                    m = search(text, m.end(), end)
-                marks[start] = bits
+                    break
                 m = search(text, end)
-        return marks
+        return sorted(starts)
+
+    def _flags(self, line: str) -> int:
+        flags = 0
+        if self._progress_literals is None:
+            flags = _PROGRESS
+        else:
+            for literal in self._progress_literals:
+                if literal in line:
+                    flags = _PROGRESS
+                    break
+        for literal in self._triggers:
+            if literal in line:
+                return flags | _TRIGGER
+        return flags
 
     def _progress(self, line: str, lineno: int, has_cr: bool):  # -> Progress | None
         rank = None
@@ -330,6 +323,7 @@ class LogStream:
             own = self._times.parse(text[start:end])
             if own is not None:
                 clock = own
+                self._own_count += 1
             covered = end + 1
         return clock, covered
 

@@ -174,20 +174,21 @@ class DashboardApp(App[int]):
         ):
             banner.remove_class("-shown")
             return
-        text = Text()
-        text.append(" ✖ ", style="bold white on red")
+        first = Text(no_wrap=True, overflow="ellipsis", end="")
+        first.append(" ✖ ", style="bold white on red")
         what = state.line() if state is not None and hasattr(state, "line") else "the job stopped"
-        text.append(f" {plain(what)}", style="bold")
+        first.append(f" {plain(what)}", style="bold")
         if crash is not None:
-            text.append(": " + plain(crash.message.splitlines()[0][:160]))
-        text.append("\n")
+            first.append(": " + plain(crash.message.splitlines()[0][:300]))
+        second = Text(no_wrap=True, overflow="ellipsis", end="")
         if self.job is not None and not self.control_note:
-            text.append(" r ", style="bold black on yellow")
-            text.append(" relaunch (preflight first)   ", style="bold")
+            second.append(" r ", style="bold black on yellow")
+            second.append(" relaunch (preflight first)   ", style="bold")
         elif self.control_note:
-            text.append(f" restart it yourself: {self.control_note}", style="yellow")
-        text.append(" Enter ", style="bold black on cyan")
-        text.append(" on the alert: traceback and log line", style="")
+            second.append(f" restart it yourself: {self.control_note}   ", style="yellow")
+        second.append(" Enter ", style="bold black on cyan")
+        second.append(" on an alert: its evidence and log line")
+        text = Text("\n", no_wrap=True, overflow="ellipsis").join([first, second])
         banner.update(text)
         banner.add_class("-shown")
 

@@ -35,6 +35,7 @@ class Preflight:
     job_gpus: tuple[int, ...]
     foreign: tuple[Holder, ...]
     blockers: tuple[str, ...]
+    gpus_configured: bool = False
 
     @property
     def alive(self) -> bool:
@@ -62,7 +63,10 @@ class Preflight:
             out.append("others    ", style="bold yellow")
             held = "; ".join(f"pid {h.pid} {plain(h.name or '?')} on GPU {h.gpu} ({fmt_gib(h.used_bytes)} GiB)"
                              for h in self.foreign[:6])
-            out.append(f"{held}: the relaunch waits for them, then refuses\n", style="yellow")
+            if self.gpus_configured:
+                out.append(f"{held}: the relaunch waits for them to exit, then refuses\n", style="yellow")
+            else:
+                out.append(f"{held}: not the job's; they keep their memory across the relaunch\n", style="yellow")
         else:
             out.append("others    ", style="bold")
             out.append("none seen on the job's GPUs\n", style="green")
@@ -101,4 +105,5 @@ def preflight(job: Any, state: Any, monitor: Any) -> Preflight:
         job_gpus=job_gpus,
         foreign=foreign,
         blockers=tuple(blockers),
+        gpus_configured=configured is not None,
     )

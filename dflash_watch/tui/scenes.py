@@ -70,7 +70,7 @@ def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseli
     monitor = Monitor(tz=UTC, baseline=Baseline(BASELINE_TPS) if baseline else None)
     rng = random.Random(seed)
     span = int(minutes * 60)
-    broken_at = span - 420 if kind != "healthy" else None  # the last 7 minutes go wrong
+    broken_at = max(span // 3, span - 420) if kind != "healthy" else None  # the last 7 minutes go wrong
     text: list[str] = []
     lineno = 1
 
@@ -98,7 +98,7 @@ def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseli
             if broken and gpu in DRAFTERS:
                 phase = ((k - broken_at) // 9 + gpu) % 2
                 level += (3 * GIB + rng.randint(0, 400) * MIB) if phase else -(5 * GIB + rng.randint(0, 400) * MIB)
-            procs = (GpuProcess(JOB_PID + (gpu > 4) * 3, level - 530 * MIB, "python", job=False),)
+            procs = (GpuProcess(JOB_PID + (gpu > 4) * 3, level - 530 * MIB, "python", job=True),)
             if gpu == 3:
                 procs += (GpuProcess(51877, 2 * GIB + 300 * MIB, "jupyter-kernel"),)
                 level += 2 * GIB + 300 * MIB
@@ -141,3 +141,54 @@ def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseli
         state = job_state("exited", T0 - 95.0, now, code=1)
     monitor.set_job_state(state)
     return Scene(monitor=monitor, now=now, job_state=state, events=text)
+
+
+@dataclass
+class SceneSpec:
+    command: str = "torchrun --nproc-per-node 8 train_dflash.py --config llama70b.yaml"
+    session: str = "dflash-train"
+    gpus: tuple[int, ...] | None = None
+    grace_s: float = 30.0
+
+
+class SceneJob:
+    """A job controller for scenes and tests: answers with a fixed state and
+    records what was asked, touching nothing (satisfies ``JobController``)."""
+
+    def __init__(self, state: Any, *, available: bool = True, spec: SceneSpec | None = None,
+                 fail: dict[str, BaseException] | None = None) -> None:
+        self.state = state
+        self.spec = spec or SceneSpec()
+        self._available = available
+        self.fail = dict(fail or {})
+        self.calls: list[str] = []
+
+    @property
+    def available(self) -> bool:
+        return self._available
+
+    def status(self) -> Any:
+        self.calls.append("status")
+        return self.state
+
+    def _act(self, name: str, on_step: Any, steps: list[str], state: str) -> Any:
+        self.calls.append(name)
+        if name in self.fail:
+            raise self.fail[name]
+        for message in steps:
+            if on_step:
+                on_step(message)
+        import dataclasses
+
+        self.state = dataclasses.replace(self.state, state=state, code=None if state == "running" else self.state.code)
+        return self.state
+
+    def start(self, on_step: Any = None) -> Any:
+        return self._act("start", on_step, [f"created session {self.spec.session}"], "running")
+
+    def abort(self, grace_s: float | None = None, on_step: Any = None) -> Any:
+        return self._act("abort", on_step, ["sent Ctrl-C to pane %3; waiting up to 30 s", "stopped after Ctrl-C (2.1 s)"],
+                         "exited")
+
+    def relaunch(self, grace_s: float | None = None, on_step: Any = None) -> Any:
+        return self._act("relaunch", on_step, [f"respawned pane %3 in {self.spec.session}"], "running")

@@ -86,7 +86,7 @@ def test_replay_json_lines_follow_the_contract(tmp_path: Path) -> None:
     assert (a["detector"], a["state"], a["severity"], a["kind"]) == ("crash", "firing", "critical", "cuda_oom")
     assert a["source"] == f"train.log:{len(lines)}"
     # 2026-11-29 10:10:00 UTC, the traceback's last line inherits it.
-    assert a["time"] == 1795946400.0
+    assert a["time"] == 1795947000.0
 
 
 def test_replay_human_report(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ class ConfirmScreen(ModalScreen[bool]):
     ConfirmScreen { align: center middle; }
     ConfirmScreen > Vertical {
         width: 90; max-width: 95%; height: auto; max-height: 90%;
-        border: thick $error; background: $surface; padding: 1 2;
+        border: round $error; background: $surface; padding: 1 2;
     }
     ConfirmScreen .confirm-title { text-style: bold; margin-bottom: 1; }
     ConfirmScreen .confirm-body { height: auto; max-height: 20; overflow-y: auto; }

@@ -63,10 +63,13 @@ def evidence_text(alert: Alert, tz: Any) -> list[Any]:
         head.append(f"  GPU {alert.gpu}")
     head.append(f"  {alert.state}  {fmt_clock(alert.time, tz)}  ", style="dim")
     head.append(plain(alert.source), style="underline")
-    parts: list[Any] = [head, Text(""), Text(plain(alert.message))]
+    lines = plain(alert.message).split("\n")
+    parts: list[Any] = [head, Text(""), Text(lines[0], style="bold")]
+    if len(lines) > 1:
+        parts.append(Text("\n".join(lines[1:])))
     ev = alert.evidence or {}
     remedy = ev.get("remedy")
-    if remedy:
+    if remedy and str(remedy) not in alert.message:
         parts += [Text(""), Text.assemble(("what to do: ", "bold green"), plain(str(remedy)))]
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
@@ -99,7 +102,7 @@ class EvidenceScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     EvidenceScreen { align: center middle; }
     EvidenceScreen > VerticalScroll {
-        width: 95%; height: 90%; border: thick $accent; background: $surface; padding: 0 1;
+        width: 95%; height: 90%; border: round $accent; background: $surface; padding: 0 1;
     }
     EvidenceScreen Static { height: auto; }
     """

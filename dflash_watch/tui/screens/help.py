@@ -41,7 +41,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
         width: 100; max-width: 95%; height: auto; max-height: 90%;
-        border: thick $accent; background: $surface; padding: 1 2;
+        border: round $accent; background: $surface; padding: 1 2;
     }
     HelpScreen Static { height: auto; }
     """

@@ -48,7 +48,7 @@ def alert_rows(monitor: Any) -> list[tuple[Alert, bool, bool]]:
 class AlertsPanel(Vertical):
     DEFAULT_CSS = """
     AlertsPanel { border: round $panel-lighten-2; }
-    AlertsPanel > DataTable { height: 1fr; background: $surface; }
+    AlertsPanel > DataTable { height: 1fr; background: $surface; scrollbar-size-horizontal: 0; }
     AlertsPanel > .alerts-empty { padding: 0 1; color: $text-muted; height: auto; }
     """
 
@@ -61,8 +61,8 @@ class AlertsPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("no alerts: watching memory, throughput, stalls, crashes and recompiles", classes="alerts-empty")
-        table: DataTable = DataTable(cursor_type="row", show_header=False, zebra_stripes=False)
-        table.add_columns("sev", "time", "detector", "gpu", "message")
+        table: DataTable = DataTable(cursor_type="row", show_header=False, zebra_stripes=False, cell_padding=0)
+        table.add_columns("sev", "time", "what", "message")
         yield table
 
     @property
@@ -105,15 +105,15 @@ class AlertsPanel(Vertical):
             style = "dim"
         icon = "✓" if acked else SEVERITY_ICON.get(alert.severity, "?") if firing else ("○" if alert.state == "resolved" else "·")
         detector = alert.detector + (f"/{alert.kind}" if alert.kind else "")
-        gpu = "" if alert.gpu is None else f"gpu{alert.gpu}"
+        if alert.gpu is not None:
+            detector += f" gpu{alert.gpu}"
         first = alert.message.splitlines()[0] if alert.message else ""
         if alert.state == "resolved":
             first = "resolved: " + first
         return [
-            Text(icon, style=style),
-            Text(fmt_clock(alert.time, self.tz), style="dim" if not firing else ""),
-            Text(plain(detector), style=style),
-            Text(gpu, style=style),
+            Text(f" {icon} ", style=style),
+            Text(fmt_clock(alert.time, self.tz)[:5] + " ", style="dim" if not firing else ""),
+            Text(plain(detector) + " ", style=style),
             Text(plain(first[:240]), style="dim" if not firing or acked else ""),
         ]
 

@@ -26,7 +26,7 @@ BAR_CELLS = 10
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class GpuView:
     """What one tile shows, copied from the Monitor under its lock."""
 
@@ -43,6 +43,12 @@ class GpuView:
     lows: np.ndarray
     highs: np.ndarray
     job_pids: frozenset[int]
+
+    @property
+    def key(self) -> tuple:
+        """Everything the text shows (the arrays are summed up by the last sample time)."""
+        return (self.used, self.total, self.util, self.processes, self.lost, self.badge,
+                self.last_time, len(self.times), self.job_pids)
 
 
 def usage_bar(used: int | None, total: int | None, cells: int = BAR_CELLS) -> Text:
@@ -66,12 +72,14 @@ def processes_text(view: GpuView) -> Text:
     others = [p for p in procs if not (p.job or p.pid in view.job_pids)]
     out = Text(no_wrap=True, overflow="ellipsis")
     if mine:
-        out.append(f"job {len(mine)}p {fmt_gib(sum(p.used_bytes for p in mine))}G", style="green")
-    for p in sorted(others, key=lambda p: -p.used_bytes)[:3]:
-        if out:
-            out.append(" · ")
-        name = plain(p.name or "?")[:12]
-        out.append(f"{p.pid} {name} {fmt_gib(p.used_bytes)}G", style="magenta" if mine else "")
+        count = f" ×{len(mine)}" if len(mine) > 1 else ""
+        out.append(f"job{count} {fmt_gib(sum(p.used_bytes for p in mine))}G", style="green")
+    if len(others) == 1:
+        out.append(" + " if out else "")
+        out.append(f"{others[0].pid} {fmt_gib(others[0].used_bytes)}G", style="magenta")
+    elif others:
+        out.append(" + " if out else "")
+        out.append(f"{len(others)} others {fmt_gib(sum(p.used_bytes for p in others))}G", style="magenta")
     return out
 
 
@@ -117,7 +125,7 @@ class GpuTile(Vertical):
         yield self.procs
 
     def show(self, view: GpuView, compact: bool, chart_due: bool) -> None:
-        changed = view != self.view or compact != self.compact
+        changed = self.view is None or view.key != self.view.key or compact != self.compact
         self.view = view
         self.compact = compact
         if not changed:
@@ -144,9 +152,10 @@ class GpuTile(Vertical):
         used = f"{fmt_gib(view.used)}/{fmt_gib(view.total)}G"
         util = "util -" if view.util is None else f"util {view.util * 100:3.0f}%"
         if compact:
+            util = "  -%" if view.util is None else f"{view.util * 100:3.0f}%"
             return Text.assemble(
-                (f"GPU{view.gpu:<2}", "bold"), usage_bar(view.used, view.total, 8), " ",
-                (f"{used:>12}", ""), f" {util.replace('util ', 'u')} ", (view.badge, view.badge_style),
+                (f"GPU{view.gpu:<2}", "bold"), usage_bar(view.used, view.total, 6),
+                f"{used:>10} {util} ", (view.badge, view.badge_style),
                 no_wrap=True, overflow="ellipsis",
             )
         pct = "" if not view.used or not view.total else f" {view.used / view.total:4.0%}"

@@ -26,7 +26,12 @@ _STATE = {
 }
 
 
-def job_text(state: Any, control: str | None, now: float) -> Text:
+def _rate(value: float | None, compact: bool) -> str:
+    text = format_rate(value)
+    return text.replace(" Ktok/s", "K").replace(" Mtok/s", "M").replace(" tok/s", "") if compact else text
+
+
+def job_text(state: Any, control: str | None, now: float, compact: bool = False) -> Text:
     """The job part: ``control`` says why there is no job control, if there is none."""
     if control is not None:
         return Text(control, style="dim")
@@ -44,7 +49,8 @@ def job_text(state: Any, control: str | None, now: float) -> Text:
         except ValueError:
             label = f"✖ killed signal {state.signal}"
     out.append(label, style=style)
-    out.append(f" {plain(state.session)}", style="dim")
+    if not compact:
+        out.append(f" {plain(state.session)}", style="dim")
     if state.state == "running":
         up = (now - state.started_at) if state.started_at else state.uptime_s
         if up is not None:
@@ -65,21 +71,29 @@ class StatusHeader(Static):
 
     def update_view(self, monitor: Any, firing: list, unacked: int, now: float) -> None:
         with locked(monitor):
-            state = monitor.job_state
-            progress = monitor.last_progress
-            rate = monitor.throughput.last_value
-            baseline = monitor.baseline_tokens_per_s
-            restarts = monitor.restarts
-            frac = float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3))
-        sep = ("  │  ", "dim")
-        out = job_text(state, self.control, now)
-        out.append(f" · restarts {restarts}", style="" if restarts == 0 else "yellow")
+            facts = (monitor.job_state, monitor.last_progress, monitor.throughput.last_value,
+                     monitor.baseline_tokens_per_s, monitor.restarts,
+                     float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3)))
+        width = self.size.width or self.app.size.width
+        out = self._line(*facts, firing, unacked, now, compact=False)
+        if out.cell_len > width - 2:
+            out = self._line(*facts, firing, unacked, now, compact=True)
+        if out != self._shown:
+            self._shown = out
+            self.update(out)
+
+    def _line(self, state: Any, progress: Any, rate: float | None, baseline: float | None, restarts: int,
+                 frac: float, firing: list, unacked: int, now: float, *, compact: bool) -> Text:
+        sep = (" │ ", "dim")
+        out = job_text(state, self.control, now, compact=compact)
+        if restarts or not compact:
+            out.append(f" · restarts {restarts}", style="" if restarts == 0 else "yellow")
         out.append(*sep)
         out.append_text(self._step_text(progress))
         out.append(*sep)
-        out.append(format_rate(rate), style="bold")
+        out.append(_rate(rate, compact), style="bold")
         if baseline:
-            out.append(f" vs {format_rate(baseline)}", style="cyan")
+            out.append(f" vs {_rate(baseline, compact)}", style="cyan")
             if rate is not None:
                 delta = rate / baseline - 1.0
                 out.append(f" {delta:+.0%}", style="bold red" if delta <= -frac else "yellow" if delta < -0.05 else "green")
@@ -91,9 +105,7 @@ class StatusHeader(Static):
                 out.append(f" {len(firing) - unacked} acked", style="dim")
         else:
             out.append("✓ no alerts", style="green")
-        if out != self._shown:
-            self._shown = out
-            self.update(out)
+        return out
 
     def _step_text(self, p: Any) -> Text:
         if p is None or p.step is None:

@@ -115,7 +115,7 @@ class LogPanel(Vertical):
             sub.append("▶ following", style="green")
         else:
             more = f" +{view.new_while_paused} new" if view.new_while_paused else ""
-            sub.append(f"⏸ paused{more} (End: follow)", style="yellow")
+            sub.append(f"‖ paused{more} (End: follow)", style="yellow")
         self.border_subtitle = sub
 
     def on_input_changed(self, event: Input.Changed) -> None:

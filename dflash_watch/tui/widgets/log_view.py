@@ -71,7 +71,7 @@ def classify(text: str, previous: int) -> int:
 
 class LogView(ScrollView, can_focus=True):
     DEFAULT_CSS = """
-    LogView { background: $surface; }
+    LogView { background: $surface; scrollbar-size-horizontal: 0; }
     """
 
     following: reactive[bool] = reactive(True)
@@ -157,7 +157,9 @@ class LogView(ScrollView, can_focus=True):
         width = max((len(self.lines[i][1]) for i in self.shown), default=0) + self._gutter + 1
         self.virtual_size = Size(width, len(self.shown))
         if self.following:
-            self.scroll_to(y=max(0, len(self.shown) - self.scrollable_content_region.height), animate=False)
+            self._to_end()
+            # The first layout may not have happened yet: settle once it has.
+            self.call_after_refresh(self._to_end)
         elif anchor is not None:
             for row, i in enumerate(self.shown):
                 if self.lines[i][0] >= anchor:
@@ -177,7 +179,15 @@ class LogView(ScrollView, can_focus=True):
             self.new_while_paused = 0
             self.marked = None
             self._cache.clear()
-            self.scroll_to(y=max(0, len(self.shown) - self.scrollable_content_region.height), animate=False)
+            self._to_end()
+
+    def _to_end(self) -> None:
+        if self.following:
+            self.scroll_to(y=max(0, len(self.shown) - self.scrollable_content_region.height), animate=False,
+                           immediate=True)
+
+    def on_resize(self) -> None:
+        self._to_end()
 
     def on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
         self.following = False
@@ -222,7 +232,10 @@ class LogView(ScrollView, can_focus=True):
     def _render(self, lineno: int, text: str) -> Strip:
         cls = self.classes_by_lineno.get(lineno, NORMAL)
         marked = lineno == self.marked
-        body = Text(plain(text), style=STYLES[cls], no_wrap=True, end="")
+        body = Text(plain(text), no_wrap=True, end="")
+        if cls != NORMAL:
+            # Text.render drops the base style (its console renders apply it): use a span.
+            body.stylize(STYLES[cls])
         if self.filter_text:
             body.highlight_words([self.filter_text], style="reverse", case_sensitive=False)
         gutter_style = Style(color="bright_black") if not marked else Style(color="black", bgcolor="yellow", bold=True)

@@ -1,0 +1,134 @@
+"""The real `dflash-watch watch` in a real tmux pane, driven with send-keys.
+
+A fake training job (a script appending progress lines and GPU samples)
+runs in one tmux session of a private server (``tmux -L``); the dashboard
+runs in another, pointed at the same log, sample file and job session.
+The test reads the screen with capture-pane: the step number moves, `/`
+filters the log, and `q` quits while the job's pane stays alive.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+]
+
+WRITER = r'''
+import json, sys, time
+log, samples = sys.argv[1], sys.argv[2]
+step = 100
+with open(log, "a", buffering=1) as lf, open(samples, "a", buffering=1) as sf:
+    lf.write("[2025-11-29 10:00:00,000] [INFO] [train] tokenizer says [bold red]hi[/] \x1b[31mred\x1b[0m\n")
+    while True:
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        step += 1
+        lf.write(f"[{stamp},000] [INFO] [train] step {step}/50000 | loss 2.100 | 21.5 Ktok/s | lr 2.00e-04\n")
+        if step % 5 == 0:
+            lf.write(f"[{stamp},000] [INFO] [train] Saving checkpoint to /ckpt/step_{step:06d}\n")
+        for gpu in range(2):
+            sf.write(json.dumps({"time": now, "gpu": gpu, "used_bytes": 70 * 2**30 + gpu * 2**20,
+                                 "total_bytes": 96 * 2**30, "util": 0.97}) + "\n")
+        time.sleep(0.25)
+'''
+
+
+class Tmux:
+    def __init__(self) -> None:
+        self.socket = f"dfw-e2e-{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, *args: str, check: bool = True) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
+        if check and out.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)}: {out.stderr.strip()}")
+        return out.stdout
+
+    def capture(self, target: str) -> str:
+        return self("capture-pane", "-p", "-t", target, check=False)
+
+    def wait_for(self, target: str, predicate, timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.capture(target)
+            if predicate(screen):
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"timed out; the screen was:\n{screen}")
+
+
+def _step(screen: str) -> int | None:
+    import re
+
+    m = re.search(r"step ([\d,]+)/50,000", screen)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+@pytest.fixture
+def tmux():
+    t = Tmux()
+    try:
+        yield t
+    finally:
+        t("kill-server", check=False)
+
+
+def test_watch_in_tmux_follows_filters_and_quits_leaving_the_job(tmp_path, tmux):
+    log = tmp_path / "train.log"
+    samples = tmp_path / "gpu.jsonl"
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    log.touch()
+    samples.touch()
+    # pytest exports COLUMNS/LINES (80x24) and Textual would believe them over the pane.
+    env = f"env -u COLUMNS -u LINES PYTHONPATH={ROOT}"
+    tmux("new-session", "-d", "-s", "job", "-x", "100", "-y", "20",
+         f"{env} {sys.executable} {writer} {log} {samples}")
+    tmux("set-option", "-t", "job", "remain-on-exit", "on")
+    watch = (f"cd {tmp_path} && {env} {sys.executable} -m dflash_watch.cli watch "
+             f"--log {log} --gpu-samples {samples} --no-gpu --session job --socket {tmux.socket} --tz UTC")
+    tmux("new-session", "-d", "-s", "ui", "-x", "120", "-y", "40", watch)
+    tmux("set-option", "-t", "ui", "remain-on-exit", "on")
+
+    first = tmux.wait_for("ui", lambda s: _step(s) is not None)
+    n1 = _step(first)
+    later = tmux.wait_for("ui", lambda s: (_step(s) or 0) > n1 + 3)
+    assert "running" in later  # the job's state from tmux
+    assert "GPU 0" in later and "GPU 1" in later
+    assert "[bold red]hi[/]" in later  # log markup shown as text
+
+    tmux("send-keys", "-t", "ui", "/")
+    time.sleep(0.3)
+    tmux("send-keys", "-t", "ui", "-l", "checkpoint")
+    filtered = tmux.wait_for("ui", lambda s: "filter: checkpoint" in s)
+    log_lines = [line for line in filtered.splitlines() if "[train]" in line]
+    assert log_lines and all("checkpoint" in line for line in log_lines)
+    tmux("send-keys", "-t", "ui", "Escape")
+    tmux.wait_for("ui", lambda s: "| loss" in s)
+
+    tmux("send-keys", "-t", "ui", "q")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        dead = tmux("list-panes", "-t", "ui", "-F", "#{pane_dead} #{pane_dead_status}").split()
+        if dead[:1] == ["1"]:
+            break
+        time.sleep(0.2)
+    assert dead == ["1", "0"], dead  # the dashboard exited cleanly
+    job = tmux("list-panes", "-t", "job", "-F", "#{pane_dead}").split()
+    assert job == ["0"]  # ...and the job's pane lives on
+    size = log.stat().st_size
+    time.sleep(1.0)
+    assert log.stat().st_size > size  # still writing

@@ -1,0 +1,219 @@
+"""Each key of the dashboard drives the right action on a fake job controller."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dflash_watch.control.job import RelaunchRefused
+from dflash_watch.tui.scenes import SceneJob, SceneSpec
+from dflash_watch.tui.screens.confirm import ConfirmScreen
+from dflash_watch.tui.screens.help import HelpScreen
+from tui_helpers import job_state, make_app, screen_text, toasts
+
+SIZE = (120, 40)
+
+
+async def settle(app, pilot) -> None:
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def dead(job: SceneJob, code: int = 1) -> None:
+    job.state = job_state("exited", job.state.started_at, job.state.started_at + 100, code=code)
+
+
+async def test_s_starts_a_dead_job():
+    app, s, job = make_app("healthy")
+    dead(job)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert "start" in job.calls
+        assert any("created session" in t for t in toasts(app))
+        assert s.monitor.job_state.state == "running"
+        assert s.monitor.restarts == 1  # a start after an exit is a new incarnation
+
+
+async def test_a_asks_first_and_n_touches_nothing():
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert "abort" not in job.calls
+        assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_a_then_y_aborts():
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await settle(app, pilot)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert job.calls.count("abort") == 1
+        assert any("stopped after Ctrl-C" in step for step in app.steps)
+
+
+async def test_enter_on_the_confirmation_cancels():
+    """The focused default is Cancel: a stray Enter must not kill a week-long run."""
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await settle(app, pilot)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert "abort" not in job.calls
+
+
+async def test_r_on_a_dead_job_is_one_key_and_shows_the_preflight():
+    app, s, job = make_app("crashed")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert job.calls == ["status", "status", "relaunch"] or job.calls[-1] == "relaunch"
+        assert any(t.startswith("relaunch: preflight|") and "command" in t for t in toasts(app))
+        assert s.monitor.restarts == 1
+        # The old run's crash is history after a relaunch.
+        assert not [a for a in s.monitor.alerts.firing() if a.detector in ("crash", "fx_tracing")]
+
+
+async def test_r_on_a_live_job_asks_with_the_preflight_before_killing():
+    app, s, job = make_app("volatile")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        body = app.screen.body.plain
+        assert "will stop" in body and "48213" in body
+        assert "51877" in body  # someone else's process on GPU 3 is named
+        assert "relaunch" not in job.calls
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert job.calls.count("relaunch") == 1
+
+
+async def test_r_without_a_command_is_blocked_and_kills_nothing():
+    app, s, job = make_app("volatile", job=None)
+    app.job = SceneJob(s.job_state, spec=SceneSpec(command=""))
+    app.control_note = None
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert "relaunch" not in app.job.calls and "abort" not in app.job.calls
+        assert any("no run command configured" in t for t in toasts(app))
+
+
+async def test_relaunch_refused_names_the_blocking_pids():
+    app, s, job = make_app("crashed")
+    job.fail["relaunch"] = RelaunchRefused("refusing to relaunch: old run still holds pids 777", (777,))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert any("relaunch failed" in t and "777" in t for t in toasts(app))
+        assert app.busy is None
+
+
+async def test_b_saves_the_window_as_baseline(tmp_path):
+    target = tmp_path / "base.json"
+    app, s, job = make_app("healthy", baseline_path=str(target))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("b")
+        await settle(app, pilot)
+        data = json.loads(target.read_text())
+        assert data["version"] == 1
+        assert 20_000 < data["throughput_tokens_per_s"] < 25_000
+        assert any(str(target) in t for t in toasts(app))
+
+
+async def test_m_acknowledges_keeps_listed_and_silences_the_bell():
+    app, s, job = make_app("volatile", bell_repeat_s=0.01)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        panel = app.query_one("#alerts")
+        before = len(panel.rows)
+        await pilot.pause(0.6)
+        assert app.bells >= 1  # unacknowledged warnings ring again
+        await pilot.press("m")
+        await settle(app, pilot)
+        rang = app.bells
+        assert s.monitor.alerts.unacked() == []
+        assert len(panel.rows) == before  # still listed
+        assert all(acked for _, firing, acked in panel.rows if firing)
+        await pilot.pause(0.6)
+        assert app.bells == rang
+
+
+async def test_slash_filters_the_log_and_keys_type_into_the_filter():
+    app, s, job = make_app("volatile")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash")
+        await pilot.press(*"bucketing")  # contains s, a, r... none may act on the job
+        await settle(app, pilot)
+        view = app.query_one("#log-view")
+        assert view.filter_text == "bucketing"
+        assert view.shown and all("bucketing" in view.lines[i][1] for i in view.shown)
+        assert "bucketing" in screen_text(app)
+        assert job.calls == ["status"] or set(job.calls) == {"status"}
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert view.filter_text == ""
+
+
+async def test_question_mark_opens_help():
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_q_quits_without_touching_the_job():
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_value == 0
+    assert set(job.calls) <= {"status"}
+
+
+@pytest.mark.parametrize("key", ["s", "a", "r"])
+async def test_job_keys_without_control_say_why(key):
+    app, s, _ = make_app("healthy", job=None)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press(key)
+        await settle(app, pilot)
+        assert any("not managed" in t for t in toasts(app))
+
+
+async def test_palette_lists_actions_and_log_files():
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for wanted in ("Start job (s)", "Abort job (a)", "Relaunch job (r)", "Save baseline (b)",
+                       "Acknowledge alerts (m)", "Filter log (/)", "Help (?)", "Log: train.log"):
+            assert wanted in titles

@@ -1,0 +1,38 @@
+"""Shared helpers of the dashboard's functional tests (not a test module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dflash_watch.tui.app import DashboardApp
+from dflash_watch.tui.scenes import UTC, SceneJob, build, job_state
+
+SCENES: dict[str, Any] = {}
+
+
+def scene(kind: str, minutes: float = 4.0) -> Any:
+    """A fresh scene (Monitors are mutable: never share one between tests)."""
+    return build(kind, minutes=minutes)
+
+
+def make_app(kind: str = "healthy", *, job: Any = "scene", minutes: float = 4.0, **kwargs: Any) -> tuple[DashboardApp, Any, Any]:
+    s = scene(kind, minutes)
+    if job == "scene":
+        job = SceneJob(s.job_state)
+    kwargs.setdefault("bell_repeat_s", 0)
+    app = DashboardApp(s.monitor, job=job, tz=UTC, clock=lambda: s.now, **kwargs)
+    return app, s, job
+
+
+def toasts(app: DashboardApp) -> list[str]:
+    return [f"{n.title}|{n.message}" for n in app._notifications]
+
+
+def screen_text(app: DashboardApp) -> str:
+    """The visible log view lines, as text (what a user would read there)."""
+    view = app.query_one("#log-view")
+    height = view.scrollable_content_region.height
+    return "\n".join(view.render_line(y).text for y in range(height))
+
+
+__all__ = ["make_app", "toasts", "screen_text", "job_state", "UTC"]
