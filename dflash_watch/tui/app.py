@@ -38,7 +38,7 @@ from .reading import locked
 from .screens.confirm import ConfirmScreen
 from .screens.evidence import EvidenceScreen
 from .screens.help import HelpScreen
-from .text import plain, split_source
+from .text import plain, set_static, split_source
 from .widgets.alerts import AlertChosen, AlertsPanel
 from .widgets.gpu_panel import GpuPanel
 from .widgets.header import StatusHeader
@@ -189,7 +189,7 @@ class DashboardApp(App[int]):
         second.append(" Enter ", style="bold black on cyan")
         second.append(" on an alert: its evidence and log line")
         text = Text("\n", no_wrap=True, overflow="ellipsis").join([first, second])
-        banner.update(text)
+        set_static(banner, text, layout=True)
         banner.add_class("-shown")
 
     # -- alerts: toast and bell ---------------------------------------------------

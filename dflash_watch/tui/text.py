@@ -89,3 +89,16 @@ def split_source(source: str) -> tuple[str, int | None]:
     if sep and line.isdigit():
         return name, int(line)
     return source, None
+
+
+def set_static(widget: Any, text: Text, *, layout: bool = False) -> bool:
+    """Update a Static only when its text changed, without a layout pass by default.
+
+    A layout pass re-arranges the whole screen; at 2 Hz over a dozen
+    fixed-size lines that was most of the dashboard's CPU.
+    """
+    if getattr(widget, "_dfw_shown", None) == text:
+        return False
+    widget._dfw_shown = text
+    widget.update(text, layout=layout)
+    return True

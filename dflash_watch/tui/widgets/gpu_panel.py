@@ -17,6 +17,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.widgets import Static
 
 from ..reading import job_pids, locked, memory_badge
+from ..text import set_static
 from .gpu_tile import CHART_WINDOW_S, GpuTile, GpuView
 
 _EMPTY = np.empty(0)
@@ -81,9 +82,10 @@ class GpuPanel(VerticalScroll):
                     times=times, lows=lows, highs=highs,
                     job_pids=pids,
                 ))
-        hint.display = not views
+        if hint.display != (not views):
+            hint.display = not views
         if not views:
-            hint.update(gpu_hint(monitor))
+            set_static(hint, gpu_hint(monitor), layout=True)
         for view in views:
             if view.gpu not in self._tiles:
                 tile = self._tiles[view.gpu] = GpuTile(view.gpu)

@@ -18,7 +18,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from parsers.events import GpuLost, GpuProcess
-from ..text import fmt_gib, plain
+from ..text import fmt_gib, plain, set_static
 from .plot import PlotextChart
 
 CHART_WINDOW_S = 600.0
@@ -133,9 +133,10 @@ class GpuTile(Vertical):
         self.set_class(view.badge != "flat", "-alerting")
         self.set_class(view.lost is not None, "-lost")
         title = Text.assemble((f"GPU {view.gpu} ", "bold"), (f" {view.badge} ", view.badge_style))
-        self.border_title = title
-        self.info.update(self._info(view, compact))
-        self.procs.update(processes_text(view))
+        if title != self.border_title:
+            self.border_title = title
+        set_static(self.info, self._info(view, compact))
+        set_static(self.procs, processes_text(view))
         chart = self.chart
         if compact:
             return

@@ -60,7 +60,7 @@ def job_text(state: Any, control: str | None, now: float, compact: bool = False)
 
 class StatusHeader(Static):
     DEFAULT_CSS = """
-    StatusHeader { height: auto; max-height: 2; background: $panel; padding: 0 1; }
+    StatusHeader { height: 1; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, *, control: str | None = None, id: str | None = None) -> None:
@@ -80,7 +80,7 @@ class StatusHeader(Static):
             out = self._line(*facts, firing, unacked, now, compact=True)
         if out != self._shown:
             self._shown = out
-            self.update(out)
+            self.update(out, layout=False)
 
     def _line(self, state: Any, progress: Any, rate: float | None, baseline: float | None, restarts: int,
                  frac: float, firing: list, unacked: int, now: float, *, compact: bool) -> Text:

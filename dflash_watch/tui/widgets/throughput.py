@@ -17,7 +17,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from ..reading import locked
-from ..text import fmt_clock
+from ..text import fmt_clock, set_static
 from ...report import format_rate
 from .plot import PlotextChart
 
@@ -31,7 +31,7 @@ class ThroughputPanel(Vertical):
     ThroughputPanel > PlotextChart { height: 1fr; }
     """
 
-    def __init__(self, *, tz: Any = None, chart_interval_s: float = 2.0, id: str | None = None) -> None:
+    def __init__(self, *, tz: Any = None, chart_interval_s: float = 5.0, id: str | None = None) -> None:
         super().__init__(id=id)
         self.tz = tz
         self.chart_interval_s = chart_interval_s
@@ -67,7 +67,7 @@ class ThroughputPanel(Vertical):
             info.append("  no baseline yet (learned after warm-up, or press b)", style="dim")
         if drop is not None:
             info.append("  DROP", style="bold white on red")
-        self.query_one(".tp-info", Static).update(info)
+        set_static(self.query_one(".tp-info", Static), info)
         self.set_class(drop is not None, "-alerting")
         chart = self.query_one(PlotextChart)
         if count == 0:
