@@ -127,92 +127,145 @@ def _norm(key: str) -> tuple[str, str | None]:
     return found
 
 
-class _Fields:
-    """Accumulates what one line says, then becomes a Progress (or not)."""
+# -- plans: what a line of a given shape says, worked out once ---------------
+#
+# Reading a progress line is ~40 us of Python; a training log prints the
+# same few line shapes with new numbers. Every decision of the readers below
+# depends on the text with its digits, never on what the digits are (regexes
+# use [0-9] and counts, keys never contain a digit that matters), except the
+# checks on the values themselves (a step must be a whole number, a rate
+# finite...). So the readers compile a line into a *plan*: the spans to read
+# and what each one is, keyed on the line with every digit made 0. A line of
+# a known shape then costs a dictionary lookup and a few float() calls; the
+# value checks run on every line, in ``_run``.
 
-    __slots__ = ("step", "total", "tokens", "loss", "step_seconds", "metrics")
+# Op codes. Spans are offsets into the line given to ``progress_fields``.
+_OP_PUT = 0   # (_OP_PUT, a, b, comma, scale, kind, key_a, key_b, seconds, metric): a named value
+_OP_STEP = 1  # (_OP_STEP, a, b, total_a, total_b, only_if_unset): "step 12/500"
+_OP_RATE = 2  # (_OP_RATE, a, b, comma, scale): "21.5 Ktok/s", when no named tokens/s came first
+_OP_TQDM = 3  # (_OP_TQDM, a, b, total_a, total_b, rate_a, rate_b, per_it): a tqdm bar's count and rate
+_OP_TRY = 4   # (_OP_TRY,): an attempt ends; its result stands if it found anything
 
-    def __init__(self) -> None:
-        self.step: int | None = None
-        self.total: int | None = None
-        self.tokens: float | None = None
-        self.loss: float | None = None
-        self.step_seconds: float | None = None
-        self.metrics: list[tuple[str, float]] = []
+# What a named value is (``_classify``). The key sets are disjoint, so one
+# kind per key loses nothing.
+_K_STEP, _K_TOTAL, _K_LOSS, _K_TOKENS, _K_TIME, _K_OTHER = range(6)
 
-    def add(self, key: str, value: float, unit: str | None) -> None:
-        norm, key_unit = _norm(key)
-        if norm in _STEP_KEYS:
-            if self.step is None and math.isfinite(value) and value >= 0 and value == int(value):
-                self.step = int(value)
-            return
-        if norm in _TOTAL_KEYS:
-            if self.total is None and math.isfinite(value) and value > 0 and value == int(value):
-                self.total = int(value)
-            return
-        if norm in _LOSS_KEYS and self.loss is None:
-            self.loss = value
-            return
-        if norm in _TOKENS_KEYS and self.tokens is None:
-            self.tokens = _finite(value)
-            if self.tokens is not None:
-                return
-        elif norm in _STEP_TIME_KEYS and self.step_seconds is None:
-            seconds = _SECONDS.get(unit or key_unit or "s")
-            if seconds is not None:
-                self.step_seconds = _finite(value * seconds)
-                if self.step_seconds is not None:
-                    return
-        if key != key.upper():  # "DP=0", "W0531 18" are not metrics
-            self.metrics.append((key, value))
+# Shape key: the line's UTF-8 bytes with ASCII digits 1-9 made 0 (bytes are
+# translated in C, ~10x faster than str.translate). UTF-8 never uses 0x30-0x39
+# inside a multi-byte character, so equal keys mean equal text but for digits.
+_SHAPE = bytes.maketrans(b"123456789", b"000000000")
+_PLANS: dict[bytes, tuple[int, tuple]] = {}
+_PLANS_MAX = 512
+_PLAN_LINE_MAX = 2048  # longer lines are planned every time (bounded memory)
+_NO_PLAN: tuple[int, tuple] = (-1, ())
 
-    def add_text(self, key: str, text: str, key_pattern: re.Pattern[str]) -> None:
-        """Add ``key`` = ``text`` if the key is a name and the text a number."""
-        m = _VALUE.fullmatch(text)
-        if m is None or key_pattern.match(key) is None:
+_WORD = re.compile(r"\S+")  # str.split()'s words, with their offsets
+
+
+def _classify(key: str, unit: str | None) -> tuple[int, float | None]:
+    """The field a key names, and (step times) the seconds of its unit."""
+    norm, key_unit = _norm(key)
+    if norm in _STEP_KEYS:
+        return _K_STEP, None
+    if norm in _TOTAL_KEYS:
+        return _K_TOTAL, None
+    if norm in _LOSS_KEYS:
+        return _K_LOSS, None
+    if norm in _TOKENS_KEYS:
+        return _K_TOKENS, None
+    if norm in _STEP_TIME_KEYS:
+        return _K_TIME, _SECONDS.get(unit or key_unit or "s")
+    return _K_OTHER, None
+
+
+def _span(m: re.Match[str], group: int | str, base: int = 0) -> tuple[int, int]:
+    """A group's span moved by ``base``; (-1, -1) when the group did not take part."""
+    if m.group(group) is None:
+        return -1, -1
+    return base + m.start(group), base + m.end(group)
+
+
+def _stripped(text: str, a: int, b: int, chars: str | None = None) -> tuple[int, int]:
+    """The span of ``text[a:b].strip(chars)``."""
+    part = text[a:b]
+    a += len(part) - len(part.lstrip(chars))
+    return a, a + len(part.strip(chars))
+
+
+def _floats(text: str) -> bool:
+    try:
+        float(text.replace(",", ""))
+    except ValueError:
+        return False
+    return True
+
+
+class _Plan:
+    """Collects the ops of one line; ``base`` is where ``text`` sits in the line."""
+
+    __slots__ = ("ops", "base")
+
+    def __init__(self, base: int) -> None:
+        self.ops: list[tuple] = []
+        self.base = base
+
+    def put(self, text: str, key: tuple[int, int], num: tuple[int, int], scale: float | None, unit: str | None) -> None:
+        key_text = text[key[0]:key[1]]
+        kind, seconds = _classify(key_text, unit)
+        metric = key_text != key_text.upper()  # "DP=0", "W0531 18" are not metrics
+        if kind == _K_OTHER and not metric:
             return
-        try:
-            value = float(m.group("num").replace(",", ""))
-        except ValueError:
+        base = self.base
+        self.ops.append((
+            _OP_PUT, base + num[0], base + num[1], "," in text[num[0]:num[1]], scale,
+            kind, base + key[0], base + key[1], seconds, metric,
+        ))
+
+    def value(self, text: str, key: tuple[int, int], value: tuple[int, int], key_pattern: re.Pattern[str]) -> None:
+        """``key`` = ``value`` if the key is a name and the value a number."""
+        m = _VALUE.fullmatch(text[value[0]:value[1]])
+        if m is None or key_pattern.match(text[key[0]:key[1]]) is None or not _floats(m.group("num")):
             return
         si = m.group("si")
-        if si:
-            value *= _SI[si]
-        self.add(key, value, m.group("unit"))
+        num = (value[0] + m.start("num"), value[0] + m.end("num"))
+        self.put(text, key, num, _SI[si] if si else None, m.group("unit"))
 
-    def progress(self, time: float, source: str, rank: int | None) -> Progress | None:
-        if self.step is None and self.loss is None and self.tokens is None:
-            return None
-        return Progress(
-            time=time, source=source, step=self.step, total_steps=self.total,
-            tokens_per_s=self.tokens, loss=self.loss, rank=rank,
-            metrics=tuple(self.metrics), step_seconds=self.step_seconds,
-        )
+    def step(self, text: str, only_if_unset: bool = False) -> None:
+        m = _STEP.search(text)
+        if m is not None:
+            base = self.base
+            total = _span(m, 2, base) if m.group(2) is not None else _span(m, 3, base)
+            self.ops.append((_OP_STEP, base + m.start(1), base + m.end(1), *total, only_if_unset))
 
 
-def _read_fields(fields: _Fields, text: str) -> None:
+def _plan_fields(plan: _Plan, text: str) -> None:
     """``key: value`` fields between ``|`` (nanochat, nanotron, Megatron)."""
+    start = 0
     for part in text.split("|"):
         colon = part.find(":")
         equal = part.find("=")
         sep = colon if equal < 0 or 0 <= colon < equal else equal
         if sep > 0:
-            key = part[:sep].strip()
-            value = part[sep + 1:].strip(_STRIP)
-        else:
-            key, _, value = part.strip().rpartition(" ")  # "loss 2.31"
-            key = key.rstrip()
-        if key and value:
-            fields.add_text(key, value, _FIELD_KEY)
+            key = _stripped(text, start, start + sep)
+            value = _stripped(text, start + sep + 1, start + len(part), _STRIP)
+        else:  # "loss 2.31": the last word is the value
+            a, b = _stripped(text, start, start + len(part))
+            space = text.rfind(" ", a, b)
+            key = (a, a + len(text[a:space].rstrip())) if space >= 0 else (a, a)
+            value = (space + 1, b)
+        if key[1] > key[0] and value[1] > value[0]:
+            plan.value(text, key, value, _FIELD_KEY)
+        start += len(part) + 1
 
 
-def _read_tokens(fields: _Fields, text: str) -> None:
+def _plan_tokens(plan: _Plan, text: str) -> None:
     """``key:value``, ``key: value``, ``key=value`` and ``key value`` words."""
-    words = text.split()
+    words = [m.span() for m in _WORD.finditer(text)]
     count = len(words)
     i = 0
     while i < count:
-        word = words[i]
+        a, b = words[i]
+        word = text[a:b]
         i += 1
         colon = word.find(":")
         equal = word.find("=")
@@ -220,9 +273,9 @@ def _read_tokens(fields: _Fields, text: str) -> None:
         if sep == 0:
             continue
         if sep > 0:
-            key = word[:sep]
-            value = word[sep + 1:]
-            if not value:
+            key = (a, a + sep)
+            value = (a + sep + 1, b)
+            if value[1] == value[0]:
                 if i == count:
                     break
                 value = words[i]
@@ -230,79 +283,76 @@ def _read_tokens(fields: _Fields, text: str) -> None:
         else:
             if i == count or word[0] not in _KEY_START:
                 continue
-            key = word
+            key = (a, b)
             value = words[i]  # the next word stays in play as a key
-        first = key[0]
-        if first in _KEY_START:
-            fields.add_text(key, value.strip(_STRIP), _KEY)
+        if text[key[0]] in _KEY_START:
+            plan.value(text, key, _stripped(text, value[0], value[1], _STRIP), _KEY)
 
 
 _KEY_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 
 
-def _read_step(fields: _Fields, text: str) -> None:
-    m = _STEP.search(text)
-    if m is not None:
-        fields.step = int(m.group(1))
-        total = m.group(2) or m.group(3)
-        if total is not None and int(total) > 0:
-            fields.total = int(total)
-
-
-def _read_rate(fields: _Fields, text: str) -> None:
+def _plan_rate(plan: _Plan, text: str) -> None:
     """Throughput written as value then unit: ``21.5 Ktok/s``."""
-    if fields.tokens is not None:
-        return
     for m in _TOK_UNIT.finditer(text):
-        words = text[max(0, m.start() - 40): m.start()].split()
+        lo = max(0, m.start() - 40)
+        words = [(lo + w.start(), lo + w.end()) for w in _WORD.finditer(text[lo:m.start()])]
         if not words:
             continue
         scale = 1.0
-        last = words[-1]
+        a, b = words[-1]
+        last = text[a:b]
         if last in _SI:  # "21.5 Ktok/s"
             scale = _SI[last]
             if len(words) < 2:
                 continue
-            last = words[-2]
+            a, b = words[-2]
+            last = text[a:b]
         elif last[-1:] in _SI:  # "21.5Ktok/s"
             scale = _SI[last[-1]]
             last = last[:-1]
         number = _VALUE.fullmatch(last)
-        if number is None or number.group("si") or number.group("unit"):
+        if number is None or number.group("si") or number.group("unit") or not _floats(number.group("num")):
             continue
-        try:
-            value = float(number.group("num").replace(",", "")) * scale
-        except ValueError:
-            continue
-        fields.tokens = _finite(value)
+        num = text[a + number.start("num"):a + number.end("num")]
+        plan.ops.append((_OP_RATE, plan.base + a + number.start("num"), plan.base + a + number.end("num"),
+                         "," in num, scale))
         return
 
 
-def _parse_dict(text: str, brace: int, time: float, source: str, rank: int | None) -> Progress | None:
-    """HF Trainer dict reprs and JSON lines; a ``*_runtime`` dict is a summary."""
-    fields = _Fields()
-    values: list[tuple[str, float]] = []
+def _number_span(text: str, a: int, b: int) -> tuple[int, int, float] | None:
+    """Where ``parse_number(text[a:b])`` reads its number, and its scale."""
+    a, b = _stripped(text, a, b)
+    scale = 1.0
+    if text[b - 1:b] in _SI and b - 1 > a:
+        scale = _SI[text[b - 1]]
+        b = a + len(text[a:b - 1].rstrip())
+    return (a, b, scale) if _floats(text[a:b]) else None
+
+
+def _plan_dict(plan: _Plan, text: str, brace: int) -> bool:
+    """HF Trainer dict reprs and JSON lines; False when the line says nothing
+    whatever its numbers (no numbers, or a ``*_runtime`` summary)."""
+    found = []
     for m in _PAIR.finditer(text, brace):
-        key = m.group("key")
-        if key in _SUMMARY_KEYS:
-            return None
-        raw = m.group("raw")
-        if raw is None:
-            raw = m.group("sq") if m.group("sq") is not None else m.group("dq")
-        value = parse_number(raw)
-        if value is not None:
-            values.append((key, value))
-    if not values:
-        return None
-    for key, value in values:
-        fields.add(key, value, None)
-    if fields.step is None and brace > 0:
-        _read_step(fields, text[:brace])  # SpecForge: "step 120: {...}"
-    return fields.progress(time, source, rank)
+        if m.group("key") in _SUMMARY_KEYS:
+            return False
+        group = "raw" if m.group("raw") is not None else "sq" if m.group("sq") is not None else "dq"
+        number = _number_span(text, *m.span(group))
+        if number is not None:
+            found.append((m.span("key"), number))
+    if not found:
+        return False
+    for key, (a, b, scale) in found:
+        plan.put(text, key, (a, b), None if scale == 1.0 else scale, None)
+    if brace > 0:
+        plan.step(text[:brace], only_if_unset=True)  # SpecForge: "step 120: {...}"
+    return True
 
 
-def _parse_tqdm(text: str, time: float, source: str, rank: int | None) -> Progress | None | bool:
-    """A tqdm bar; False when the line is no bar at all (try the generic reader)."""
+def _plan_tqdm(plan: _Plan, text: str) -> bool | None:
+    """A tqdm bar; False when the line is no bar at all (try the generic
+    reader), None when it is a bar but not the training loop's."""
     unit = text.find("it/s")
     if unit < 0:
         unit = text.find("s/it")
@@ -323,22 +373,158 @@ def _parse_tqdm(text: str, time: float, source: str, rank: int | None) -> Progre
         desc = desc[:percent].rstrip("0123456789 ")
     if _NOT_TRAINING.search(desc):
         return None
-    fields = _Fields()
-    fields.step = int(count.group(1))
-    total = count.group(2)
-    if total is not None and int(total) > 0:
-        fields.total = int(total)
-    rate = m.group("rate")
-    if rate != "?":
-        value = float(rate)
-        if m.group("unit") == "s/it":
-            fields.step_seconds = _finite(value)
-        elif value > 0:
-            fields.step_seconds = _finite(1.0 / value)
+    base = plan.base
+    rate = (-1, -1) if m.group("rate") == "?" else _span(m, "rate", base)
+    plan.ops.append((
+        _OP_TQDM, *_span(count, 1, base), *_span(count, 2, base), *rate, m.group("unit") == "s/it",
+    ))
     post = m.group("post")
     if post:
-        _read_tokens(fields, post.replace(",", " "))
-    return fields.progress(time, source, rank)
+        inner = _Plan(base + m.start("post"))
+        _plan_tokens(inner, post.replace(",", " "))
+        plan.ops.extend(inner.ops)
+    return True
+
+
+def _plan(line: str) -> tuple[int, tuple]:
+    """(where a rank prefix starts or -1, ops) for every line of this shape."""
+    text = line.strip()
+    if not text:
+        return _NO_PLAN
+    base = len(line) - len(line.lstrip())
+    rank_at = -1
+    if text[0] == "[":
+        rank, rest = split_rank(text)
+        if rank is not None:
+            rank_at = base
+        base += len(text) - len(rest)
+        text = rest
+    plan = _Plan(base)
+    brace = text.find("{")
+    if brace >= 0 and ("'" in text or '"' in text):
+        if _plan_dict(plan, text, brace):
+            if "_runtime" in text:
+                return rank_at, tuple(plan.ops)
+            plan.ops.append((_OP_TRY,))
+        elif "_runtime" in text:
+            return _NO_PLAN
+    if "it/s" in text or "s/it" in text:
+        bar = _plan_tqdm(plan, text)
+        if bar is not False:  # None: no more ops, so the dict's result or None
+            return rank_at, tuple(plan.ops)
+    plan.step(text)
+    if text.count("|") >= 2:
+        _plan_fields(plan, text)
+    else:
+        _plan_tokens(plan, text)
+    if "tok" in text:
+        _plan_rate(plan, text)
+    return rank_at, tuple(plan.ops)
+
+
+def _number(line: str, a: int, b: int, comma: bool) -> float:
+    text = line[a:b]
+    return float(text.replace(",", "") if comma else text)
+
+
+def _run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
+    """Apply a plan to a line: the value checks, then the fields or None."""
+    step = total = tokens = loss = step_seconds = None
+    metrics: list[tuple[str, float]] = []
+    for op in ops:
+        code = op[0]
+        if code == _OP_PUT:
+            _, a, b, comma, scale, kind, key_a, key_b, seconds, metric = op
+            value = _number(line, a, b, comma)
+            if scale is not None:
+                value *= scale
+            if kind == _K_STEP:
+                if step is None and math.isfinite(value) and value >= 0 and value == int(value):
+                    step = int(value)
+                continue
+            if kind == _K_TOTAL:
+                if total is None and math.isfinite(value) and value > 0 and value == int(value):
+                    total = int(value)
+                continue
+            if kind == _K_LOSS and loss is None:
+                loss = value
+                continue
+            if kind == _K_TOKENS:
+                if tokens is None:
+                    tokens = _finite(value)
+                    if tokens is not None:
+                        continue
+            elif kind == _K_TIME and step_seconds is None and seconds is not None:
+                step_seconds = _finite(value * seconds)
+                if step_seconds is not None:
+                    continue
+            if metric:
+                metrics.append((line[key_a:key_b], value))
+        elif code == _OP_STEP:
+            _, a, b, total_a, total_b, only_if_unset = op
+            if only_if_unset and step is not None:
+                continue
+            step = int(line[a:b])
+            if total_a >= 0:
+                n = int(line[total_a:total_b])
+                if n > 0:
+                    total = n
+        elif code == _OP_RATE:
+            if tokens is None:
+                tokens = _finite(_number(line, op[1], op[2], op[3]) * op[4])
+        elif code == _OP_TQDM:
+            _, a, b, total_a, total_b, rate_a, rate_b, per_it = op
+            step = int(line[a:b])
+            if total_a >= 0:
+                n = int(line[total_a:total_b])
+                if n > 0:
+                    total = n
+            if rate_a >= 0:
+                value = float(line[rate_a:rate_b])
+                if per_it:
+                    step_seconds = _finite(value)
+                elif value > 0:
+                    step_seconds = _finite(1.0 / value)
+        elif code == _OP_TRY:
+            if step is not None or loss is not None or tokens is not None:
+                break
+            step = total = tokens = loss = step_seconds = None
+            metrics = []
+    if step is None and loss is None and tokens is None:
+        return None
+    if rank is None and rank_at >= 0:
+        rank = split_rank(line[rank_at:])[0]
+    return step, total, tokens, loss, rank, tuple(metrics), step_seconds
+
+
+def progress_fields(line: str, rank: int | None = None, pattern: ProgressPattern | None = None) -> tuple | None:
+    """``parse_progress`` without the time and source: the fields of a
+    Progress after them, ``(step, total_steps, tokens_per_s, loss, rank,
+    metrics, step_seconds)``, or None. The stream builds the Progress once
+    it knows the line's time."""
+    if pattern is not None:
+        text = line.strip()
+        if not text:
+            return None
+        if text[0] == "[":
+            prefix_rank, text = split_rank(text)
+            if rank is None:
+                rank = prefix_rank
+        return pattern.fields(text, rank)
+    if len(line) > _PLAN_LINE_MAX:
+        rank_at, ops = _plan(line)
+    else:
+        # surrogatepass: decoded logs may hold lone surrogates; any str encodes.
+        key = line.encode("utf-8", "surrogatepass").translate(_SHAPE)
+        plan = _PLANS.get(key)
+        if plan is None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()
+            plan = _PLANS[key] = _plan(line)
+        rank_at, ops = plan
+    if not ops:
+        return None
+    return _run(ops, line, rank, rank_at)
 
 
 def parse_progress(
@@ -350,33 +536,8 @@ def parse_progress(
     ``pattern`` (from the config) replaces the built-in formats entirely, so
     that a user who names their format gets exactly that and nothing else.
     """
-    text = line.strip()
-    if not text:
-        return None
-    if text[0] == "[":
-        prefix_rank, text = split_rank(text)
-        if rank is None:
-            rank = prefix_rank
-    if pattern is not None:
-        return pattern.parse(text, time, source, rank)
-    brace = text.find("{")
-    if brace >= 0 and ("'" in text or '"' in text):
-        found = _parse_dict(text, brace, time, source, rank)
-        if found is not None or "_runtime" in text:
-            return found
-    if "it/s" in text or "s/it" in text:
-        bar = _parse_tqdm(text, time, source, rank)
-        if bar is not False:
-            return bar  # type: ignore[return-value]
-    fields = _Fields()
-    _read_step(fields, text)
-    if text.count("|") >= 2:
-        _read_fields(fields, text)
-    else:
-        _read_tokens(fields, text)
-    if "tok" in text:
-        _read_rate(fields, text)
-    return fields.progress(time, source, rank)
+    found = progress_fields(line, rank, pattern)
+    return None if found is None else Progress(time, source, *found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,6 +570,11 @@ class ProgressPattern:
         object.__setattr__(self, "regex", compiled)
 
     def parse(self, line: str, time: float, source: str, rank: int | None = None) -> Progress | None:
+        found = self.fields(line, rank)
+        return None if found is None else Progress(time, source, *found)
+
+    def fields(self, line: str, rank: int | None = None) -> tuple | None:
+        """What ``parse`` reads, as ``progress_fields`` returns it."""
         m = self.regex.search(line)
         if m is None:
             return None
@@ -428,11 +594,7 @@ class ProgressPattern:
         loss = values.get("loss")
         if step_int is None and tokens is None and loss is None:
             return None
-        return Progress(
-            time=time, source=source, step=step_int, total_steps=total_int,
-            tokens_per_s=tokens, loss=loss, rank=rank,
-            step_seconds=_finite(values.get("step_seconds")),
-        )
+        return step_int, total_int, tokens, loss, rank, (), _finite(values.get("step_seconds"))
 
 
-__all__ = ["CANDIDATES", "ProgressPattern", "parse_number", "parse_progress"]
+__all__ = ["CANDIDATES", "ProgressPattern", "parse_number", "parse_progress", "progress_fields"]

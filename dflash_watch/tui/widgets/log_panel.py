@@ -50,6 +50,8 @@ class LogPanel(Vertical):
         self.files: list[str] = []
         self.current: str | None = None
         self._seen: tuple | None = None
+        self._title: Text | None = None
+        self._subtitle: Text | None = None
         self.border_title = "log"
 
     def compose(self) -> ComposeResult:
@@ -107,7 +109,8 @@ class LogPanel(Vertical):
         if len(self.files) > 1:
             i = self.files.index(self.current) + 1 if self.current in self.files else 0
             title.append(f"  [{i}/{len(self.files)}, f: next]", style="dim")
-        self.border_title = title
+        if title != self._title:
+            self._title = self.border_title = title
         sub = Text()
         if view.filter_text:
             sub.append(f"filter: {plain(view.filter_text)} ({len(view.shown)} lines)  ", style="cyan")
@@ -116,7 +119,9 @@ class LogPanel(Vertical):
         else:
             more = f" +{view.new_while_paused} new" if view.new_while_paused else ""
             sub.append(f"‖ paused{more} (End: follow)", style="yellow")
-        self.border_subtitle = sub
+        # Assigning a border title repaints the whole panel even when equal.
+        if sub != self._subtitle:
+            self._subtitle = self.border_subtitle = sub
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()

@@ -88,6 +88,7 @@ class LogView(ScrollView, can_focus=True):
         self.marked: int | None = None  # the line an alert cited
         self._cache: OrderedDict[tuple, Strip] = OrderedDict()
         self._gutter = 5
+        self._width = 0
         self.new_while_paused = 0
         self.empty_message: Text = Text("")
 
@@ -115,6 +116,7 @@ class LogView(ScrollView, can_focus=True):
         if text == self.filter_text:
             return
         self.filter_text = text
+        self._width = 0
         self._cache.clear()
         self._apply(None if self.following else self._top_lineno())
 
@@ -143,6 +145,7 @@ class LogView(ScrollView, can_focus=True):
         self.classes_by_lineno = {}
         self._last_class = NORMAL
         self._last_lineno = 0
+        self._width = 0
         self._cache.clear()
         self.new_while_paused = 0
 
@@ -155,7 +158,14 @@ class LogView(ScrollView, can_focus=True):
         last = self.lines[-1][0] if self.lines else 0
         self._gutter = max(4, len(str(last))) + 1
         width = max((len(self.lines[i][1]) for i in self.shown), default=0) + self._gutter + 1
-        self.virtual_size = Size(width, len(self.shown))
+        # A virtual size change costs a layout of the whole screen: let the
+        # width only grow (until the file or filter changes) so that a
+        # following view settles at one size once the ring is full.
+        width = max(width, self._width)
+        self._width = width
+        size = Size(width, len(self.shown))
+        if size != self.virtual_size:
+            self.virtual_size = size
         if self.following:
             self._to_end()
             # The first layout may not have happened yet: settle once it has.
