@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             first_paint = first_data = None
             while time.monotonic() - t0 < 20 and first_data is None:
                 screen = tmux("capture-pane", "-p", "-t", "ui")
-                if first_paint is None and "q quit" in screen:
+                if first_paint is None and "relaunch" in screen:
                     first_paint = time.monotonic() - t0
                 if re.search(r"step [\d,]+/50,000", screen) and "GPU 7" in screen:
                     first_data = time.monotonic() - t0

@@ -14,15 +14,17 @@ progress resumes.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import deque
-from statistics import median
 
 from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration
+from .throughput import sorted_median
 
 NAME = "stall"
+_INTERVALS_KEPT = 32
 
 
 class Stall:
@@ -33,7 +35,8 @@ class Stall:
     def __init__(self, config: DetectorConfig | None = None) -> None:
         self.config = config or DetectorConfig()
         self.episode = Episode(NAME)
-        self._intervals: deque[float] = deque(maxlen=32)
+        self._intervals: deque[float] = deque()
+        self._sorted: list[float] = []  # the same intervals in order, for their median
         self._last_t: float | None = None
         self._last_step: int | None = None
         self._last_source = ""
@@ -97,7 +100,11 @@ class Stall:
             and t - last_t < self.threshold
             and (p.step is None or self._last_step is None or p.step > self._last_step)
         ):
-            self._intervals.append(t - last_t)
+            interval = t - last_t
+            if len(self._intervals) == _INTERVALS_KEPT:
+                self._sorted.remove(self._intervals.popleft())
+            self._intervals.append(interval)
+            insort(self._sorted, interval)
         if self.episode.active:
             gap = t - last_t if last_t is not None else 0.0
             step = f" at step {p.step}" if p.step is not None else ""
@@ -111,7 +118,7 @@ class Stall:
         self._last_step = p.step
         self._last_source = p.source
         self._watching = True
-        usual = median(self._intervals) if self._intervals else 0.0
+        usual = sorted_median(self._sorted) if self._sorted else 0.0
         if self._step_seconds is not None and self._step_seconds > usual:
             usual = self._step_seconds
         self.usual = usual or None

@@ -18,6 +18,7 @@ ranks are dropped so that eight ranks do not weigh eight times.
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections import deque
 from statistics import median
 
@@ -27,6 +28,20 @@ from .base import Alert, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
 
 NAME = "throughput_drop"
+_WINDOW_MAX = 1024  # reports in the smoothing window at most
+
+
+def sorted_median(values: list[float]) -> float:
+    """statistics.median of an already sorted, non-empty list (same result).
+
+    Windows here keep their values sorted as they slide (``bisect.insort``),
+    so the median of every report is an index, not a sort.
+    """
+    n = len(values)
+    i = n // 2
+    if n % 2:
+        return values[i]
+    return (values[i - 1] + values[i]) / 2
 
 
 class StepDeduper:
@@ -37,22 +52,41 @@ class StepDeduper:
     only the lowest rank seen is followed.
     """
 
-    __slots__ = ("_recent", "_window", "_rank")
+    __slots__ = ("_recent", "_times", "_window", "_rank")
+
+    _KEEP = 64  # steps remembered
 
     def __init__(self, window_s: float) -> None:
-        self._recent: deque[tuple[int, float]] = deque(maxlen=64)
+        # The last steps in arrival order, and the times of each step among
+        # them: one dict lookup per report instead of a scan of all 64.
+        self._recent: deque[int] = deque()
+        self._times: dict[int, deque[float]] = {}
         self._window = window_s
         self._rank: int | None = None
 
     def is_copy(self, p: Progress) -> bool:
-        if p.rank is not None and (self._rank is None or p.rank < self._rank):
-            self._rank = p.rank
-        if p.step is None:
-            return p.rank is not None and p.rank != self._rank
-        for step, t in self._recent:
-            if step == p.step and p.time - t <= self._window:
-                return True
-        self._recent.append((p.step, p.time))
+        rank = p.rank
+        if rank is not None and (self._rank is None or rank < self._rank):
+            self._rank = rank
+        step = p.step
+        if step is None:
+            return rank is not None and rank != self._rank
+        times = self._times.get(step)
+        if times is not None:
+            for t in times:
+                if p.time - t <= self._window:
+                    return True
+        else:
+            times = self._times[step] = deque()
+        times.append(p.time)
+        self._recent.append(step)
+        if len(self._recent) > self._KEEP:
+            # Forget the oldest entry, which is also the oldest time of its step.
+            old = self._recent.popleft()
+            old_times = self._times[old]
+            old_times.popleft()
+            if not old_times:
+                del self._times[old]
         return False
 
 
@@ -69,7 +103,8 @@ class ThroughputDrop:
         self._dedupe = StepDeduper(c.duplicate_step_s)
         self._learn: list[float] = []
         self._learn_start: float | None = None
-        self._window: deque[tuple[float, float]] = deque(maxlen=1024)
+        self._window: deque[tuple[float, float]] = deque()
+        self._sorted: list[float] = []  # the window's values in order, for its median
         self._start: float | None = None  # time of the first report of this (re)start
         self._seen = 0  # reports since then
         self._last_t: float | None = None
@@ -108,6 +143,7 @@ class ThroughputDrop:
         self._start = t
         self._seen = 0
         self._window.clear()
+        self._sorted.clear()
         self._low_since = self._drop_start = self._high_since = None
 
     def _progress(self, p: Progress) -> list[Alert]:
@@ -144,11 +180,15 @@ class ThroughputDrop:
             return []
 
         w = self._window
+        ordered = self._sorted
+        if len(w) == _WINDOW_MAX:
+            ordered.remove(w.popleft()[1])
         w.append((t, v))
+        insort(ordered, v)
         cutoff = t - c.throughput_smooth_s
         while len(w) > 3 and w[0][0] < cutoff:
-            w.popleft()
-        med = median([x for _, x in w])
+            ordered.remove(w.popleft()[1])
+        med = sorted_median(ordered)
         self.smoothed = med
         base = self.baseline
         if med < (1.0 - c.throughput_drop_frac) * base:

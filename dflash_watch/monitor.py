@@ -152,8 +152,11 @@ class Monitor:
     def feed_events(self, events: Iterable[Event]) -> list[Alert]:
         out: list[Alert] = []
         with self._lock:
+            handle = self._handle
             for event in events:
-                out.extend(self._handle(event))
+                alerts = handle(event)
+                if alerts:
+                    out.extend(alerts)
         return out
 
     def feed_samples(self, samples: Iterable[GpuSample | GpuLost]) -> list[Alert]:
@@ -176,8 +179,9 @@ class Monitor:
         """Deliver every detector deadline that falls before ``time``."""
         out: list[Alert] = []
         last = None
+        deadline_of = self._detectors.deadline
         while True:
-            deadline = self._detectors.deadline()
+            deadline = deadline_of()
             if deadline is None or deadline >= time or (last is not None and deadline <= last):
                 return out
             last = deadline
@@ -209,7 +213,11 @@ class Monitor:
             if event.signature is None and self.last_crash is not None:
                 event = replace(event, signature=self.last_crash.signature)
             self.last_exit = event
-        out.extend(self._run_detectors(event))
+        alerts = self._detectors.update(event)
+        if alerts:
+            for alert in alerts:
+                self._record(alert)
+            out.extend(alerts)
         self.version += 1
         return out
 

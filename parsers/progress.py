@@ -145,6 +145,7 @@ _OP_STEP = 1  # (_OP_STEP, a, b, total_a, total_b, only_if_unset): "step 12/500"
 _OP_RATE = 2  # (_OP_RATE, a, b, comma, scale): "21.5 Ktok/s", when no named tokens/s came first
 _OP_TQDM = 3  # (_OP_TQDM, a, b, total_a, total_b, rate_a, rate_b, per_it): a tqdm bar's count and rate
 _OP_TRY = 4   # (_OP_TRY,): an attempt ends; its result stands if it found anything
+_OP_METRIC = 5  # (_OP_METRIC, a, b, comma, scale, key_a, key_b): a value that is only a metric
 
 # What a named value is (``_classify``). The key sets are disjoint, so one
 # kind per key loses nothing.
@@ -216,10 +217,11 @@ class _Plan:
         if kind == _K_OTHER and not metric:
             return
         base = self.base
-        self.ops.append((
-            _OP_PUT, base + num[0], base + num[1], "," in text[num[0]:num[1]], scale,
-            kind, base + key[0], base + key[1], seconds, metric,
-        ))
+        a, b, comma = base + num[0], base + num[1], "," in text[num[0]:num[1]]
+        if kind == _K_OTHER:  # the commonest op, and the simplest: its own code
+            self.ops.append((_OP_METRIC, a, b, comma, scale, base + key[0], base + key[1]))
+        else:
+            self.ops.append((_OP_PUT, a, b, comma, scale, kind, base + key[0], base + key[1], seconds, metric))
 
     def value(self, text: str, key: tuple[int, int], value: tuple[int, int], key_pattern: re.Pattern[str]) -> None:
         """``key`` = ``value`` if the key is a name and the value a number."""
@@ -422,20 +424,19 @@ def _plan(line: str) -> tuple[int, tuple]:
     return rank_at, tuple(plan.ops)
 
 
-def _number(line: str, a: int, b: int, comma: bool) -> float:
-    text = line[a:b]
-    return float(text.replace(",", "") if comma else text)
-
-
 def _run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
     """Apply a plan to a line: the value checks, then the fields or None."""
     step = total = tokens = loss = step_seconds = None
     metrics: list[tuple[str, float]] = []
     for op in ops:
         code = op[0]
-        if code == _OP_PUT:
+        if code == _OP_METRIC:
+            _, a, b, comma, scale, key_a, key_b = op
+            value = float(line[a:b].replace(",", "") if comma else line[a:b])
+            metrics.append((line[key_a:key_b], value if scale is None else value * scale))
+        elif code == _OP_PUT:
             _, a, b, comma, scale, kind, key_a, key_b, seconds, metric = op
-            value = _number(line, a, b, comma)
+            value = float(line[a:b].replace(",", "") if comma else line[a:b])
             if scale is not None:
                 value *= scale
             if kind == _K_STEP:
@@ -471,7 +472,8 @@ def _run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
                     total = n
         elif code == _OP_RATE:
             if tokens is None:
-                tokens = _finite(_number(line, op[1], op[2], op[3]) * op[4])
+                _, a, b, comma, scale = op
+                tokens = _finite(float(line[a:b].replace(",", "") if comma else line[a:b]) * scale)
         elif code == _OP_TQDM:
             _, a, b, total_a, total_b, rate_a, rate_b, per_it = op
             step = int(line[a:b])

@@ -20,8 +20,8 @@ from dataclasses import replace
 from datetime import tzinfo
 from typing import Callable, Protocol, Sequence
 
-from parsers.events import Crash, Event, Recompile
-from parsers.progress import CANDIDATES, ProgressPattern, parse_progress
+from parsers.events import Crash, Event, Progress, Recompile
+from parsers.progress import CANDIDATES, ProgressPattern, progress_fields
 from parsers.ranks import split_rank
 from parsers.timestamps import TimeParser
 
@@ -53,13 +53,27 @@ _FREQ = {
 }
 
 
-def _anchor_cost(char: str) -> float:
+# Characters sampled from a stream's first chunk to choose its anchors.
+_SAMPLE_CHARS = 1 << 16
+
+
+def _anchor_cost(char: str, freq: dict[str, float]) -> float:
     # One regex pass costs about as much as a plain loop over the chunk,
     # plus a match attempt at every occurrence of its anchor character.
-    return 1.0 + _FREQ.get(char, 1) / 15.0
+    return 1.0 + freq.get(char, 1) / 15.0
 
 
-def build_scanner(literals: Sequence[str]) -> tuple[re.Pattern[str], ...]:
+def measured_frequencies(literals: Sequence[str], sample: str) -> dict[str, float]:
+    """Per-mille frequency in ``sample`` of each character of ``literals``.
+
+    A log's own text beats the corpus table: a logger that prints paths
+    all day makes ``/`` and ``p`` common, one that does not leaves them rare.
+    """
+    n = max(len(sample), 1)
+    return {c: 1000.0 * sample.count(c) / n for c in {c for lit in literals for c in lit}}
+
+
+def build_scanner(literals: Sequence[str], freq: dict[str, float] | None = None) -> tuple[re.Pattern[str], ...]:
     """Regexes that together find every occurrence of every literal.
 
     ``str.find`` per literal costs a pass over the chunk per literal, and an
@@ -68,15 +82,17 @@ def build_scanner(literals: Sequence[str]) -> tuple[re.Pattern[str], ...]:
     literal character runs a tight C loop to the next occurrence of that
     character. So each literal is anchored on one of its characters,
     ``(?<=...)`` checks the part before it, and literals sharing an anchor
-    share a pass: a greedy set cover picks few, rare anchors.
+    share a pass: a greedy set cover picks few, rare anchors. ``freq``
+    (per mille) says how rare; by default the corpus table ``_FREQ``.
     """
+    freq = _FREQ if freq is None else freq
     todo = {lit for lit in literals if lit and "\n" not in lit}
     patterns = []
     while todo:
         chars = {c for lit in todo for c in lit}
         anchor = max(
             sorted(chars),
-            key=lambda c: (sum(1 for lit in todo if c in lit) / _anchor_cost(c), -_FREQ.get(c, 1)),
+            key=lambda c: (sum(1 for lit in todo if c in lit) / _anchor_cost(c, freq), -freq.get(c, 1)),
         )
         mine = sorted(lit for lit in todo if anchor in lit)
         todo -= set(mine)
@@ -143,7 +159,9 @@ class LogStream:
         else:
             progress_literals = progress_pattern.literals or None  # None: every line
         self._progress_literals = progress_literals
-        self._scanners = build_scanner(self._triggers + (progress_literals or ()))
+        self._literals = self._triggers + (progress_literals or ())
+        self._scanners = build_scanner(self._literals)
+        self._tuned = False  # anchors chosen from this log's own text yet?
         self._last_time: float | None = None
         self._own_count = 0  # lines seen with a timestamp of their own
         self._tail: tuple[str, int, int] = ("", 0, 1)
@@ -181,6 +199,10 @@ class LogStream:
             text = text.replace("\r\n", "\n")
             has_cr = "\r" in text
         n = len(text)
+        if not self._tuned and n >= _SAMPLE_CHARS:
+            # Any anchors find the same lines; rare ones find them faster.
+            self._scanners = build_scanner(self._literals, measured_frequencies(self._literals, text[:_SAMPLE_CHARS]))
+            self._tuned = True
 
         starts = self._scan(text)
         events: list[Event] = []
@@ -217,12 +239,14 @@ class LogStream:
 
             line_time: float | None = None
             if flags & _PROGRESS:
-                found = self._progress(line, lineno, has_cr)
+                found = self._progress(line, has_cr)
                 if found is not None:
                     own_before = self._own_count
                     clock, covered = self._clock_at(text, covered, start, end, clock)
                     line_time = fallback_time if clock is None else clock
-                    events.append(replace(found, time=line_time, clocked=self._own_count > own_before))
+                    events.append(Progress(
+                        line_time, self._prefix + str(lineno), *found, self._own_count > own_before
+                    ))
             if assembler.is_open or flags & _TRIGGER:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock)
@@ -288,7 +312,8 @@ class LogStream:
                 return flags | _TRIGGER
         return flags
 
-    def _progress(self, line: str, lineno: int, has_cr: bool):  # -> Progress | None
+    def _progress(self, line: str, has_cr: bool) -> tuple | None:
+        """The line's Progress fields after time and source (``progress_fields``)."""
         rank = None
         if line[:1] == "[":
             rank, line = split_rank(line)
@@ -297,11 +322,11 @@ class LogStream:
             # parses beats a later one that does not (a bar after a dict).
             for segment in reversed(line.split("\r")):
                 if segment.strip():
-                    found = parse_progress(segment, 0.0, self._prefix + str(lineno), rank, self._pattern)
+                    found = progress_fields(segment, rank, self._pattern)
                     if found is not None:
                         return found
             return None
-        return parse_progress(line, 0.0, self._prefix + str(lineno), rank, self._pattern)
+        return progress_fields(line, rank, self._pattern)
 
     def _own(self, event: Event) -> Event:
         """The assembler knows line numbers, not the file: cite ``name:line``."""
@@ -315,6 +340,13 @@ class LogStream:
     ) -> tuple[float | None, int]:
         """The clock at the line ``text[start:end]``: its own timestamp, else
         the latest one on the uncovered lines before it, else ``clock``."""
+        if covered <= start:
+            # Most event lines carry a full date of their own, which wins over
+            # the lines before it: then those need not be parsed at all.
+            own = self._times.parse_dated(text[start:end])
+            if own is not None:
+                self._own_count += 1
+                return own, end + 1
         if covered < start:
             latest = self._latest(text, covered, start)
             if latest is not None:

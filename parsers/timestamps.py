@@ -97,6 +97,19 @@ class TimeParser:
 
     def parse(self, line: str) -> float | None:
         """Seconds since the epoch of the line's timestamp, or None."""
+        return self._parse(line, False)
+
+    def parse_dated(self, line: str) -> float | None:
+        """``parse`` for stamps with a full date; a glog stamp reads as None.
+
+        A glog stamp has no year: its value depends on the lines parsed
+        before it. The other styles do not, so a caller may parse such a
+        line out of order (the stream reads an event line's own stamp before
+        deciding whether the lines above it need reading at all).
+        """
+        return self._parse(line, True)
+
+    def _parse(self, line: str, dated_only: bool) -> float | None:
         s = line
         c = s[:1]
         if c == " " or c == "\t":
@@ -120,7 +133,7 @@ class TimeParser:
                 return self._us(s)
             return None
         if c in "IWEF":
-            if s[1:2] and s[1:2] in _DIGITS:
+            if s[1:2] and s[1:2] in _DIGITS and not dated_only:
                 return self._glog(s)
             return None
         if c == "{" and '"time' in s:

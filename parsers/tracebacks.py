@@ -223,6 +223,9 @@ class CrashAssembler:
         self._name = name
         self._streams: dict[int | None, _Stream] = {}
         self._signals: dict[tuple, float] = {}
+        # ``is_open`` is asked before every candidate line of a log and the
+        # state only changes in feed/flush: keep the answer, not the question.
+        self._open = False
 
     def _source(self, lineno: int) -> str:
         return f"{self._name}:{lineno}" if self._name else str(lineno)
@@ -230,9 +233,14 @@ class CrashAssembler:
     @property
     def is_open(self) -> bool:
         """True while some stream is inside a traceback, report or block."""
-        return any(s.busy for s in self._streams.values())
+        return self._open
 
     def feed(self, line: str, lineno: int, time: float) -> list[Crash | Recompile]:
+        out = self._feed(line, lineno, time)
+        self._open = any(s.busy for s in self._streams.values())
+        return out
+
+    def _feed(self, line: str, lineno: int, time: float) -> list[Crash | Recompile]:
         if "\x1b" in line:
             line = _ANSI.sub("", line)
         if "\x00" in line:
@@ -267,6 +275,7 @@ class CrashAssembler:
             if stream.trace is not None:
                 self._finish(stream, out)
             stream.thread_ttl = 0
+        self._open = any(s.busy for s in self._streams.values())
         return out
 
     # -- streams -----------------------------------------------------------

@@ -108,22 +108,34 @@ class DashboardApp(App[int]):
         self._last_bell = -1e18
         self.bells = 0
         self.redraws = 0
+        self._mounted = False
+        self._closing = False
+        self._tick = 0
+        self._log_version = -1
         monitor.subscribe(self._incoming.append)
 
     # -- layout -------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield StatusHeader(control=self.control_note if self.job is None or self.control_note else None, id="header")
-        yield Static("", id="banner")
+        # Held directly: the timer must reach them while a modal screen is on top.
+        self.header = StatusHeader(control=self.control_note, id="header")
+        self.banner = Static("", id="banner")
+        self.gpu_panel = GpuPanel(chart_interval_s=self.chart_interval_s, id="gpus")
+        self.throughput_panel = ThroughputPanel(tz=self.tz, chart_interval_s=self.chart_interval_s, id="throughput")
+        self.alerts_panel = AlertsPanel(tz=self.tz, id="alerts")
+        self.log_panel = LogPanel(logs_configured=self.logs_configured, id="log")
+        yield self.header
+        yield self.banner
         with Vertical(id="body"):
-            yield GpuPanel(chart_interval_s=self.chart_interval_s, id="gpus")
+            yield self.gpu_panel
             with Horizontal(id="middle"):
-                yield ThroughputPanel(tz=self.tz, id="throughput")
-                yield AlertsPanel(tz=self.tz, id="alerts")
-            yield LogPanel(logs_configured=self.logs_configured, id="log")
+                yield self.throughput_panel
+                yield self.alerts_panel
+            yield self.log_panel
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#log", LogPanel).view.focus()
+        self._mounted = True
+        self.log_panel.view.focus()
         self.redraw(force=True)
         self.set_interval(self.refresh_s, self.redraw)
         if self.job is not None and getattr(self.job, "available", True):
@@ -135,15 +147,31 @@ class DashboardApp(App[int]):
         return self.size.width < 100 or self.size.height < 32
 
     def redraw(self, force: bool = False) -> None:
-        """One redraw pass (the 2 Hz timer); cheap when nothing changed."""
+        """One redraw pass of the 2 Hz timer; cheap when nothing changed.
+
+        Textual repaints the bounding box of everything dirty in a frame, so
+        a header change plus a log change repaints the whole screen. Ticks
+        therefore alternate: the log on one, the panels above it on the
+        next (each at 1 Hz); a forced redraw (a key, a resize) does both.
+        """
+        if self._closing or not self._mounted:
+            return  # the timer can fire once more while the app shuts down
+        self._tick += 1
         self._deliver_alerts()
         monitor = self.monitor
-        now = self.clock()
         with locked(monitor):
             version = monitor.version
+        log_turn = self._tick % 2 == 1
+        if force or log_turn:
+            if version != self._log_version or force:
+                self._log_version = version
+                self.log_panel.update_view(monitor)
+            if not force:
+                return
+        with locked(monitor):
             firing = monitor.alerts.firing()
             unacked = len(monitor.alerts.unacked())
-        self.query_one(StatusHeader).update_view(monitor, firing, unacked, now)
+        self.header.update_view(monitor, firing, unacked, self.clock())
         self._ring_again(unacked)
         mono = time.monotonic()
         gpu_due = mono - self._last_gpu_update >= self.chart_interval_s
@@ -152,17 +180,19 @@ class DashboardApp(App[int]):
         self.redraws += 1
         self._seen_version = version
         self._last_gpu_update = mono
-        self.query_one(GpuPanel).update_view(monitor, firing, self.compact)
-        self.query_one(ThroughputPanel).update_view(monitor, firing)
-        self.query_one(AlertsPanel).update_view(monitor)
-        self.query_one(LogPanel).update_view(monitor)
+        self.gpu_panel.update_view(monitor, firing, self.compact)
+        self.throughput_panel.update_view(monitor, firing)
+        self.alerts_panel.update_view(monitor)
         self._banner(firing)
 
     def on_resize(self) -> None:
         self.redraw(force=True)
 
+    def on_unmount(self) -> None:
+        self._closing = True
+
     def _banner(self, firing: list[Alert]) -> None:
-        banner = self.query_one("#banner", Static)
+        banner = self.banner
         with locked(self.monitor):
             state = self.monitor.job_state
             last_exit = self.monitor.last_exit
@@ -238,27 +268,28 @@ class DashboardApp(App[int]):
         self.redraw(force=True)
 
     def action_filter(self) -> None:
-        self.query_one(LogPanel).open_filter()
+        self.log_panel.open_filter()
 
     def action_next_file(self) -> None:
-        path = self.query_one(LogPanel).cycle()
+        path = self.log_panel.cycle()
         if path:
             self.redraw(force=True)
 
     def action_toggle_follow(self) -> None:
-        view = self.query_one(LogPanel).view
+        view = self.log_panel.view
         view.following = not view.following
-        self.query_one(LogPanel).update_view(self.monitor)
+        self.log_panel.update_view(self.monitor)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
     def action_quit_dashboard(self) -> None:
         """Leave the dashboard; the job is never touched (it lives in tmux)."""
+        self._closing = True
         self.exit(0)
 
     def action_show_file(self, path: str) -> None:
-        panel = self.query_one(LogPanel)
+        panel = self.log_panel
         panel.select_file(path)
         self.redraw(force=True)
 
@@ -272,7 +303,7 @@ class DashboardApp(App[int]):
         name, line = split_source(source)
         if line is None:
             return None
-        panel = self.query_one(LogPanel)
+        panel = self.log_panel
         path = panel.find_file(name) or panel.current
         if path is None:
             return f"{source}: no log lines kept"
@@ -446,6 +477,6 @@ class DashboardApp(App[int]):
         yield SystemCommand("Acknowledge alerts (m)", "silence the bell; alerts stay listed", self.action_acknowledge)
         yield SystemCommand("Filter log (/)", "show only log lines containing a text", self.action_filter)
         yield SystemCommand("Help (?)", "keys and what the panels mean", self.action_help)
-        for path in self.query_one(LogPanel).files:
+        for path in self.log_panel.files:
             yield SystemCommand(f"Log: {os.path.basename(path)}", f"show {path} in the log view",
                                 lambda p=path: self.action_show_file(p))

@@ -113,6 +113,7 @@ class GpuTile(Vertical):
         self.view: GpuView | None = None
         self.compact = False
         self.border_title = f"GPU {gpu}"
+        self._title: Text | None = None
         # Built here, not in compose: the panel fills a tile in the same
         # redraw that mounts it, before its children would exist.
         self.info = Static("", classes="gpu-info")
@@ -133,8 +134,8 @@ class GpuTile(Vertical):
         self.set_class(view.badge != "flat", "-alerting")
         self.set_class(view.lost is not None, "-lost")
         title = Text.assemble((f"GPU {view.gpu} ", "bold"), (f" {view.badge} ", view.badge_style))
-        if title != self.border_title:
-            self.border_title = title
+        if title != self._title:  # assigning repaints even when equal
+            self._title = self.border_title = title
         set_static(self.info, self._info(view, compact))
         set_static(self.procs, processes_text(view))
         chart = self.chart
