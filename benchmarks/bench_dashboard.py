@@ -113,10 +113,12 @@ def main(argv: list[str] | None = None) -> int:
             first_paint = first_data = None
             while time.monotonic() - t0 < 20 and first_data is None:
                 screen = tmux("capture-pane", "-p", "-t", "ui")
-                if first_paint is None and "relaunch" in screen:
+                if first_paint is None and "throughput" in screen:
                     first_paint = time.monotonic() - t0
                 if re.search(r"step [\d,]+/50,000", screen) and "GPU 7" in screen:
                     first_data = time.monotonic() - t0
+                    if os.environ.get("BENCH_DEBUG"):
+                        print(screen, file=sys.stderr)
                 time.sleep(0.02)
             time.sleep(max(0.0, args.warmup - (time.monotonic() - t0)))
             c0, w0 = cpu_seconds(pid), time.monotonic()

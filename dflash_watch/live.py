@@ -21,6 +21,41 @@ from .monitor import Monitor
 Clock = Callable[[], float]
 
 
+class FollowClock:
+    """Live "now" on the data's clock: the latest data time, run on by the wall.
+
+    Ticks must agree with the data's timestamps, or a silence-driven
+    detector compares a log stamped in another zone (or the demo's
+    compressed time) with the wall clock and sees stalls that are not
+    there. So this clock is anchored on the time of the data that arrived
+    last, and runs on from it at ``speed`` (1 for a real run) while no data
+    arrives, which is exactly the silence a stall is made of. Anchoring on
+    the *latest* data, not the largest time seen, lets it follow a relaunch
+    whose clock starts behind where the silence had run on to.
+    """
+
+    def __init__(self, monitor: Monitor, speed: float = 1.0, wall: Clock = time.time) -> None:
+        self.monitor = monitor
+        self.speed = speed
+        self._wall = wall
+        self._anchor: tuple[float, float] | None = None
+        self._seen: float | None = None
+
+    def observe(self) -> None:
+        """Re-anchor if data arrived since the last look (called after each feed)."""
+        t = self.monitor.last_event_time
+        if t is not None and t != self._seen:
+            self._seen = t
+            self._anchor = (t, self._wall())
+
+    def __call__(self) -> float:
+        wall = self._wall()
+        if self._anchor is None:
+            return wall
+        data, then = self._anchor
+        return data + (wall - then) * self.speed
+
+
 class LiveSession:
     def __init__(
         self,
@@ -33,7 +68,7 @@ class LiveSession:
         gpu_indices: tuple[int, ...] | None = None,
         record_file: str | None = None,
         job: Any = None,
-        clock: Clock = time.time,
+        clock: Clock | None = None,
         tick_s: float = 1.0,
         from_start: bool = True,
     ) -> None:
@@ -45,7 +80,9 @@ class LiveSession:
         self.gpu_indices = gpu_indices
         self.record_file = record_file
         self.job = job
-        self.clock = clock
+        # The data's clock unless told otherwise (tests pass a fixed one).
+        self.follow = FollowClock(monitor) if clock is None else None
+        self.clock: Clock = clock if clock is not None else self.follow
         self.tick_s = tick_s
         self.from_start = from_start
         self.sampler: Any = None
@@ -115,6 +152,7 @@ class LiveSession:
             for item in tailer.poll():
                 if isinstance(item, Chunk):
                     monitor.feed_text(item.path, item.text, item.first_lineno, self.clock(), item.generation)
+                    self._observe()
                 else:
                     monitor.note(item.message)
             tailer.wait(0.5)
@@ -143,6 +181,7 @@ class LiveSession:
                     batch.append(sample)
                 if batch:
                     self.monitor.feed_samples(batch)
+                    self._observe()
             tailer.wait(0.5)
 
     def _start_nvml(self) -> None:
@@ -161,12 +200,17 @@ class LiveSession:
 
         def deliver(batch: list) -> None:
             self.monitor.feed_samples(batch)
+            self._observe()
             if self._recorder is not None:
                 self._recorder.write([s for s in batch if hasattr(s, "used_bytes")])
 
         self._sampler_thread = SamplerThread(
             self.sampler, self.gpu_interval_s, deliver, clock=self.clock, on_error=self.monitor.note
         ).start()
+
+    def _observe(self) -> None:
+        if self.follow is not None:
+            self.follow.observe()
 
     def _tick_loop(self) -> None:
         last_status = 0.0

@@ -70,6 +70,9 @@ class Monitor:
         self.recompiles = 0
         self.progress_events = 0
         self.now: float | None = None
+        # The time of the event handled last (not the largest): a live
+        # clock anchors on it to follow the data, relaunches included.
+        self.last_event_time: float | None = None
         self.first_time: float | None = None
         self.restarts = 0
         self.notices: deque[str] = deque(maxlen=200)
@@ -195,6 +198,8 @@ class Monitor:
             self.first_time = t
         if self.now is None or t > self.now:
             self.now = t
+        if not isinstance(event, Tick):
+            self.last_event_time = t
         if isinstance(event, Progress):
             self.progress_events += 1
             self.last_progress = event

@@ -24,31 +24,6 @@ from . import fail
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-class DataClock:
-    """The demo's "now": the data's clock, running on at the demo's speed.
-
-    The simulated run's timestamps run ``speed`` times faster than the wall
-    clock (and jump ahead on a relaunch), so ticks on the wall clock would
-    disagree with the data. This clock follows the newest data time the
-    Monitor has seen and extrapolates from it at ``speed``.
-    """
-
-    def __init__(self, monitor, speed: float) -> None:  # noqa: ANN001 - Monitor
-        self.monitor = monitor
-        self.speed = speed
-        self._seen: float | None = None
-        self._wall = time.time()
-
-    def __call__(self) -> float:
-        wall = time.time()
-        data = self.monitor.now
-        if data is None:
-            return wall
-        if data != self._seen:
-            self._seen, self._wall = data, wall
-        return data + (wall - self._wall) * self.speed
-
-
 def simulator_argv(out: Path, speed: float, seed: int) -> list[str]:
     return [sys.executable, "-m", "dflash_watch.demo.simulator", "--out", str(out), "--speed", str(speed), "--seed", str(seed)]
 
@@ -82,8 +57,16 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(tempfile.mkdtemp(prefix="dflash-demo-"))
     job = make_job(out, args.speed or 1000.0, args.seed)
+
+    def cleanup() -> None:
+        _stop(job)
+        if args.keep:
+            print(f"dflash-watch demo: files kept in {out}")
+        else:
+            shutil.rmtree(out, ignore_errors=True)
+
+    _exit_on_hangup(cleanup)
     monitor = Monitor()
-    clock = DataClock(monitor, args.speed or 1000.0)
     code = 0
     try:
         try:
@@ -92,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"could not start the simulated run: {exc}")
         if getattr(job, "limited", False):
             monitor.note("tmux not found: the simulated run is a child process; control is limited")
-        from ..live import LiveSession
+        from ..live import FollowClock, LiveSession
 
         session = LiveSession(
             monitor,
@@ -100,23 +83,48 @@ def run(args: argparse.Namespace) -> int:
             samples_file=str(out / "gpu.jsonl"),
             use_nvml=False,
             job=job,
-            clock=clock,
         )
+        # The simulated run's clock runs --speed times faster than the wall.
+        session.follow = FollowClock(monitor, speed=args.speed or 1000.0)
+        session.clock = session.follow
         with session:
             session.refresh_job_state()
             if args.headless:
                 code = _headless(monitor, job, session)
             else:
-                from ..tui.app import run_dashboard
+                from ..tui.app import DashboardApp
 
-                code = run_dashboard(monitor, session=session, job=job, title="dflash-watch demo (simulated run)")
+                app = DashboardApp(
+                    monitor,
+                    job=job,
+                    session=session,
+                    baseline_path=str(out / "dflash-baseline.json"),
+                    control_note="tmux not found: the simulated run is a child process; control is limited"
+                    if getattr(job, "limited", False)
+                    else None,
+                )
+                app.title = "dflash-watch demo (simulated DFlash run)"
+                app.run()
     finally:
-        _stop(job)
-        if args.keep:
-            print(f"dflash-watch demo: files kept in {out}")
-        else:
-            shutil.rmtree(out, ignore_errors=True)
+        cleanup()
     return code
+
+
+def _exit_on_hangup(cleanup) -> None:  # noqa: ANN001
+    """A closed terminal or a kill must still stop the demo's own job and
+    remove its folder. The handler does the cleanup itself and leaves at
+    once: an exception raised into the TUI's event loop is not guaranteed
+    to unwind it, and a dashboard without a terminal must not linger."""
+    import signal
+
+    def leave(signum, _frame):  # noqa: ANN001
+        try:
+            cleanup()
+        finally:
+            os._exit(128 + signum)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, leave)
 
 
 def _headless(monitor, job, session) -> int:  # noqa: ANN001
