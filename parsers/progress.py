@@ -499,11 +499,24 @@ def _run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
     return step, total, tokens, loss, rank, tuple(metrics), step_seconds
 
 
-def progress_fields(line: str, rank: int | None = None, pattern: ProgressPattern | None = None) -> tuple | None:
+def line_shape(line: str) -> bytes:
+    """The key of a line's plan: its UTF-8 with ASCII digits 1-9 made 0.
+
+    The stream keys its own per-shape facts on it too, and hands it back to
+    ``progress_fields`` so that a line is encoded once.
+    """
+    # surrogatepass: decoded logs may hold lone surrogates; any str encodes.
+    return line.encode("utf-8", "surrogatepass").translate(_SHAPE)
+
+
+def progress_fields(
+    line: str, rank: int | None = None, pattern: ProgressPattern | None = None, shape: bytes | None = None
+) -> tuple | None:
     """``parse_progress`` without the time and source: the fields of a
     Progress after them, ``(step, total_steps, tokens_per_s, loss, rank,
     metrics, step_seconds)``, or None. The stream builds the Progress once
-    it knows the line's time."""
+    it knows the line's time. ``shape``, if given, must be
+    ``line_shape(line)``."""
     if pattern is not None:
         text = line.strip()
         if not text:
@@ -516,8 +529,7 @@ def progress_fields(line: str, rank: int | None = None, pattern: ProgressPattern
     if len(line) > _PLAN_LINE_MAX:
         rank_at, ops = _plan(line)
     else:
-        # surrogatepass: decoded logs may hold lone surrogates; any str encodes.
-        key = line.encode("utf-8", "surrogatepass").translate(_SHAPE)
+        key = line_shape(line) if shape is None else shape
         plan = _PLANS.get(key)
         if plan is None:
             if len(_PLANS) >= _PLANS_MAX:
@@ -599,4 +611,4 @@ class ProgressPattern:
         return step_int, total_int, tokens, loss, rank, (), _finite(values.get("step_seconds"))
 
 
-__all__ = ["CANDIDATES", "ProgressPattern", "parse_number", "parse_progress", "progress_fields"]
+__all__ = ["CANDIDATES", "ProgressPattern", "line_shape", "parse_number", "parse_progress", "progress_fields"]

@@ -21,7 +21,7 @@ from datetime import tzinfo
 from typing import Callable, Protocol, Sequence
 
 from parsers.events import Crash, Event, Progress, Recompile
-from parsers.progress import CANDIDATES, ProgressPattern, progress_fields
+from parsers.progress import CANDIDATES, ProgressPattern, line_shape, progress_fields
 from parsers.ranks import split_rank
 from parsers.timestamps import TimeParser
 
@@ -40,6 +40,9 @@ _TRIGGER = 2
 # Lines walked back one by one before searching for timestamps in C.
 _WALK_BACK_LINES = 8
 _HINT_WINDOW = 2048
+# Per-shape literal flags: lines up to this long, this many shapes at most.
+_SHAPE_LINE_MAX = 2048
+_SHAPES_MAX = 512
 
 # Rough frequency (per mille) of characters in training logs, measured on the
 # real-world corpus. Characters not listed count as rare.
@@ -116,6 +119,10 @@ def _default_assembler() -> tuple[Callable[[str], Assembler], tuple[str, ...]]:
     return CrashAssembler, tuple(TRIGGERS)
 
 
+def _has_digit(literal: str) -> bool:
+    return any("0" <= c <= "9" for c in literal)
+
+
 def _time_key(event: Event) -> float:
     return event.time
 
@@ -161,6 +168,15 @@ class LogStream:
         self._progress_literals = progress_literals
         self._literals = self._triggers + (progress_literals or ())
         self._scanners = build_scanner(self._literals)
+        # Literals with an ASCII digit cannot be told from a line's shape.
+        self._flag_cache: dict[bytes, int] = {}  # line shape -> flags of the others
+        self._shape_triggers = tuple(t for t in self._triggers if not _has_digit(t))
+        self._digit_triggers = tuple(t for t in self._triggers if _has_digit(t))
+        self._shape_progress: tuple[str, ...] | None = None
+        self._digit_progress: tuple[str, ...] = ()
+        if progress_literals is not None:
+            self._shape_progress = tuple(t for t in progress_literals if not _has_digit(t))
+            self._digit_progress = tuple(t for t in progress_literals if _has_digit(t))
         self._tuned = False  # anchors chosen from this log's own text yet?
         self._last_time: float | None = None
         self._own_count = 0  # lines seen with a timestamp of their own
@@ -206,7 +222,13 @@ class LogStream:
 
         starts = self._scan(text)
         events: list[Event] = []
+        append = events.append
         assembler = self._assembler
+        pattern = self._pattern
+        prefix = self._prefix
+        parse_dated = self._times.parse_dated
+        flag_cache = self._flag_cache
+        digit_literals = self._digit_progress or self._digit_triggers
         # Clock state: every line starting before ``covered`` has been
         # accounted for, and ``clock`` is the latest timestamp among them.
         clock = self._last_time
@@ -216,14 +238,15 @@ class LogStream:
         count_no = first_lineno
         every_line = self._progress_literals is None
         k = 0
+        n_starts = len(starts)
         pos = 0
         while pos < n:
             if every_line or assembler.is_open:
                 start = pos
             else:
-                while k < len(starts) and starts[k] < pos:
+                while k < n_starts and starts[k] < pos:
                     k += 1
-                if k == len(starts):
+                if k == n_starts:
                     break
                 start = starts[k]
                 k += 1
@@ -235,28 +258,52 @@ class LogStream:
             count_no += text.count("\n", count_pos, start)
             count_pos = start
             lineno = count_no
-            flags = self._flags(line)
+            # A log repeats a few line shapes: which literals a line holds is
+            # a dictionary lookup on its shape, not 20-odd substring tests.
+            shape = None
+            if len(line) <= _SHAPE_LINE_MAX:
+                shape = line_shape(line)
+                flags = flag_cache.get(shape)
+                if flags is None:
+                    if len(flag_cache) >= _SHAPES_MAX:
+                        flag_cache.clear()
+                    flags = flag_cache[shape] = self._flags(line, self._shape_progress, self._shape_triggers)
+                if digit_literals:  # a shape hides digits: "Signal 9" is tested on the line
+                    flags |= self._flags(line, self._digit_progress, self._digit_triggers)
+            else:
+                flags = self._flags(line, self._progress_literals, self._triggers)
 
             line_time: float | None = None
             if flags & _PROGRESS:
-                found = self._progress(line, has_cr)
+                if line[:1] == "[" or (has_cr and "\r" in line):
+                    found = self._progress(line, has_cr)
+                else:
+                    found = progress_fields(line, None, pattern, shape)
                 if found is not None:
-                    own_before = self._own_count
-                    clock, covered = self._clock_at(text, covered, start, end, clock)
-                    line_time = fallback_time if clock is None else clock
-                    events.append(Progress(
-                        line_time, self._prefix + str(lineno), *found, self._own_count > own_before
-                    ))
+                    # Most progress lines carry a full date of their own: it
+                    # wins over the lines before them, which then need no reading.
+                    own = parse_dated(line) if covered <= start else None
+                    if own is not None:
+                        self._own_count += 1
+                        clock = line_time = own
+                        covered = end + 1
+                        clocked = True
+                    else:
+                        own_before = self._own_count
+                        clock, covered = self._clock_behind(text, covered, start, end, clock, line)
+                        line_time = fallback_time if clock is None else clock
+                        clocked = self._own_count > own_before
+                    append(Progress(line_time, prefix + str(lineno), *found, clocked))
             if assembler.is_open or flags & _TRIGGER:
                 if line_time is None:
-                    clock, covered = self._clock_at(text, covered, start, end, clock)
+                    clock, covered = self._clock_at(text, covered, start, end, clock, line)
                     line_time = fallback_time if clock is None else clock
                 segments = (line,)
                 if has_cr and "\r" in line:
                     segments = tuple(part for part in line.split("\r") if part) or ("",)
                 for segment in segments:
                     for event in assembler.feed(segment, lineno, line_time):
-                        events.append(self._own(event))
+                        append(self._own(event))
 
         # Lines are counted only on demand (``lines``): the caller numbers
         # them already, and a full count is a pass over the chunk.
@@ -298,16 +345,19 @@ class LogStream:
                 m = search(text, end)
         return sorted(starts)
 
-    def _flags(self, line: str) -> int:
+    @staticmethod
+    def _flags(line: str, progress_literals: tuple[str, ...] | None, triggers: tuple[str, ...]) -> int:
+        """_PROGRESS if ``line`` holds any of ``progress_literals`` (None:
+        every line may be progress), _TRIGGER if any of ``triggers``."""
         flags = 0
-        if self._progress_literals is None:
+        if progress_literals is None:
             flags = _PROGRESS
         else:
-            for literal in self._progress_literals:
+            for literal in progress_literals:
                 if literal in line:
                     flags = _PROGRESS
                     break
-        for literal in self._triggers:
+        for literal in triggers:
             if literal in line:
                 return flags | _TRIGGER
         return flags
@@ -336,23 +386,31 @@ class LogStream:
         return event
 
     def _clock_at(
-        self, text: str, covered: int, start: int, end: int, clock: float | None
+        self, text: str, covered: int, start: int, end: int, clock: float | None, line: str
     ) -> tuple[float | None, int]:
-        """The clock at the line ``text[start:end]``: its own timestamp, else
-        the latest one on the uncovered lines before it, else ``clock``."""
+        """The clock at ``line`` (``text[start:end]``): its own timestamp,
+        else the latest one on the uncovered lines before it, else ``clock``."""
         if covered <= start:
             # Most event lines carry a full date of their own, which wins over
             # the lines before it: then those need not be parsed at all.
-            own = self._times.parse_dated(text[start:end])
+            own = self._times.parse_dated(line)
             if own is not None:
                 self._own_count += 1
                 return own, end + 1
+        return self._clock_behind(text, covered, start, end, clock, line)
+
+    def _clock_behind(
+        self, text: str, covered: int, start: int, end: int, clock: float | None, line: str
+    ) -> tuple[float | None, int]:
+        """``_clock_at`` once the line is known to have no full date of its own
+        (or to be covered already): read the lines before it, then its own
+        undated (glog) stamp."""
         if covered < start:
             latest = self._latest(text, covered, start)
             if latest is not None:
                 clock = latest
         if covered <= start:
-            own = self._times.parse(text[start:end])
+            own = self._times.parse(line)
             if own is not None:
                 clock = own
                 self._own_count += 1

@@ -1,0 +1,115 @@
+"""`dflash-watch demo` as a newcomer meets it: in a real tmux pane.
+
+1. The README's first Quick start command, run as written (install, then
+   the demo): the dashboard paints, `q` leaves, nothing of the demo stays.
+2. The demo's story at 60x: the FX-tracing crash shows on screen, `r`
+   relaunches, the job is running again with a healthy phase.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+]
+
+
+def quickstart_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Quick start\s+```(?:bash)?\n(.*?)```", text, re.S)
+    assert block, "README has no Quick start code block"
+    commands = [line for line in block.group(1).splitlines() if line.strip()]
+    assert len(commands) == 2, commands
+    return commands
+
+
+class Pane:
+    def __init__(self, command: str, width: int = 130, height: int = 42) -> None:
+        self.socket = f"dfw-e2e-{uuid.uuid4().hex[:8]}"
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+        subprocess.run(
+            ["tmux", "-L", self.socket, "new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height),
+             "-c", str(ROOT), command],
+            check=True, env=env, timeout=10,
+        )
+
+    def screen(self) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p", "-t", "t"], capture_output=True, text=True, timeout=10)
+        return out.stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "send-keys", "-t", "t", *keys], check=True, timeout=10)
+
+    def wait_for(self, pattern: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if re.search(pattern, screen):
+                return screen
+            time.sleep(0.5)
+        raise AssertionError(f"{pattern!r} not on screen after {timeout} s:\n{screen}")
+
+    def alive(self) -> bool:
+        out = subprocess.run(["tmux", "-L", self.socket, "list-panes", "-a", "-F", "#{pane_dead}"], capture_output=True, text=True, timeout=10)
+        return out.returncode == 0 and "0" in out.stdout.split()
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def demo_leftovers() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "dflash_watch.demo.simulator" in line]
+
+
+def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly() -> None:
+    install_and_demo, _ = quickstart_commands()
+    assert install_and_demo.rstrip().endswith("dflash-watch demo")
+    pane = Pane(f"{install_and_demo}; sleep 30")
+    try:
+        pane.wait_for(r"dflash-demo", timeout=240)
+        pane.wait_for(r"GPU 7", timeout=60)
+        screen = pane.wait_for(r"step [\d,]+/50,000", timeout=90)
+        screen = pane.wait_for(r"q quit", timeout=10)
+        assert "throughput" in screen and "alerts" in screen
+        pane.keys("q")
+        deadline = time.monotonic() + 20
+        while demo_leftovers() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert demo_leftovers() == []
+    finally:
+        pane.close()
+
+
+def test_demo_story_crash_then_one_key_relaunch() -> None:
+    pane = Pane("python3 -m dflash_watch.cli demo --speed 60")
+    try:
+        pane.wait_for(r"VOLATILE", timeout=90)
+        screen = pane.wait_for(r"fx_tracing", timeout=60)
+        screen = pane.wait_for(r"exited 1", timeout=30)
+        assert "relaunch" in screen
+        pane.keys("r")
+        screen = pane.wait_for(r"running dflash-demo .* restarts 1", timeout=30)
+        # The relaunch warms up and comes back healthy at 21-25 Ktok/s.
+        screen = pane.wait_for(r"\b2[1-5]\.\d Ktok/s vs", timeout=90)
+        assert "no alerts" in screen or "firing" not in screen.splitlines()[0]
+        pane.keys("q")
+    finally:
+        pane.close()
+    deadline = time.monotonic() + 20
+    while demo_leftovers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert demo_leftovers() == []
