@@ -150,7 +150,9 @@ class LiveSession:
         monitor = self.monitor
         while not self._stop.is_set():
             for item in tailer.poll():
-                if isinstance(item, Chunk):
+                if isinstance(item, Chunk) and item.partial:
+                    monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
+                elif isinstance(item, Chunk):
                     monitor.feed_text(item.path, item.text, item.first_lineno, self.clock(), item.generation)
                     self._observe()
                 else:
@@ -168,6 +170,8 @@ class LiveSession:
             for item in tailer.poll():
                 if not isinstance(item, Chunk):
                     self.monitor.note(item.message)
+                    continue
+                if item.partial:
                     continue
                 batch = []
                 for line in item.text.splitlines():

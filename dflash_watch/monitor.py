@@ -131,6 +131,23 @@ class Monitor:
             self.version += 1
             return self.feed_events(events)
 
+    def feed_partial(self, path: str, text: str, lineno: int, now: float) -> list[Alert]:
+        """The latest redraw of an unfinished line (a tqdm bar mid-epoch).
+
+        Only progress is read from it, stamped with the time it was seen:
+        it is not a line yet (no line count, no traceback state), and the
+        complete line is parsed as usual when its newline comes.
+        """
+        from parsers.progress import parse_progress
+        from parsers.ranks import split_rank
+
+        line = text.rstrip("\n")
+        rank, rest = split_rank(line) if line[:1] == "[" else (None, line)
+        progress = parse_progress(rest, now, f"{_display_name(path)}:{lineno}", rank, self._progress_pattern)
+        if progress is None:
+            return []
+        return self.feed_events((progress,))
+
     def _remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
         ring = self.lines.get(path)
         if ring is None:

@@ -35,12 +35,20 @@ _QUIET_EVENTS = frozenset({"opened", "closed_no_write"})
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Complete lines from one file; ``text`` ends in ``'\\n'``, CRLF and ``'\\r'`` kept."""
+    """Complete lines from one file; ``text`` ends in ``'\\n'``, CRLF and ``'\\r'`` kept.
+
+    ``partial`` chunks are the exception: the latest ``'\\r'`` redraw of a
+    line that has no newline yet (a tqdm bar that only ends with its
+    epoch), so that a live watch sees progress during the epoch. They carry
+    the line's number but are not lines: the complete line still comes
+    later as an ordinary chunk.
+    """
 
     path: str
     text: str
     first_lineno: int
     generation: int
+    partial: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +93,10 @@ class _LineSplitter:
     head; the rest is counted and dropped until its newline arrives.
     """
 
-    __slots__ = ("max_line", "lineno", "pending", "cut_head", "cut_dropped")
+    __slots__ = ("max_line", "lineno", "pending", "cut_head", "cut_dropped", "tail", "tail_new")
+
+    # How much of an unfinished line's end is kept for its latest redraw.
+    TAIL = 4096
 
     def __init__(self, max_line: int, lineno: int = 1) -> None:
         self.max_line = max_line
@@ -93,6 +104,21 @@ class _LineSplitter:
         self.pending = bytearray()
         self.cut_head: bytes | None = None
         self.cut_dropped = 0
+        # The last bytes of the unfinished line, kept even when the line is
+        # cut (an epoch-long tqdm line passes 1 MiB; its newest state is at
+        # its end), and whether they changed since latest_redraw() last ran.
+        self.tail = b""
+        self.tail_new = False
+
+    def latest_redraw(self) -> str | None:
+        """The newest ``'\\r'``-separated state of the unfinished line, once per change."""
+        if not self.tail_new or b"\r" not in self.tail:
+            return None
+        self.tail_new = False
+        parts = [p for p in self.tail.split(b"\r") if p.strip()]
+        if not parts:
+            return None
+        return str(parts[-1], "utf-8", "replace")
 
     @property
     def buffered(self) -> int:
@@ -106,6 +132,7 @@ class _LineSplitter:
             nl = data.find(b"\n")
             if nl < 0:
                 self.cut_dropped += len(data)
+                self._keep_tail(data)
                 return None
             self.cut_dropped += nl
             out.append(self._finish_cut(self.lineno, cuts))
@@ -137,9 +164,16 @@ class _LineSplitter:
             self.pending = bytearray()
         return self._result(out, cuts)
 
+    def _keep_tail(self, data: bytes, fresh: bool = False) -> None:
+        self.tail = (data if fresh else self.tail + data)[-self.TAIL :]
+        self.tail_new = True
+
     def _hold(self, rest: bytes) -> None:
         if not rest:
+            if self.tail:
+                self.tail, self.tail_new = b"", False
             return
+        self._keep_tail(rest, fresh=not self.pending)
         self.pending += rest
         if len(self.pending) > self.max_line:
             self.cut_head = _trim_utf8(bytes(self.pending[: self.max_line]))
@@ -519,6 +553,9 @@ class LogTailer:
                 self._out(f, f.splitter.feed(data), out)
             reads += 1
             if got < self._chunk:
+                redraw = f.splitter.latest_redraw()
+                if redraw is not None:
+                    out.append(Chunk(f.path, redraw + "\n", f.splitter.lineno, f.generation, partial=True))
                 return  # a short read of a regular file is its current end
             if budget is not None and reads >= budget:
                 self._backlog = True

@@ -108,8 +108,8 @@ class DashboardApp(App[int]):
         self._last_bell = -1e18
         self.bells = 0
         self.redraws = 0
-        self._mounted = False
-        self._closing = False
+        self._dfw_ready = False
+        self._dfw_closing = False
         self._tick = 0
         self._log_version = -1
         monitor.subscribe(self._incoming.append)
@@ -134,7 +134,7 @@ class DashboardApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._mounted = True
+        self._dfw_ready = True
         self.log_panel.view.focus()
         self.redraw(force=True)
         self.set_interval(self.refresh_s, self.redraw)
@@ -154,7 +154,7 @@ class DashboardApp(App[int]):
         therefore alternate: the log on one, the panels above it on the
         next (each at 1 Hz); a forced redraw (a key, a resize) does both.
         """
-        if self._closing or not self._mounted:
+        if self._dfw_closing or not self._dfw_ready:
             return  # the timer can fire once more while the app shuts down
         self._tick += 1
         self._deliver_alerts()
@@ -187,9 +187,6 @@ class DashboardApp(App[int]):
 
     def on_resize(self) -> None:
         self.redraw(force=True)
-
-    def on_unmount(self) -> None:
-        self._closing = True
 
     def _banner(self, firing: list[Alert]) -> None:
         banner = self.banner
@@ -285,7 +282,7 @@ class DashboardApp(App[int]):
 
     def action_quit_dashboard(self) -> None:
         """Leave the dashboard; the job is never touched (it lives in tmux)."""
-        self._closing = True
+        self._dfw_closing = True
         self.exit(0)
 
     def action_show_file(self, path: str) -> None:

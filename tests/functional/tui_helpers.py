@@ -7,7 +7,6 @@ from typing import Any
 from dflash_watch.tui.app import DashboardApp
 from dflash_watch.tui.scenes import UTC, SceneJob, build, job_state
 
-SCENES: dict[str, Any] = {}
 
 
 def scene(kind: str, minutes: float = 4.0) -> Any:

@@ -33,11 +33,11 @@ def drain(monitor: Monitor, tailer: LogTailer, samples: LogTailer) -> list:
     for _ in range(100):
         got = False
         for item in tailer.poll():
-            if isinstance(item, Chunk):
+            if isinstance(item, Chunk) and not item.partial:
                 got = True
                 alerts += monitor.feed_text(item.path, item.text, item.first_lineno, 0.0, item.generation)
         for item in samples.poll():
-            if isinstance(item, Chunk):
+            if isinstance(item, Chunk) and not item.partial:
                 got = True
                 batch = [s for s in map(parse_sample_line, item.text.splitlines()) if s is not None]
                 alerts += monitor.feed_samples(batch)

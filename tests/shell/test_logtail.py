@@ -20,7 +20,7 @@ def lines(items: list[Chunk | TailNotice]) -> list[tuple[str, int, int, str]]:
     """(path, generation, lineno, line) for every line in the chunks, checking the invariants."""
     res = []
     for item in items:
-        if isinstance(item, Chunk):
+        if isinstance(item, Chunk) and not item.partial:
             assert item.text.endswith("\n")
             for i, line in enumerate(item.text.split("\n")[:-1]):
                 res.append((item.path, item.generation, item.first_lineno + i, line))
@@ -398,3 +398,41 @@ def test_realworld_logs_line_count_and_content_match(tmp_path: Path) -> None:
                 tailed += lines(t.poll())
         complete = raw.count(b"\n")
         assert [s for *_, s in tailed] == [s for *_, s in got][:complete], src.name
+
+
+def test_unfinished_tqdm_line_reports_its_latest_redraw(tmp_path: Path) -> None:
+    """An HF-style tqdm bar has no newline until the epoch ends: a live watch
+    must still see its progress, once per change, from its newest redraw."""
+    log = tmp_path / "train.log"
+    log.write_bytes(b"start\n")
+    with LogTailer([str(log)], use_watchdog=False) as tailer:
+        assert [c.text for c in tailer.poll() if isinstance(c, Chunk)] == ["start\n"]
+        with open(log, "ab") as fh:
+            fh.write(b"\r 10%|#         | 10/100 [00:05<00:45, 2.0it/s]")
+            fh.flush()
+            got = [c for c in tailer.poll() if isinstance(c, Chunk)]
+            assert [(c.partial, c.first_lineno, c.text) for c in got] == [
+                (True, 2, " 10%|#         | 10/100 [00:05<00:45, 2.0it/s]\n")
+            ]
+            assert [c for c in tailer.poll() if isinstance(c, Chunk)] == []  # nothing new: nothing said
+            fh.write(b"\r 20%|##        | 20/100 [00:10<00:40, 2.0it/s]")
+            fh.flush()
+            (c,) = [c for c in tailer.poll() if isinstance(c, Chunk)]
+            assert c.partial and c.text.startswith(" 20%")
+            fh.write(b"\r100%|##########| 100/100 [00:50<00:00, 2.0it/s]\nnext\n")
+            fh.flush()
+            got = [c for c in tailer.poll() if isinstance(c, Chunk)]
+            assert [c.partial for c in got] == [False]
+            assert got[0].first_lineno == 2 and got[0].text.endswith("100/100 [00:50<00:00, 2.0it/s]\nnext\n")
+
+
+def test_a_cut_tqdm_line_still_reports_its_newest_state(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_bytes(b"")
+    with LogTailer([str(log)], use_watchdog=False, max_line_bytes=1024) as tailer:
+        with open(log, "ab") as fh:
+            for i in range(200):  # ~10 KiB of redraws: past the 1 KiB line limit
+                fh.write(f"\r{i:3d}%|          | {i}/200 [00:01<00:01, 9.9it/s]".encode())
+            fh.flush()
+        chunks = [c for c in tailer.poll() if isinstance(c, Chunk)]
+        assert chunks and chunks[-1].partial and "199/200" in chunks[-1].text

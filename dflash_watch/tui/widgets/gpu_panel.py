@@ -26,6 +26,11 @@ _EMPTY = np.empty(0)
 def gpu_hint(monitor: Any) -> Text:
     """Why there is no GPU data, and what to do about it."""
     reason = monitor.gpu_unavailable
+    if reason and "off" in reason:
+        return Text.assemble(
+            ("GPU memory is not being sampled: ", "bold yellow"), str(reason), "\n",
+            ("fix: ", "bold"), "drop --no-gpu, or pass --gpu-samples FILE to read recorded samples.",
+        )
     if reason:
         return Text.assemble(
             ("GPU memory is not being sampled: ", "bold yellow"), str(reason), "\n",
