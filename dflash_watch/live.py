@@ -71,6 +71,8 @@ class LiveSession:
         clock: Clock | None = None,
         tick_s: float = 1.0,
         from_start: bool = True,
+        auto_relaunch: Any = None,
+        alerts_file: str | None = None,
     ) -> None:
         self.monitor = monitor
         self.logs = logs
@@ -85,6 +87,19 @@ class LiveSession:
         self.clock: Clock = clock if clock is not None else self.follow
         self.tick_s = tick_s
         self.from_start = from_start
+        # An AutoRelaunchPolicy (opt-in): the tick loop then relaunches
+        # crashed runs itself, and stops on a crash loop.
+        self.auto = None
+        if auto_relaunch is not None and job is not None:
+            from .control.autorelaunch import AutoRelauncher
+
+            self.auto = AutoRelauncher(job, auto_relaunch)
+        self._history = None
+        if alerts_file:
+            from .sources.alert_history import AlertHistory
+
+            self._history = AlertHistory(alerts_file, on_notice=monitor.note)
+            monitor.subscribe(self._history.write)
         self.sampler: Any = None
         self.gpu_unavailable: str | None = None
         self._sampler_thread: Any = None
@@ -223,7 +238,7 @@ class LiveSession:
             self.monitor.tick(now)
             if self.job is None:
                 continue
-            exit_event = self.job.poll_exit(now, self._last_signature())
+            exit_event = self._poll_exit(now)
             if exit_event is not None:
                 # Never before data already seen: the wrapper stamps the exit
                 # on the wall clock, and the data's clock may run ahead of it
@@ -234,6 +249,26 @@ class LiveSession:
             if time.monotonic() - last_status >= 2.0 or exit_event is not None:
                 last_status = time.monotonic()
                 self.refresh_job_state()
+
+    def _poll_exit(self, now: float) -> Any:
+        """The job's exit, if it just ended; with auto-relaunch, its decision too."""
+        if self.auto is None:
+            return self.job.poll_exit(now, self._last_signature())
+        step = self.auto.step(now, self._last_signature())
+        if step.error:
+            self.monitor.note(step.error)
+        if step.relaunched:
+            self.monitor.job_relaunched(now)
+            self.monitor.note("auto-relaunch: the job was started again")
+        decision = step.decision
+        if step.exit is not None and decision is not None:
+            if decision.crash_loop:
+                self.monitor.raise_alert(crash_loop_alert(now, step.exit, decision.reason))
+            elif decision.relaunch:
+                self.monitor.note(f"auto-relaunch in {decision.delay_s:.0f} s: {decision.reason}")
+            else:
+                self.monitor.note(f"no auto-relaunch: {decision.reason}")
+        return step.exit
 
     def _last_signature(self) -> str | None:
         crash = self.monitor.last_crash
@@ -250,3 +285,19 @@ class LiveSession:
         self.monitor.set_job_state(state)
         if self.sampler is not None and getattr(state, "pids", None):
             self.sampler.job_pids = state.pids
+
+
+def crash_loop_alert(now: float, exit_event: Any, reason: str) -> Any:
+    """Auto-relaunch gave up: the same crash keeps coming back."""
+    from detectors.base import Alert
+
+    return Alert(
+        time=now,
+        detector="process_exit",
+        state="firing",
+        severity="critical",
+        kind="crash",
+        message=f"crash loop: auto-relaunch stopped ({reason})",
+        source=getattr(exit_event, "source", "tmux"),
+        evidence={"crash_loop": True, "signature": exit_event.signature, "code": exit_event.code},
+    )

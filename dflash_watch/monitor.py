@@ -249,6 +249,12 @@ class Monitor:
             self._record(alert)
         return alerts
 
+    def raise_alert(self, alert: Alert) -> None:
+        """An alert the shell itself decided (auto-relaunch's crash loop)."""
+        with self._lock:
+            self._record(alert)
+            self.version += 1
+
     def _record(self, alert: Alert) -> None:
         self.alerts.add(alert)
         for listener in self._listeners:

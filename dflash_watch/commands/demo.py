@@ -28,10 +28,10 @@ def simulator_argv(out: Path, speed: float, seed: int) -> list[str]:
     return [sys.executable, "-m", "dflash_watch.demo.simulator", "--out", str(out), "--speed", str(speed), "--seed", str(seed)]
 
 
-def make_job(out: Path, speed: float, seed: int):  # noqa: ANN201 - Job | ChildJob
+def make_job(out: Path, speed: float, seed: int, use_tmux: bool = True):  # noqa: ANN201 - Job | ChildJob
     """The simulator as a tmux-managed job on a private socket, or a child process."""
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
-    if shutil.which("tmux"):
+    if use_tmux and shutil.which("tmux"):
         from ..control.job import Job, JobSpec
 
         spec = JobSpec(
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..monitor import Monitor
 
     out = Path(tempfile.mkdtemp(prefix="dflash-demo-"))
-    job = make_job(out, args.speed or 1000.0, args.seed)
+    job = make_job(out, args.speed or 1000.0, args.seed, use_tmux=not args.no_tmux)
 
     def cleanup() -> None:
         _stop(job)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:  # tmux refused: say so, nothing to watch
             return fail(f"could not start the simulated run: {exc}")
         if getattr(job, "limited", False):
-            monitor.note("tmux not found: the simulated run is a child process; control is limited")
+            monitor.note("no tmux: the simulated run is a child process of the demo; control is limited")
         from ..live import FollowClock, LiveSession
 
         session = LiveSession(
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                     job=job,
                     session=session,
                     baseline_path=str(out / "dflash-baseline.json"),
-                    control_note="tmux not found: the simulated run is a child process; control is limited"
+                    control_note="no tmux: the simulated run is a child process of the demo; control is limited"
                     if getattr(job, "limited", False)
                     else None,
                 )

@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         gpu_indices=config.gpu.indices,
         record_file=config.gpu.record_file,
         job=job,
+        auto_relaunch=_auto_relaunch(config),
+        alerts_file=config.alerts_file,
     )
 
     from ..tui.app import DashboardApp
@@ -106,9 +108,34 @@ def run(args: argparse.Namespace) -> int:
         tz=settings.tz,
         logs_configured=bool(config.logs),
     )
+    _leave_on_hangup()
     session.start()
     try:
         app.run()
     finally:
         session.stop()
     return 0
+
+
+def _auto_relaunch(config: Any) -> Any:
+    """The opt-in auto-relaunch policy of ``[run]``, else None."""
+    if not config.run.auto_relaunch:
+        return None
+    from ..control.autorelaunch import AutoRelaunchConfig, AutoRelaunchPolicy
+
+    return AutoRelaunchPolicy(AutoRelaunchConfig(enabled=True, max_restarts=config.run.max_restarts))
+
+
+def _leave_on_hangup() -> None:
+    """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the watcher at
+    once. Without this an orphaned dashboard keeps redrawing into a dead
+    terminal at full CPU. Nothing needs undoing: the job lives in tmux and
+    the watcher holds no state that a restart does not rebuild."""
+    import os
+    import signal
+
+    def leave(signum: int, _frame: object) -> None:
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, leave)

@@ -53,3 +53,55 @@ def test_a_tqdm_bar_without_newline_is_progress_live_and_no_stall(tmp_path: Path
             time.sleep(0.05)
     assert monitor.last_progress is not None and monitor.last_progress.step == 30
     assert [a for a in monitor.alerts.history if a.detector == "stall"] == []
+
+
+def test_alert_history_file_gets_every_alert_as_contract_json(tmp_path: Path) -> None:
+    import json
+
+    from parsers.events import GpuLost
+
+    history = tmp_path / "sub" / "alerts.jsonl"
+    monitor = Monitor(keep_lines=0)
+    session = LiveSession(monitor, use_nvml=False, alerts_file=str(history))
+    assert session._history is not None
+    monitor.feed_samples([GpuLost(100.0, 3, "GPU is lost")])
+    monitor.finish()
+    (line,) = history.read_text().splitlines()
+    alert = json.loads(line)
+    assert (alert["detector"], alert["kind"], alert["state"]) == ("crash", "cuda_error", "firing")
+    assert alert["message"].startswith("CUDA error") and "GPU 3 lost" in alert["message"]
+
+
+def test_auto_relaunch_crash_loop_raises_one_critical_alert() -> None:
+    from dflash_watch.control.autorelaunch import AutoRelaunchConfig, AutoRelaunchPolicy
+    from parsers.events import ProcessExit
+
+    class CrashingJob:
+        """Exits with the same crash right after every relaunch."""
+
+        def __init__(self) -> None:
+            self.relaunches = 0
+            self.pending = True
+
+        def poll_exit(self, now, signature=None):  # noqa: ANN001
+            if self.pending:
+                self.pending = False
+                return ProcessExit(now, "crash", code=1, signature="OOM@train.py:step")
+            return None
+
+        def relaunch(self, *a, **k):  # noqa: ANN002, ANN003
+            self.relaunches += 1
+            self.pending = True
+
+    job = CrashingJob()
+    monitor = Monitor(keep_lines=0)
+    policy = AutoRelaunchPolicy(AutoRelaunchConfig(enabled=True, backoff_s=0, crash_loop_count=3))
+    session = LiveSession(monitor, use_nvml=False, job=job, auto_relaunch=policy)
+    for i in range(20):
+        event = session._poll_exit(1000.0 + i)
+        if event is not None:
+            monitor.feed_events((event,))
+    loops = [a for a in monitor.alerts.history if a.evidence.get("crash_loop")]
+    assert len(loops) == 1 and loops[0].severity == "critical" and "crash loop" in loops[0].message
+    assert job.relaunches == 2  # the third identical crash stops it
+    assert monitor.restarts == 2
