@@ -11,7 +11,7 @@ from tui_helpers import make_app, screen_text, toasts
 SIZE = (120, 40)
 
 
-async def settle(app, pilot, t: float = 0.6) -> None:
+async def settle(app, pilot, t: float = 1.2) -> None:
     await pilot.pause(t)
     await app.workers.wait_for_complete()
     await pilot.pause()
