@@ -319,3 +319,33 @@ def test_sampler_thread_runs_off_thread_and_survives_errors(fake: FakeNvml, proc
 def test_sampler_thread_rejects_bad_interval(fake: FakeNvml) -> None:
     with pytest.raises(ValueError):
         SamplerThread(GpuSampler(), 0, lambda batch: None)
+
+
+def test_live_session_samples_records_and_alerts_a_lost_gpu(fake: FakeNvml, tmp_path: Path) -> None:
+    """The watch path end to end on the fake driver: the sampler thread feeds
+    the Monitor, `--record-gpu` appends contract lines that replay reads back,
+    and a GPU falling off the bus is a crash-class alert while the others go on."""
+    import time as _time
+
+    from dflash_watch.live import LiveSession
+    from dflash_watch.monitor import Monitor
+    from dflash_watch.sources.samples import read_sample_file
+
+    record = tmp_path / "gpu.jsonl"
+    monitor = Monitor(keep_lines=0)
+    session = LiveSession(monitor, use_nvml=True, gpu_interval_s=0.05, record_file=str(record), tick_s=0.05)
+    with session:
+        deadline = _time.time() + 5
+        while _time.time() < deadline and len(monitor.gpus.gpus) < 8:
+            _time.sleep(0.02)
+        fake.gpus[3].lost = True
+        while _time.time() < deadline and not [a for a in monitor.alerts.history if a.detector == "crash"]:
+            _time.sleep(0.02)
+            monitor.tick(_time.time() + 10)  # release the held crash alert
+    assert sorted(monitor.gpus.gpus) == list(range(8))
+    (lost,) = [a for a in monitor.alerts.history if a.detector == "crash"]
+    assert lost.kind == "cuda_error" and "GPU 3 lost" in lost.message
+    recorded = list(read_sample_file(str(record)))
+    assert {s.gpu for s in recorded} == set(range(8))
+    assert all(s.total_bytes == 80 * 1024**3 for s in recorded if s.total_bytes)
+    assert monitor.gpus.last(0).used_bytes == 60 * 1024**3
