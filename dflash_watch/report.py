@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from detectors.base import Alert
+from detectors.config import fmt_rate
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -30,13 +31,8 @@ def format_time(t: float | None, tz: Any = None) -> str:
 
 
 def format_rate(tokens_per_s: float | None) -> str:
-    if tokens_per_s is None:
-        return "-"
-    if tokens_per_s >= 1e6:
-        return f"{tokens_per_s / 1e6:.2f} Mtok/s"
-    if tokens_per_s >= 1e3:
-        return f"{tokens_per_s / 1e3:.1f} Ktok/s"
-    return f"{tokens_per_s:.0f} tok/s"
+    """Ktok/s as the detectors' messages say it; '-' when there is none."""
+    return "-" if tokens_per_s is None else fmt_rate(tokens_per_s)
 
 
 def format_alert(alert: Alert, tz: Any = None) -> str:
