@@ -106,3 +106,14 @@ def test_init_writes_a_config_that_loads(tmp_path: Path) -> None:
     assert cfg.run.session == "dflash-train" and cfg.logs
     again = cli("init", str(tmp_path / "dfw.toml"))
     assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_the_bundled_example_replays_to_its_story() -> None:
+    log = ROOT / "examples" / "dflash_broken_batching_fx_crash.log"
+    gpu = ROOT / "examples" / "dflash_broken_batching_fx_crash.gpu.jsonl"
+    out = cli("replay", "--json", "--tz", "UTC", str(log), "--gpu-samples", str(gpu))
+    assert out.returncode == 0, out.stderr
+    fired = [json.loads(line) for line in out.stdout.splitlines()]
+    fired = [(a["detector"], a["gpu"]) for a in fired if a["state"] == "firing"]
+    assert sorted(fired[:3]) == [("memory_volatility", 5), ("memory_volatility", 6), ("memory_volatility", 7)]
+    assert fired[3:] == [("throughput_drop", None), ("fx_tracing", None)]
