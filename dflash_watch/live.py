@@ -20,9 +20,6 @@ from .monitor import Monitor
 
 Clock = Callable[[], float]
 
-# Shortest time between two polls of a tailed file (see LiveSession._pace).
-MIN_POLL_S = 0.25
-
 
 class FollowClock:
     """Live "now" on the data's clock: the latest data time, run on by the wall.
@@ -167,7 +164,6 @@ class LiveSession:
         self._tailers.append(tailer)
         monitor = self.monitor
         while not self._stop.is_set():
-            started = time.monotonic()
             for item in tailer.poll():
                 if isinstance(item, Chunk) and item.partial:
                     monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
@@ -176,20 +172,7 @@ class LiveSession:
                     self._observe()
                 else:
                     monitor.note(item.message)
-            self._pace(tailer, started)
-
-    def _pace(self, tailer: Any, started: float) -> None:
-        """Wait for news, but poll at most every ``MIN_POLL_S``.
-
-        A training log is flushed many times a second and every flush wakes
-        the tailer; each poll costs stats and a parse pass whatever it
-        carries, so batching a few flushes into one poll is most of the
-        ingest cost saved, for a latency far below the 1 Hz redraw.
-        """
-        tailer.wait(0.5)
-        rest = MIN_POLL_S - (time.monotonic() - started)
-        if rest > 0:
-            self._stop.wait(rest)
+            tailer.wait(0.5)
 
     def _tail_samples(self) -> None:
         from .sources.logtail import Chunk, LogTailer

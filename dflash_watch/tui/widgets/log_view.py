@@ -14,7 +14,9 @@ into a ``Text`` object (no markup parsing, escapes stripped).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import OrderedDict
+from operator import itemgetter
 
 from rich.segment import Segment
 from rich.style import Style
@@ -42,6 +44,7 @@ STYLES = {
 _EXC_LINE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Fault)\b:?")
 _ERROR_WORDS = ("ERROR", "CRITICAL", "FATAL", "Traceback")
 _WARNING_WORDS = ("WARNING", "WARN ")
+_lineno = itemgetter(0)
 _TB_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
 
@@ -100,17 +103,18 @@ class LogView(ScrollView, can_focus=True):
         anchor = self._top_lineno() if not self.following else None
         before = self.lines[-1][0] if self.lines else 0
         self.lines = lines
-        for lineno, text in lines:
-            if lineno > self._last_lineno:
-                self._last_class = classify(text, self._last_class)
-                self.classes_by_lineno[lineno] = self._last_class
-                self._last_lineno = lineno
+        # The ring is in line order: only its tail is new, so classify just that.
+        fresh = bisect_right(lines, self._last_lineno, key=_lineno)
+        for lineno, text in lines[fresh:]:
+            self._last_class = classify(text, self._last_class)
+            self.classes_by_lineno[lineno] = self._last_class
+            self._last_lineno = lineno
         if lines and len(self.classes_by_lineno) > 2 * len(lines):
             first = lines[0][0]
             self.classes_by_lineno = {k: v for k, v in self.classes_by_lineno.items() if k >= first}
         if not self.following and lines:
             self.new_while_paused += sum(1 for n, _ in lines if n > before) if before else 0
-        self._apply(anchor)
+        self._apply(anchor, bisect_right(lines, before, key=_lineno) if before else 0)
 
     def set_filter(self, text: str) -> None:
         if text == self.filter_text:
@@ -149,15 +153,26 @@ class LogView(ScrollView, can_focus=True):
         self._cache.clear()
         self.new_while_paused = 0
 
-    def _apply(self, anchor: int | None) -> None:
+    def _apply(self, anchor: int | None, fresh: int = 0) -> None:
+        """Re-select and re-size; ``fresh``: index of the first line not seen at the last call.
+
+        Without a filter and with an unchanged gutter, the lines seen before
+        are already within ``_width``, so only the fresh ones are measured.
+        """
         needle = self.filter_text.lower()
+        lines = self.lines
         if needle:
-            self.shown = [i for i, (_, t) in enumerate(self.lines) if needle in t.lower()]
+            self.shown = [i for i, (_, t) in enumerate(lines) if needle in t.lower()]
         else:
-            self.shown = list(range(len(self.lines)))
-        last = self.lines[-1][0] if self.lines else 0
-        self._gutter = max(4, len(str(last))) + 1
-        width = max((len(self.lines[i][1]) for i in self.shown), default=0) + self._gutter + 1
+            self.shown = list(range(len(lines)))
+        last = lines[-1][0] if lines else 0
+        gutter = max(4, len(str(last))) + 1
+        if needle or gutter != self._gutter or not self._width or not fresh:
+            measured = (len(lines[i][1]) for i in self.shown)
+        else:
+            measured = (len(t) for _, t in lines[fresh:])
+        self._gutter = gutter
+        width = max(measured, default=0) + gutter + 1
         # A virtual size change costs a layout of the whole screen: let the
         # width only grow (until the file or filter changes) so that a
         # following view settles at one size once the ring is full.
