@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpu-samples", action="append", default=[], metavar="F", help="GPU sample file (repeatable)")
     r.add_argument("--baseline", metavar="F", help="baseline file of a good run")
     r.add_argument("--json", action="store_true", help="no TUI: alerts as JSON lines on stdout")
+    r.add_argument("--report", action="store_true", help="no TUI: alerts and a summary as text (the default when piped)")
     r.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps (default: local)")
     r.add_argument("--config", metavar="F", help="config file (detector thresholds, progress regex)")
 

@@ -1,4 +1,9 @@
-"""`dflash-watch replay LOG... [--gpu-samples F] [--baseline F] [--json]`."""
+"""`dflash-watch replay LOG... [--gpu-samples F] [--baseline F] [--json]`.
+
+`--json` prints alert lines (CONTRACTS section 2). Without it, on a
+terminal, the finished run opens in the dashboard (alerts, GPU and
+throughput history, the logs' last lines); piped, it prints a text report.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +30,11 @@ def run(args: argparse.Namespace) -> int:
             keep_lines=0,
         )
         out = sys.stdout
-        if args.json:
+        interactive = not args.json and out.isatty() and not getattr(args, "report", False)
+        if interactive:
+            def emit(alert):  # noqa: ANN001 - the dashboard shows them
+                pass
+        elif args.json:
             def emit(alert):  # noqa: ANN001 - Alert
                 out.write(alert.to_json() + "\n")
         else:
@@ -46,9 +55,35 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     for notice in result.notices:
         sys.stderr.write(f"dflash-watch: {notice}\n")
+    if interactive:
+        return _dashboard(result.monitor, args.logs, settings)
     if not args.json:
         from ..report import format_summary
 
         out.write(format_summary(result.monitor, tz=settings.tz) + "\n")
     out.flush()
+    return 0
+
+
+def _dashboard(monitor, logs, settings) -> int:  # noqa: ANN001
+    """The finished run in the dashboard: no job, no sources, just the view."""
+    from ..sources.logtail import Chunk, read_chunks
+    from ..tui.app import DashboardApp
+
+    monitor.keep_lines = 2000
+    for path in logs:
+        tail: list[Chunk] = []
+        for item in read_chunks(path):
+            if isinstance(item, Chunk):
+                tail = (tail + [item])[-2:]
+        for chunk in tail:
+            lines = chunk.text.split("\n")[:-1]
+            monitor._remember_lines(path, lines, chunk.first_lineno)
+    app = DashboardApp(
+        monitor,
+        control_note="replay of a finished run: no job to control",
+        tz=settings.tz,
+        clock=lambda: monitor.now or 0.0,
+    )
+    app.run()
     return 0

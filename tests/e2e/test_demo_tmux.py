@@ -113,3 +113,17 @@ def test_demo_story_crash_then_one_key_relaunch() -> None:
     while demo_leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert demo_leftovers() == []
+
+
+def test_replay_on_a_terminal_opens_the_finished_run_in_the_dashboard() -> None:
+    log = "examples/dflash_broken_batching_fx_crash.log"
+    gpu = "examples/dflash_broken_batching_fx_crash.gpu.jsonl"
+    pane = Pane(f"python3 -m dflash_watch.cli replay --tz UTC {log} --gpu-samples {gpu}; echo REPLAY-EXITED; sleep 30")
+    try:
+        screen = pane.wait_for(r"fx_tracing", timeout=60)
+        assert "VOLATILE" in screen and "no job to control" in screen
+        assert "RuntimeError: Detected that you are using FX" in screen  # the log's last lines
+        pane.keys("q")
+        pane.wait_for(r"REPLAY-EXITED", timeout=15)
+    finally:
+        pane.close()
