@@ -206,7 +206,15 @@ class LiveSession:
     def _start_nvml(self) -> None:
         from .sources.nvml import GpuSampler, SamplerThread
 
-        self.sampler = GpuSampler(indices=self.gpu_indices, on_notice=self.monitor.note)
+        # Explicit indices win; else the GPUs this shell's CUDA_VISIBLE_DEVICES
+        # names (a watcher started beside the job usually shares its setting).
+        import os
+
+        self.sampler = GpuSampler(
+            indices=self.gpu_indices,
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            on_notice=self.monitor.note,
+        )
         if not self.sampler.available:
             self.gpu_unavailable = self.sampler.unavailable
             self.monitor.gpu_unavailable = self.sampler.unavailable

@@ -349,3 +349,16 @@ def test_live_session_samples_records_and_alerts_a_lost_gpu(fake: FakeNvml, tmp_
     assert {s.gpu for s in recorded} == set(range(8))
     assert all(s.total_bytes == 80 * 1024**3 for s in recorded if s.total_bytes)
     assert monitor.gpus.last(0).used_bytes == 60 * 1024**3
+
+
+def test_live_session_watches_the_gpus_cuda_visible_devices_names(fake: FakeNvml, monkeypatch) -> None:
+    from dflash_watch.live import LiveSession
+    from dflash_watch.monitor import Monitor
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,6,7")
+    session = LiveSession(Monitor(keep_lines=0), use_nvml=True)
+    session._start_nvml()
+    try:
+        assert [g.index for g in session.sampler.gpus] == [5, 6, 7]
+    finally:
+        session.stop()
