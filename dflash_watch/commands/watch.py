@@ -128,9 +128,10 @@ def _auto_relaunch(config: Any) -> Any:
 
 def _leave_on_hangup() -> None:
     """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the watcher at
-    once. Without this an orphaned dashboard keeps redrawing into a dead
-    terminal at full CPU. Nothing needs undoing: the job lives in tmux and
-    the watcher holds no state that a restart does not rebuild."""
+    once, whatever its event loop is doing (a stuck redraw must not leave
+    an orphan drawing into a dead terminal). Nothing needs undoing: the job
+    lives in tmux and the watcher holds no state that a restart does not
+    rebuild (tests/e2e/test_watch_tmux.py checks the job lives on)."""
     import os
     import signal
 

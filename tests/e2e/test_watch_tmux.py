@@ -132,3 +132,35 @@ def test_watch_in_tmux_follows_filters_and_quits_leaving_the_job(tmp_path, tmux)
     size = log.stat().st_size
     time.sleep(1.0)
     assert log.stat().st_size > size  # still writing
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "close the terminal"])
+def test_killing_the_dashboard_leaves_the_job_running(tmp_path, tmux, how):
+    """`kill` of the watcher, or its terminal going away (SIGHUP), ends the
+    watcher at once (no orphan redrawing into a dead terminal) and never
+    touches the job."""
+    import signal
+
+    log = tmp_path / "train.log"
+    samples = tmp_path / "gpu.jsonl"
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    env = f"env -u COLUMNS -u LINES PYTHONPATH={ROOT}"
+    tmux("new-session", "-d", "-s", "job", "-x", "100", "-y", "20", f"{env} {sys.executable} {writer} {log} {samples}")
+    watch = (f"{env} {sys.executable} -m dflash_watch.cli watch --log {log} --gpu-samples {samples} "
+             f"--no-gpu --session job --socket {tmux.socket}")
+    tmux("new-session", "-d", "-s", "ui", "-x", "120", "-y", "40", watch)
+    tmux.wait_for("ui", lambda s: _step(s) is not None)
+    pid = int(tmux("list-panes", "-t", "ui", "-F", "#{pane_pid}").split()[0])
+    if how == "SIGTERM":
+        os.kill(pid, signal.SIGTERM)
+    else:
+        tmux("kill-session", "-t", "ui")  # the pane's terminal goes away: SIGHUP
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert tmux("list-panes", "-t", "job", "-F", "#{pane_dead}").split() == ["0"]
+    size = log.stat().st_size
+    time.sleep(1.0)
+    assert log.stat().st_size > size  # the job still writes
