@@ -20,7 +20,6 @@ independent of the log's length.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import subprocess

@@ -69,6 +69,7 @@ class LiveSession:
         record_file: str | None = None,
         job: Any = None,
         clock: Clock | None = None,
+        speed: float = 1.0,
         tick_s: float = 1.0,
         from_start: bool = True,
         auto_relaunch: Any = None,
@@ -83,7 +84,8 @@ class LiveSession:
         self.record_file = record_file
         self.job = job
         # The data's clock unless told otherwise (tests pass a fixed one).
-        self.follow = FollowClock(monitor) if clock is None else None
+        # ``speed``: data seconds per wall second (the demo's compressed run).
+        self.follow = FollowClock(monitor, speed=speed) if clock is None else None
         self.clock: Clock = clock if clock is not None else self.follow
         self.tick_s = tick_s
         self.from_start = from_start

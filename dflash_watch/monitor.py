@@ -127,7 +127,7 @@ class Monitor:
                 lines.pop()
             state.lines = first_lineno - 1 + len(lines)
             if self.keep_lines:
-                self._remember_lines(path, lines, first_lineno)
+                self.remember_lines(path, lines, first_lineno)
             self.version += 1
             return self.feed_events(events)
 
@@ -148,7 +148,7 @@ class Monitor:
             return []
         return self.feed_events((progress,))
 
-    def _remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
+    def remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
         ring = self.lines.get(path)
         if ring is None:
             ring = self.lines[path] = deque(maxlen=self.keep_lines)
@@ -280,6 +280,11 @@ class Monitor:
             self.note(f"job relaunched (restart {self.restarts})")
 
     # -- views --------------------------------------------------------------
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by every writer; a view holds it while it copies what it shows."""
+        return self._lock
+
     @property
     def detectors(self) -> DetectorSet:
         return self._detectors

@@ -111,6 +111,17 @@ def build_scanner(literals: Sequence[str], freq: dict[str, float] | None = None)
     return tuple(patterns)
 
 
+class Assembler(Protocol):
+    """What the stream needs of ``parsers.tracebacks.CrashAssembler``."""
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def feed(self, line: str, lineno: int, time: float) -> list[Crash | Recompile]: ...
+
+    def flush(self, time: float) -> list[Crash | Recompile]: ...
+
+
 def _default_assembler() -> tuple[Callable[[str], Assembler], tuple[str, ...]]:
     # Imported here so that the stream can be tested with a fake assembler
     # without the real one.

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"could not start the simulated run: {exc}")
         if getattr(job, "limited", False):
             monitor.note("no tmux: the simulated run is a child process of the demo; control is limited")
-        from ..live import FollowClock, LiveSession
+        from ..live import LiveSession
 
         session = LiveSession(
             monitor,
@@ -83,10 +83,8 @@ def run(args: argparse.Namespace) -> int:
             samples_file=str(out / "gpu.jsonl"),
             use_nvml=False,
             job=job,
+            speed=args.speed or 1000.0,  # the simulated run's clock runs this much faster
         )
-        # The simulated run's clock runs --speed times faster than the wall.
-        session.follow = FollowClock(monitor, speed=args.speed or 1000.0)
-        session.clock = session.follow
         with session:
             session.refresh_job_state()
             if args.headless:

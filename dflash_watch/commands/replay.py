@@ -78,7 +78,7 @@ def _dashboard(monitor, logs, settings) -> int:  # noqa: ANN001
                 tail = (tail + [item])[-2:]
         for chunk in tail:
             lines = chunk.text.split("\n")[:-1]
-            monitor._remember_lines(path, lines, chunk.first_lineno)
+            monitor.remember_lines(path, lines, chunk.first_lineno)
     app = DashboardApp(
         monitor,
         control_note="replay of a finished run: no job to control",

@@ -27,8 +27,8 @@ FLAT_BADGE = ("flat", "bold green")
 
 @contextlib.contextmanager
 def locked(monitor: Any) -> Iterator[None]:
-    """Hold the Monitor's writer lock (``Monitor._lock``; it has no public one yet)."""
-    lock = getattr(monitor, "_lock", None)
+    """Hold the Monitor's writer lock while copying what a widget shows."""
+    lock = getattr(monitor, "lock", None)
     if lock is None:
         yield
         return

@@ -39,9 +39,8 @@ def test_a_tqdm_bar_without_newline_is_progress_live_and_no_stall(tmp_path: Path
     log = tmp_path / "train.log"
     log.write_text("2026-11-29 10:00:00 - INFO - starting\n")
     monitor = Monitor()
-    session = LiveSession(monitor, logs=(str(log),), use_nvml=False, tick_s=0.05)
-    session.follow = FollowClock(monitor, speed=60.0)  # compress time: 3 s of wall = 3 min of data
-    session.clock = session.follow
+    # Compressed time: 3 s of wall = 3 min of data.
+    session = LiveSession(monitor, logs=(str(log),), use_nvml=False, tick_s=0.05, speed=60.0)
     with session:
         with open(log, "a", encoding="utf-8") as fh:
             for step in range(1, 31):
