@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from parsers.events import Progress
 from parsers.ranks import split_rank
@@ -155,7 +156,7 @@ _K_STEP, _K_TOTAL, _K_LOSS, _K_TOKENS, _K_TIME, _K_OTHER = range(6)
 # translated in C, ~10x faster than str.translate). UTF-8 never uses 0x30-0x39
 # inside a multi-byte character, so equal keys mean equal text but for digits.
 _SHAPE = bytes.maketrans(b"123456789", b"000000000")
-_PLANS: dict[bytes, tuple[int, tuple]] = {}
+_PLANS: dict[bytes, tuple] = {}  # shape -> (rank_at, ops, fast plan or None)
 _PLANS_MAX = 512
 _PLAN_LINE_MAX = 2048  # longer lines are planned every time (bounded memory)
 _NO_PLAN: tuple[int, tuple] = (-1, ())
@@ -499,6 +500,192 @@ def _run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
     return step, total, tokens, loss, rank, tuple(metrics), step_seconds
 
 
+# -- fast plans: the common plan, run without the op loop ---------------------
+#
+# Most plans are a handful of plain numbers (no comma groups, no tqdm, no
+# alternatives) with at most one source per field. Same shape, same offsets:
+# one ``itemgetter`` of slices cuts every number out of the line in C, and
+# the fields are picked by index. Only the value checks stay in Python; when
+# one fails (a step that is not whole, a rate that is not finite) the
+# general ``_run`` decides, so the result is always ``_run``'s.
+
+_KIND_OF_OP = {_OP_STEP: _K_STEP, _OP_RATE: _K_TOKENS}
+
+
+@dataclass(frozen=True, slots=True)
+class _FastPlan:
+    cut: object  # itemgetter of slices, or None when there are no numbers
+    step: int  # index into the cut numbers, -1: none
+    step_is_int: bool  # from a "step N" op (digits only), not a named value
+    total: int
+    total_is_int: bool
+    tokens: int
+    tokens_scale: float
+    loss: int
+    loss_scale: float
+    seconds: int
+    seconds_scale: float
+    seconds_unit: float  # applied after the scale, in _run's order (floats round)
+    metrics: tuple[tuple[str, int, float], ...]  # (name, index, scale)
+
+
+def _fast_plan(ops: tuple, line: str, shape: bytes) -> _FastPlan | None:
+    """The fast form of ``ops``, or None where only ``_run`` is exact."""
+    if not line.isascii():
+        return None  # shape offsets are bytes: equal to str offsets only in ASCII
+    spans: list[slice] = []
+    slots = {"step": (-1, False), "total": (-1, False), "tokens": (-1, 1.0), "loss": (-1, 1.0), "seconds": (-1, 1.0, 1.0)}
+    taken: set[str] = set()
+    metrics: list[tuple[str, int, float]] = []
+
+    def number(a: int, b: int) -> int:
+        spans.append(slice(a, b))
+        return len(spans) - 1
+
+    def claim(name: str, value: tuple) -> bool:
+        if name in taken:
+            return False  # two sources for one field: order decides, leave it to _run
+        taken.add(name)
+        slots[name] = value
+        return True
+
+    def key_name(key_a: int, key_b: int) -> str | None:
+        # A key with a digit (shaped to 0) may differ between lines of a shape.
+        return None if b"0" in shape[key_a:key_b] else line[key_a:key_b]
+
+    for op in ops:
+        code = op[0]
+        if code == _OP_METRIC:
+            _, a, b, comma, scale, key_a, key_b = op
+            name = key_name(key_a, key_b)
+            if comma or name is None:
+                return None
+            metrics.append((name, number(a, b), 1.0 if scale is None else scale))
+        elif code == _OP_PUT:
+            _, a, b, comma, scale, kind, key_a, key_b, seconds, metric = op
+            if comma:
+                return None
+            scale = 1.0 if scale is None else scale
+            if kind == _K_STEP:
+                ok = claim("step", (number(a, b), False)) if scale == 1.0 else False
+            elif kind == _K_TOTAL:
+                ok = claim("total", (number(a, b), False)) if scale == 1.0 else False
+            elif kind == _K_LOSS:
+                ok = claim("loss", (number(a, b), scale))
+            elif kind == _K_TOKENS:
+                ok = claim("tokens", (number(a, b), scale))
+            elif kind == _K_TIME and seconds is not None:
+                ok = claim("seconds", (number(a, b), scale, seconds))
+            else:
+                if metric:
+                    name = key_name(key_a, key_b)
+                    if name is None:
+                        return None
+                    metrics.append((name, number(a, b), scale))
+                ok = True
+            if not ok:
+                return None
+        elif code == _OP_STEP:
+            _, a, b, total_a, total_b, only_if_unset = op
+            if only_if_unset or not claim("step", (number(a, b), True)):
+                return None
+            if total_a >= 0 and not claim("total", (number(total_a, total_b), True)):
+                return None
+        elif code == _OP_RATE:
+            _, a, b, comma, scale = op
+            if comma or not claim("tokens", (number(a, b), scale)):
+                return None
+        else:
+            return None  # tqdm bars and alternatives: the general runner
+    if not spans:
+        return None
+    return _FastPlan(
+        itemgetter(*spans) if len(spans) > 1 else itemgetter(spans[0], spans[0]),
+        *slots["step"], *slots["total"], *slots["tokens"], *slots["loss"], *slots["seconds"], tuple(metrics),
+    )
+
+
+def _run_fast(fast: _FastPlan, ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
+    cut = fast.cut(line)
+    step = total = tokens = loss = step_seconds = None
+    i = fast.step
+    if i >= 0:
+        if fast.step_is_int:
+            step = int(cut[i])
+        else:
+            value = float(cut[i])
+            if not (math.isfinite(value) and value >= 0 and value == int(value)):
+                return _run(ops, line, rank, rank_at)
+            step = int(value)
+    i = fast.total
+    if i >= 0:
+        if fast.total_is_int:
+            total = int(cut[i]) or None
+        else:
+            value = float(cut[i])
+            if not (math.isfinite(value) and value > 0 and value == int(value)):
+                return _run(ops, line, rank, rank_at)
+            total = int(value)
+    i = fast.tokens
+    if i >= 0:
+        tokens = float(cut[i]) * fast.tokens_scale
+        if not (tokens >= 0 and tokens != _INF):  # NaN fails the first test
+            return _run(ops, line, rank, rank_at)
+    i = fast.loss
+    if i >= 0:
+        loss = float(cut[i]) * fast.loss_scale
+    i = fast.seconds
+    if i >= 0:
+        step_seconds = float(cut[i]) * fast.seconds_scale * fast.seconds_unit
+        if not (step_seconds >= 0 and step_seconds != _INF):
+            return _run(ops, line, rank, rank_at)
+    metrics = tuple([(name, float(cut[j]) * scale) for name, j, scale in fast.metrics])
+    if step is None and loss is None and tokens is None:
+        return None
+    if rank is None and rank_at >= 0:
+        rank = split_rank(line[rank_at:])[0]
+    return step, total, tokens, loss, rank, metrics, step_seconds
+
+
+_INF = math.inf
+
+
+def progress_possible(line: str) -> bool:
+    """False when no line of this one's shape can be progress (built-in
+    formats): every part the stream would read has an empty plan, whatever
+    its digits. Lets the stream skip such shapes (evaluation bars redrawn
+    six times a line) after one look."""
+    if line[:1] == "[":
+        line = split_rank(line)[1]
+    parts = [part for part in line.split("\r") if part.strip()] if "\r" in line else [line]
+    for part in parts:
+        if len(part) > _PLAN_LINE_MAX:
+            return True
+        key = line_shape(part)
+        plan = _PLANS.get(key)
+        if plan is None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()
+            plan = _PLANS[key] = _planned(part, key)
+        if any(_yields(op) for op in plan[1]):
+            return True
+    return False
+
+
+def _yields(op: tuple) -> bool:
+    """Whether an op can fill step, loss or tokens/s: ``_run`` returns None
+    for a line whose ops fill none of them (a line of metrics only)."""
+    code = op[0]
+    if code == _OP_PUT:
+        return op[5] in (_K_STEP, _K_LOSS, _K_TOKENS)
+    return code in (_OP_STEP, _OP_RATE, _OP_TQDM)
+
+
+def _planned(line: str, shape: bytes) -> tuple[int, tuple, _FastPlan | None]:
+    rank_at, ops = _plan(line)
+    return rank_at, ops, (_fast_plan(ops, line, shape) if ops else None)
+
+
 def line_shape(line: str) -> bytes:
     """The key of a line's plan: its UTF-8 with ASCII digits 1-9 made 0.
 
@@ -528,16 +715,19 @@ def progress_fields(
         return pattern.fields(text, rank)
     if len(line) > _PLAN_LINE_MAX:
         rank_at, ops = _plan(line)
+        fast = None
     else:
         key = line_shape(line) if shape is None else shape
         plan = _PLANS.get(key)
         if plan is None:
             if len(_PLANS) >= _PLANS_MAX:
                 _PLANS.clear()
-            plan = _PLANS[key] = _plan(line)
-        rank_at, ops = plan
+            plan = _PLANS[key] = _planned(line, key)
+        rank_at, ops, fast = plan
     if not ops:
         return None
+    if fast is not None:
+        return _run_fast(fast, ops, line, rank, rank_at)
     return _run(ops, line, rank, rank_at)
 
 
@@ -611,4 +801,7 @@ class ProgressPattern:
         return step_int, total_int, tokens, loss, rank, (), _finite(values.get("step_seconds"))
 
 
-__all__ = ["CANDIDATES", "ProgressPattern", "line_shape", "parse_number", "parse_progress", "progress_fields"]
+__all__ = [
+    "CANDIDATES", "ProgressPattern", "line_shape", "parse_number", "parse_progress", "progress_fields",
+    "progress_possible",
+]

@@ -21,7 +21,7 @@ from datetime import tzinfo
 from typing import Callable, Protocol, Sequence
 
 from parsers.events import Crash, Event, Progress, Recompile
-from parsers.progress import CANDIDATES, ProgressPattern, line_shape, progress_fields
+from parsers.progress import CANDIDATES, ProgressPattern, line_shape, progress_fields, progress_possible
 from parsers.ranks import split_rank
 from parsers.timestamps import TimeParser
 
@@ -37,6 +37,7 @@ _TIME_HINT = re.compile(
 
 _PROGRESS = 1
 _TRIGGER = 2
+_DIGITS = 4  # the line holds literals with digits: test them on the line itself
 # Lines walked back one by one before searching for timestamps in C.
 _WALK_BACK_LINES = 8
 _HINT_WINDOW = 2048
@@ -107,7 +108,10 @@ def build_scanner(literals: Sequence[str], freq: dict[str, float] | None = None)
         # Alternatives that start with a literal character are rejected by
         # ``re`` with one comparison; put the others last.
         alternatives.sort(key=lambda alt: alt.startswith("(?<="))
-        patterns.append(re.compile(re.escape(anchor) + "(?:" + "|".join(alternatives) + ")"))
+        # The tail runs the match to the end of the line: one hit per line
+        # and pattern, and the hit's end is the line's end, with no
+        # per-hit ``find`` in Python.
+        patterns.append(re.compile(re.escape(anchor) + "(?:" + "|".join(alternatives) + ")[^\n]*"))
     return tuple(patterns)
 
 
@@ -188,6 +192,9 @@ class LogStream:
         if progress_literals is not None:
             self._shape_progress = tuple(t for t in progress_literals if not _has_digit(t))
             self._digit_progress = tuple(t for t in progress_literals if _has_digit(t))
+        self._shaped_digit_literals = tuple(
+            line_shape(t) for t in (*self._digit_progress, *self._digit_triggers)
+        )
         self._tuned = False  # anchors chosen from this log's own text yet?
         self._last_time: float | None = None
         self._own_count = 0  # lines seen with a timestamp of their own
@@ -222,7 +229,7 @@ class LogStream:
         if "\x00" in text:
             text = text.replace("\x00", "")
         has_cr = "\r" in text
-        if has_cr:
+        if has_cr and "\r\n" in text:
             text = text.replace("\r\n", "\n")
             has_cr = "\r" in text
         n = len(text)
@@ -231,7 +238,7 @@ class LogStream:
             self._scanners = build_scanner(self._literals, measured_frequencies(self._literals, text[:_SAMPLE_CHARS]))
             self._tuned = True
 
-        starts = self._scan(text)
+        ends = self._scan(text)
         events: list[Event] = []
         append = events.append
         assembler = self._assembler
@@ -239,7 +246,6 @@ class LogStream:
         prefix = self._prefix
         parse_dated = self._times.parse_dated
         flag_cache = self._flag_cache
-        digit_literals = self._digit_progress or self._digit_triggers
         # Clock state: every line starting before ``covered`` has been
         # accounted for, and ``clock`` is the latest timestamp among them.
         clock = self._last_time
@@ -249,21 +255,24 @@ class LogStream:
         count_no = first_lineno
         every_line = self._progress_literals is None
         k = 0
-        n_starts = len(starts)
+        n_ends = len(ends)
         pos = 0
+        find = text.find
+        rfind = text.rfind
         while pos < n:
             if every_line or assembler.is_open:
                 start = pos
+                end = find("\n", start)
+                if end == -1:
+                    end = n
             else:
-                while k < n_starts and starts[k] < pos:
+                while k < n_ends and ends[k] < pos:
                     k += 1
-                if k == n_starts:
+                if k == n_ends:
                     break
-                start = starts[k]
+                end = ends[k]
                 k += 1
-            end = text.find("\n", start)
-            if end == -1:
-                end = n
+                start = rfind("\n", pos, end) + 1 or pos
             pos = end + 1
             line = text[start:end]
             count_no += text.count("\n", count_pos, start)
@@ -278,8 +287,8 @@ class LogStream:
                 if flags is None:
                     if len(flag_cache) >= _SHAPES_MAX:
                         flag_cache.clear()
-                    flags = flag_cache[shape] = self._flags(line, self._shape_progress, self._shape_triggers)
-                if digit_literals:  # a shape hides digits: "Signal 9" is tested on the line
+                    flags = flag_cache[shape] = self._shape_flags(line, shape)
+                if flags & _DIGITS:  # a shape hides digits: "Signal 9" is tested on the line
                     flags |= self._flags(line, self._digit_progress, self._digit_triggers)
             else:
                 flags = self._flags(line, self._progress_literals, self._triggers)
@@ -340,21 +349,28 @@ class LogStream:
     # -- pieces -------------------------------------------------------------
 
     def _scan(self, text: str) -> list[int]:
-        """Sorted start offsets of the lines that hold any literal."""
-        starts: set[int] = set()
-        find = text.find
-        rfind = text.rfind
+        """Sorted end offsets (the ``'\\n'``, or ``len(text)``) of the lines
+        that hold any literal."""
+        ends: set[int] = set()
         for pattern in self._scanners:
-            search = pattern.search
-            m = search(text)
-            while m is not None:
-                i = m.start()
-                starts.add(rfind("\n", 0, i) + 1)
-                end = find("\n", i)
-                if end == -1:
-                    break
-                m = search(text, end)
-        return sorted(starts)
+            ends.update([m.end() for m in pattern.finditer(text)])
+        return sorted(ends)
+
+    def _shape_flags(self, line: str, shape: bytes) -> int:
+        """What every line of ``line``'s shape holds, as far as its shape tells.
+
+        _DIGITS: the shape holds a literal with a digit in its shaped form
+        ("Signal 0"), so the line itself must be tested for those. A shape
+        whose every part has an empty progress plan cannot be progress
+        whatever its digits (an evaluation bar redrawn six times): its
+        _PROGRESS flag is dropped here, once, not tested on every line.
+        """
+        flags = self._flags(line, self._shape_progress, self._shape_triggers)
+        if any(lit in shape for lit in self._shaped_digit_literals):
+            flags |= _DIGITS
+        if flags & _PROGRESS and self._pattern is None and not progress_possible(line):
+            flags &= ~_PROGRESS
+        return flags
 
     @staticmethod
     def _flags(line: str, progress_literals: tuple[str, ...] | None, triggers: tuple[str, ...]) -> int:

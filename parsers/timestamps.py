@@ -49,6 +49,7 @@ _EPOCH_S = (1e9, 1e10)
 _EPOCH_MS = (1e12, 1e13)
 
 _ERRORS = (ValueError, OverflowError, OSError)
+_POW10 = tuple(10**n for n in range(10))
 
 
 def _fraction(digits: str | None) -> float:
@@ -78,7 +79,7 @@ class TimeParser:
 
     __slots__ = (
         "_tz", "_default_year", "_year", "_month",
-        "_iso_key", "_iso_val", "_us_key", "_us_val", "_glog_key", "_glog_val",
+        "_iso_key", "_iso_val", "_min_key", "_min_val", "_min_ym", "_frac_len", "_us_key", "_us_val", "_glog_key", "_glog_val",
     )
 
     def __init__(self, tz: tzinfo | None = None, default_year: int | None = None) -> None:
@@ -89,6 +90,12 @@ class TimeParser:
         # One-entry caches per style: (key text, (epoch, year, month)).
         self._iso_key = ""
         self._iso_val: tuple[float, int, int] = (0.0, 0, 0)
+        # The minute of the last zone-less stamp ("2025-11-29 10:00"), its
+        # epoch, (year, month), and the length of its fraction.
+        self._min_key = ""
+        self._min_val = 0.0
+        self._min_ym: tuple[int, int] = (0, 0)
+        self._frac_len = 0
         self._us_key = ""
         self._us_val: tuple[float, int, int] = (0.0, 0, 0)
         self._glog_key: tuple[str, int] = ("", 0)
@@ -147,41 +154,51 @@ class TimeParser:
     # -- full timestamps: they set the year that glog lines inherit --------
 
     def _iso(self, s: str) -> float | None:
-        # Fast path: the same second as the last stamp, which had no zone,
-        # then a fraction and a plain separator, as the regex would read
-        # them. The fraction is added arithmetically: a slice compare and
-        # int(), no match object.
-        if s[:19] == self._iso_key:
-            mark = s[19:20]
-            if mark in _FRACTION_MARKS:
-                end, n = 20, min(len(s), 30)
-                while end < n and s[end] in _DIGITS:
-                    end += 1
-                if 20 < end < 30 and s[end:end + 1] not in _ZONE_OR_DIGIT:
-                    value, self._year, self._month = self._iso_val
-                    return value + int(s[20:end]) / 10 ** (end - 20)
-            elif mark not in _ZONE_OR_DIGIT:
-                value, self._year, self._month = self._iso_val
-                return value + 0.0
+        # Fast path: the same minute as the last stamp, which had no zone,
+        # then seconds, a fraction as long as the last one and a plain end,
+        # as the regex would read them. Seconds and fraction are added
+        # arithmetically: slice compares and int(), no match object. (A
+        # zone's offset never changes inside a minute, so this is exact.)
+        if s[:16] == self._min_key and s[16:17] == ":":
+            sec = s[17:19]
+            if sec.isdigit() and sec.isascii() and sec < "60":
+                mark = s[19:20]
+                if mark in _FRACTION_MARKS:
+                    n = self._frac_len
+                    frac = s[20:20 + n]
+                    if len(frac) == n and frac.isdigit() and frac.isascii() and s[20 + n:21 + n] not in _ZONE_OR_DIGIT:
+                        self._year, self._month = self._min_ym
+                        return self._min_val + int(sec) + int(frac) / _POW10[n]
+                elif mark not in _ZONE_OR_DIGIT:
+                    self._year, self._month = self._min_ym
+                    return self._min_val + int(sec) + 0.0
         m = _ISO.match(s)
         if m is None:
             return None
         zone = m.group(3)
-        key = m.group(1) + zone if zone else m.group(1)
+        head = m.group(1)
+        key = head[:16] + zone if zone else head[:16]
         if key != self._iso_key:
-            head = m.group(1)
             try:
                 tz = _zone(zone) if zone else self._tz
                 value = self._epoch(
-                    int(head[0:4]), int(head[5:7]), int(head[8:10]),
-                    int(head[11:13]), int(head[14:16]), int(head[17:19]), tz,
+                    int(head[0:4]), int(head[5:7]), int(head[8:10]), int(head[11:13]), int(head[14:16]), 0, tz,
                 )
             except _ERRORS:
                 return None
             self._iso_key = key
             self._iso_val = (value, int(head[0:4]), int(head[5:7]))
         value, self._year, self._month = self._iso_val
-        return value + _fraction(m.group(2))
+        second = int(head[17:19])
+        if second > 59:
+            return None  # as datetime() would say
+        fraction = m.group(2)
+        if not zone:
+            self._min_key = head[:16]
+            self._min_val = value
+            self._min_ym = (self._year, self._month)
+            self._frac_len = len(fraction) if fraction else 0
+        return value + second + _fraction(fraction)
 
     def _us(self, s: str) -> float | None:
         m = _US.match(s)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parsers.events import Progress
 from parsers.progress import CANDIDATES, ProgressPattern, parse_number, parse_progress
@@ -156,3 +158,50 @@ def test_user_pattern_is_validated() -> None:
         ProgressPattern(r"step (?P<step>\d+")
     with pytest.raises(ValueError, match="names none"):
         ProgressPattern(r"step (\d+)")
+
+
+# -- fast plans: the same answers as the general runner ---------------------------
+
+FAST_LINES = [line for line, _ in CASES] + [
+    "2025-11-29 10:00:05,123 - INFO - dflash.train - step 12345/500000 | loss 2.7612 | acc_len 3.4 | "
+    "21.6 Ktok/s | pad_eff 0.93 | lr 2.0e-04",
+    "step 7 | loss nan | 1.2 Mtok/s",
+    "step 7 | loss 2.0 | tokens/s: 0 | dt: 5ms",
+    "iter 3 | loss 2.0 | tokens_per_s: 100 | step_time: 1.5",
+    "step 00000/21400 | loss: 3.0 | tok/sec: 90",
+]
+
+
+@given(st.sampled_from(FAST_LINES), st.randoms(use_true_random=False))
+@settings(max_examples=400, deadline=None)
+def test_fast_plans_answer_as_the_general_runner(line: str, rnd) -> None:
+    """Every digit of a known line replaced at random (same shape, new
+    values: zeros, huge steps, fractional "steps"): the fast path, taken
+    when the shape has one, must give exactly what ``_run`` gives."""
+    from parsers.progress import _PLANS, _run, line_shape, progress_fields
+
+    variant = "".join(rnd.choice("0123456789") if c.isdigit() else c for c in line)
+    progress_fields(line)  # plans the shape
+    rank_at, ops, fast = _PLANS[line_shape(line)]
+    got = progress_fields(variant)
+    want = _run(ops, variant, None, rank_at) if ops else None
+    assert repr(got) == repr(want)  # repr: NaN equals NaN
+
+
+def test_the_dflash_line_takes_the_fast_path() -> None:
+    from parsers.progress import _PLANS, line_shape, progress_fields
+
+    line = FAST_LINES[len(CASES)]
+    assert progress_fields(line) == (12345, 500000, 21600.0, 2.7612, None,
+                                     (("acc_len", 3.4), ("pad_eff", 0.93), ("lr", 2.0e-4)), None)
+    assert _PLANS[line_shape(line)][2] is not None
+
+
+def test_shapes_that_can_never_be_progress() -> None:
+    from parsers.progress import progress_possible
+
+    evaluating = "".join(f"\rEvaluating: {p:3d}%|##| {p}/100 [00:01<00:10, 9.8it/s]" for p in range(0, 101, 20))
+    assert not progress_possible(evaluating)
+    assert not progress_possible("[rank3]: loaded the tokenizer in 3 s")  # numbers, but only metrics
+    assert progress_possible("\r 45%|####      | 450/1000 [01:02<01:16, 7.2it/s, loss=2.3]\r 46%|####      | 460/1000 [01:03<01:15, 7.2it/s, loss=2.2]")
+    assert progress_possible("[rank3]: step 5 | loss 2.0")

@@ -273,8 +273,9 @@ def test_scanner_finds_every_literal_occurrence() -> None:
     assert len(scanners) < len(literals)
     for literal in literals:
         text = "xx " + literal + " yy"
-        hits = [m for p in scanners for m in p.finditer(text)]
+        hits = [m for p in scanners for m in p.finditer(text + "\nnext line")]
         assert hits, literal
+        assert {m.end() for m in hits} == {len(text)}  # one hit per line, ending at its end
     assert not [m for p in scanners for m in p.finditer("nothing to see here at all, tee, lo, Err, it/")]
 
 

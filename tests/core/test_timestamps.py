@@ -117,7 +117,7 @@ def test_a_date_in_the_middle_of_a_line_is_not_the_line_time() -> None:
     assert p.parse("slurmstepd: error: *** STEP 1 ON n1 CANCELLED AT 2021-05-23T08:29:53 ***") is None
 
 
-def test_repeated_second_is_converted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_repeated_minute_is_converted_once(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     real = TimeParser._epoch
 
@@ -130,7 +130,10 @@ def test_repeated_second_is_converted_once(monkeypatch: pytest.MonkeyPatch) -> N
     values = [p.parse(f"2026-11-29 10:00:00,{ms:03d} - INFO - x") for ms in range(100)]
     assert len(calls) == 1
     assert values[99] == pytest.approx(utc(2026, 11, 29, 10, 0, 0) + 0.099)
-    p.parse("2026-11-29 10:00:01,000 - INFO - x")
+    assert p.parse("2026-11-29 10:00:59,5 - INFO - x") == utc(2026, 11, 29, 10, 0, 59) + 0.5
+    assert len(calls) == 1  # another second of the same minute: arithmetic only
+    assert p.parse("2026-11-29 10:00:60,000 - INFO - x") is None  # as datetime() says
+    assert p.parse("2026-11-29 10:01:00,000 - INFO - x") == utc(2026, 11, 29, 10, 1, 0)
     assert len(calls) == 2
     p.parse("W1129 10:00:01.5 1 x] y")
     p.parse("W1129 10:00:01.6 1 x] y")

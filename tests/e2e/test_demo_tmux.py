@@ -62,6 +62,11 @@ class Pane:
             time.sleep(0.5)
         raise AssertionError(f"{pattern!r} not on screen after {timeout} s:\n{screen}")
 
+    def wait_for_all(self, texts: list[str], timeout: float) -> str:
+        """Textual paints panels in separate frames: wait until every text is there at once."""
+        pattern = "(?s)" + "".join(f"(?=.*{re.escape(t)})" for t in texts)
+        return self.wait_for(pattern, timeout)
+
     def alive(self) -> bool:
         out = subprocess.run(["tmux", "-L", self.socket, "list-panes", "-a", "-F", "#{pane_dead}"], capture_output=True, text=True, timeout=10)
         return out.returncode == 0 and "0" in out.stdout.split()
@@ -83,8 +88,7 @@ def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly() -> None:
         pane.wait_for(r"dflash-demo", timeout=240)
         pane.wait_for(r"GPU 7", timeout=60)
         screen = pane.wait_for(r"step [\d,]+/50,000", timeout=90)
-        screen = pane.wait_for(r"q quit", timeout=10)
-        assert "throughput" in screen and "alerts" in screen
+        pane.wait_for_all(["q quit", "throughput", "alerts"], timeout=10)
         pane.keys("q")
         deadline = time.monotonic() + 20
         while demo_leftovers() and time.monotonic() < deadline:
@@ -99,8 +103,7 @@ def test_demo_story_crash_then_one_key_relaunch() -> None:
     try:
         pane.wait_for(r"VOLATILE", timeout=90)
         screen = pane.wait_for(r"fx_tracing", timeout=60)
-        screen = pane.wait_for(r"exited 1", timeout=30)
-        assert "relaunch" in screen
+        pane.wait_for_all(["exited 1", "relaunch"], timeout=30)
         pane.keys("r")
         screen = pane.wait_for(r"running dflash-demo .* restarts 1", timeout=30)
         # The relaunch warms up and comes back healthy at 21-25 Ktok/s.
@@ -120,9 +123,11 @@ def test_replay_on_a_terminal_opens_the_finished_run_in_the_dashboard() -> None:
     gpu = "examples/dflash_broken_batching_fx_crash.gpu.jsonl"
     pane = Pane(f"python3 -m dflash_watch.cli replay --tz UTC {log} --gpu-samples {gpu}; echo REPLAY-EXITED; sleep 30")
     try:
-        screen = pane.wait_for(r"fx_tracing", timeout=60)
-        assert "VOLATILE" in screen and "no job to control" in screen
-        assert "RuntimeError: Detected that you are using FX" in screen  # the log's last lines
+        # the alert, the GPU tiles' badge, the header, and the log's last lines
+        pane.wait_for_all(
+            ["fx_tracing", "VOLATILE", "no job to control", "RuntimeError: Detected that you are using FX"],
+            timeout=60,
+        )
         pane.keys("q")
         pane.wait_for(r"REPLAY-EXITED", timeout=15)
     finally:
