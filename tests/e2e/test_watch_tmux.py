@@ -105,17 +105,19 @@ def test_watch_in_tmux_follows_filters_and_quits_leaving_the_job(tmp_path, tmux)
 
     first = tmux.wait_for("ui", lambda s: _step(s) is not None)
     n1 = _step(first)
-    later = tmux.wait_for("ui", lambda s: (_step(s) or 0) > n1 + 3)
-    assert "running" in later  # the job's state from tmux
-    assert "GPU 0" in later and "GPU 1" in later
-    assert "[bold red]hi[/]" in later  # log markup shown as text
+    # The job's state from tmux, the GPU tiles, and log markup shown as
+    # text; all in one capture (Textual paints panels in separate frames).
+    shown = ("running", "GPU 0", "GPU 1", "[bold red]hi[/]")
+    tmux.wait_for("ui", lambda s: (_step(s) or 0) > n1 + 3 and all(text in s for text in shown))
 
     tmux("send-keys", "-t", "ui", "/")
     time.sleep(0.3)
     tmux("send-keys", "-t", "ui", "-l", "checkpoint")
-    filtered = tmux.wait_for("ui", lambda s: "filter: checkpoint" in s)
-    log_lines = [line for line in filtered.splitlines() if "[train]" in line]
-    assert log_lines and all("checkpoint" in line for line in log_lines)
+    def only_checkpoints(screen: str) -> bool:
+        log_lines = [line for line in screen.splitlines() if "[train]" in line]
+        return "filter: checkpoint" in screen and bool(log_lines) and all("checkpoint" in line for line in log_lines)
+
+    tmux.wait_for("ui", only_checkpoints)
     tmux("send-keys", "-t", "ui", "Escape")
     tmux.wait_for("ui", lambda s: "| loss" in s)
 
