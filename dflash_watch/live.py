@@ -56,6 +56,52 @@ class FollowClock:
         return data + (wall - then) * self.speed
 
 
+class Rounds:
+    """Lets one thread ask a polling loop for a fresh round and wait until it is done.
+
+    The log tailer polls every ``tail_poll_s``; before the tick asks tmux
+    whether the job ended, it asks for a round that starts now, so that
+    the job's last lines (its traceback, its crash signature) are read
+    before its exit is judged, as when file events woke the tailer at
+    every write.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._asked = 0  # requests made
+        self._done = 0  # requests covered by a finished round
+
+    def begin(self) -> int:
+        """The polling loop starts a round: it covers the requests made so far."""
+        with self._cond:
+            return self._asked
+
+    def end(self, covered: int) -> None:
+        """The round that ``begin`` returned ``covered`` for has read everything it could."""
+        with self._cond:
+            self._done = max(self._done, covered)
+            self._cond.notify_all()
+
+    def sleep(self, timeout: float) -> None:
+        """Between rounds: up to ``timeout``, or until someone asks for a round."""
+        with self._cond:
+            if self._asked == self._done:
+                self._cond.wait(timeout)
+
+    def ask(self, timeout: float) -> bool:
+        """A round that starts after this call, finished within ``timeout``; False if not."""
+        with self._cond:
+            self._asked += 1
+            want = self._asked
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._done >= want, timeout)
+
+    def wake(self) -> None:
+        """Wake a sleeping loop at once (to see that it should stop)."""
+        with self._cond:
+            self._cond.notify_all()
+
+
 class LiveSession:
     def __init__(
         self,
@@ -74,6 +120,7 @@ class LiveSession:
         from_start: bool = True,
         auto_relaunch: Any = None,
         alerts_file: str | None = None,
+        tail_poll_s: float = 0.5,
     ) -> None:
         self.monitor = monitor
         self.logs = logs
@@ -89,6 +136,15 @@ class LiveSession:
         self.clock: Clock = clock if clock is not None else self.follow
         self.tick_s = tick_s
         self.from_start = from_start
+        # Appends to log and sample files are found by a stat by name every
+        # ``tail_poll_s``; file events wake the tailers only when a file
+        # appears, moves or goes (rotation, a relaunch). A training run
+        # flushes its log about ten times a second, and watchdog's threads
+        # handling an event per flush cost 0.7% of a core in
+        # benchmarks/bench_dashboard.py, more than a stat every half second.
+        # Half a second is well inside the dashboard's 1 s redraw, and a
+        # backlog is still read without waiting (``LogTailer.wait``).
+        self.tail_poll_s = tail_poll_s
         # An AutoRelaunchPolicy (opt-in): the tick loop then relaunches
         # crashed runs itself, and stops on a crash loop.
         self.auto = None
@@ -109,6 +165,7 @@ class LiveSession:
         self._tailers: list[Any] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self._log_rounds = Rounds()
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> LiveSession:
@@ -126,6 +183,7 @@ class LiveSession:
     def stop(self) -> None:
         """Stop watching. Never touches the job: it keeps running."""
         self._stop.set()
+        self._log_rounds.wake()
         if self._sampler_thread is not None:
             self._sampler_thread.stop(timeout=2.0)
         for thread in self._threads:
@@ -160,12 +218,14 @@ class LiveSession:
 
     # -- sources ------------------------------------------------------------------
     def _tail_logs(self) -> None:
-        from .sources.logtail import Chunk, LogTailer
+        from .sources.logtail import Chunk
 
-        tailer = LogTailer(list(self.logs), from_start=self.from_start)
+        tailer = self._tailer(list(self.logs))
         self._tailers.append(tailer)
         monitor = self.monitor
+        rounds = self._log_rounds
         while not self._stop.is_set():
+            covered = rounds.begin()
             for item in tailer.poll():
                 if isinstance(item, Chunk) and item.partial:
                     monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
@@ -174,13 +234,16 @@ class LiveSession:
                     self._observe()
                 else:
                     monitor.note(item.message)
-            tailer.wait(0.5)
+            if tailer.wait(0.0):
+                continue  # a backlog: read on at once, the round is not over
+            rounds.end(covered)
+            rounds.sleep(self.tail_poll_s)
 
     def _tail_samples(self) -> None:
-        from .sources.logtail import Chunk, LogTailer
+        from .sources.logtail import Chunk
         from .sources.samples import parse_sample_line
 
-        tailer = LogTailer([self.samples_file], from_start=self.from_start)
+        tailer = self._tailer([self.samples_file])
         self._tailers.append(tailer)
         bad = 0
         while not self._stop.is_set():
@@ -203,7 +266,13 @@ class LiveSession:
                 if batch:
                     self.monitor.feed_samples(batch)
                     self._observe()
-            tailer.wait(0.5)
+            tailer.wait(self.tail_poll_s)
+
+    def _tailer(self, patterns: list[str]) -> Any:
+        """A tailer that finds appends by polling every ``tail_poll_s`` (see ``__init__``)."""
+        from .sources.logtail import LogTailer
+
+        return LogTailer(patterns, from_start=self.from_start, poll_interval=self.tail_poll_s, wake_on_writes=False)
 
     def _start_nvml(self) -> None:
         from .sources.nvml import GpuSampler, SamplerThread
@@ -248,6 +317,11 @@ class LiveSession:
             self.monitor.tick(now)
             if self.job is None:
                 continue
+            if self.logs:
+                # The lines a job wrote before it ended come before its exit
+                # (and name its crash): read them before asking tmux. One
+                # more poll (a stat) a second, and only with a job to watch.
+                self._log_rounds.ask(timeout=1.0)
             exit_event = self._poll_exit(now)
             if exit_event is not None:
                 # Never before data already seen: the wrapper stamps the exit

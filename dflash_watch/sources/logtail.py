@@ -306,11 +306,18 @@ class LogTailer:
         max_line_bytes: int = 1 << 20,
         poll_interval: float = 1.0,
         use_watchdog: bool = True,
+        wake_on_writes: bool = True,
     ) -> None:
         self._from_start = from_start
         self._chunk = chunk_bytes
         self._max_line = max_line_bytes
         self._poll_interval = poll_interval
+        # False: file events wake the tailer only when a file appears,
+        # moves or goes (rotation, a relaunched run); appends are found by
+        # the poll. A run flushing ten times a second then costs the
+        # watchdog threads nothing: the kernel never sends those events.
+        self._wake_on_writes = wake_on_writes
+        self._event_filter: list[type] | None = None
         self._followers: dict[str, _Follower] = {}
         self._globs: list[str] = []
         self._globs_noted: set[str] = set()
@@ -590,8 +597,27 @@ class LogTailer:
 
     def _start_observer(self) -> None:
         try:
-            from watchdog.events import FileSystemEventHandler
+            from watchdog.events import (
+                DirCreatedEvent,
+                DirDeletedEvent,
+                DirMovedEvent,
+                FileClosedEvent,
+                FileCreatedEvent,
+                FileDeletedEvent,
+                FileModifiedEvent,
+                FileMovedEvent,
+                FileSystemEventHandler,
+            )
             from watchdog.observers import Observer
+
+            # Asked of the kernel (the inotify mask): opens and reads, ours
+            # included, never reach Python at all.
+            events: list[type] = [
+                FileCreatedEvent, FileDeletedEvent, FileMovedEvent, DirCreatedEvent, DirDeletedEvent, DirMovedEvent,
+            ]
+            if self._wake_on_writes:
+                events += [FileModifiedEvent, FileClosedEvent]
+            self._event_filter = events
 
             tailer = self
 
@@ -645,7 +671,9 @@ class LogTailer:
                     except Exception:  # noqa: BLE001 - the emitter may have gone with its directory
                         pass
             for d in wanted - self._watches.keys():
-                self._watches[d] = observer.schedule(self._handler, d, recursive=False)  # type: ignore[attr-defined]
+                self._watches[d] = observer.schedule(  # type: ignore[attr-defined]
+                    self._handler, d, recursive=False, event_filter=self._event_filter
+                )
         except Exception as exc:  # noqa: BLE001 - e.g. inotify watch limit: poll instead
             self._fall_back(exc, out)
 

@@ -104,3 +104,87 @@ def test_auto_relaunch_crash_loop_raises_one_critical_alert() -> None:
     assert len(loops) == 1 and loops[0].severity == "critical" and "crash loop" in loops[0].message
     assert job.relaunches == 2  # the third identical crash stops it
     assert monitor.restarts == 2
+
+
+def test_a_busy_log_is_polled_twice_a_second_not_at_every_flush(tmp_path: Path, monkeypatch) -> None:
+    """A run flushes its log ~10 times a second; the dashboard must not wake (nor make
+    watchdog's threads wake) at every flush, and must still show a line within a second."""
+    from dflash_watch.sources import logtail
+
+    polls: list[float] = []
+    events: list[str] = []
+    real_poll = logtail.LogTailer.poll
+    real_on_event = logtail.LogTailer._on_event
+
+    def counting_poll(self):  # noqa: ANN001, ANN202
+        polls.append(time.monotonic())
+        return real_poll(self)
+
+    def counting_on_event(self, src, dest):  # noqa: ANN001, ANN202
+        events.append(src)
+        return real_on_event(self, src, dest)
+
+    monkeypatch.setattr(logtail.LogTailer, "poll", counting_poll)
+    monkeypatch.setattr(logtail.LogTailer, "_on_event", counting_on_event)
+    log = tmp_path / "train.log"
+    log.write_text("")
+    monitor = Monitor()
+    session = LiveSession(monitor, logs=(str(log),), use_nvml=False, tick_s=0.5)
+    with session:
+        time.sleep(0.3)  # the watches are set up
+        start = time.monotonic()
+        with open(log, "a", encoding="utf-8") as fh:
+            n = 0
+            while time.monotonic() - start < 2.0:
+                n += 1
+                fh.write(f"line {n}\n")
+                fh.flush()
+                time.sleep(0.02)
+        wrote = time.monotonic()
+        while time.monotonic() - wrote < 2.0 and monitor.lines.get(str(log), [(0, "")])[-1][1] != f"line {n}":
+            time.sleep(0.02)
+        seen = time.monotonic() - wrote
+    assert events == []  # the kernel sent no event per flush (watchdog asks only for create/move/delete)
+    assert seen < 1.0
+    busy = [t for t in polls if start <= t <= wrote]
+    assert 2 <= len(busy) <= 6, len(busy)  # about 4 in 2 s, not one per flush (~100)
+
+
+def test_a_jobs_last_lines_are_read_before_its_exit_is_judged(tmp_path: Path) -> None:
+    """The exit names the crash the log just showed: the tick asks the (polling) log
+    tailer for a fresh round before it asks the job whether it ended."""
+    from types import SimpleNamespace
+
+    from parsers.events import ProcessExit
+
+    log = tmp_path / "train.log"
+    log.write_text("[2026-11-29 10:00:00,000] [INFO] [dflash.train] step 5/100 | 21.5 Ktok/s\n")
+
+    class Job:
+        def __init__(self) -> None:
+            self.ended = False
+            self.signatures: list = []
+
+        def status(self):  # noqa: ANN201
+            return SimpleNamespace(state="exited" if self.ended else "running", pids=())
+
+        def poll_exit(self, now, signature=None):  # noqa: ANN001, ANN201
+            if not self.ended or self.signatures:
+                return None
+            self.signatures.append(signature)
+            return ProcessExit(now, "crash", code=1, signature=signature)
+
+    job = Job()
+    monitor = Monitor()
+    session = LiveSession(monitor, logs=(str(log),), use_nvml=False, job=job, tick_s=0.05, tail_poll_s=5.0)
+    with session:
+        time.sleep(0.3)
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write('Traceback (most recent call last):\n  File "/opt/train.py", line 10, in <module>\n'
+                     "    loss.backward()\ntorch.OutOfMemoryError: CUDA out of memory.\n"
+                     "[2026-11-29 10:00:01,000] [INFO] [dflash.train] bye\n")
+        job.ended = True  # it wrote its traceback, then ended
+        deadline = time.time() + 3
+        while time.time() < deadline and not job.signatures:
+            time.sleep(0.02)
+    assert job.signatures and job.signatures[0] is not None and "OutOfMemoryError" in job.signatures[0]

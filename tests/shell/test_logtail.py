@@ -316,6 +316,25 @@ def test_watchdog_wakes_wait_on_append(log: Path) -> None:
         assert not [h for h in open_files() if h == str(log)]
 
 
+def test_without_write_events_appends_wait_for_the_poll_but_rotation_wakes(log: Path, tmp_path: Path) -> None:
+    """``wake_on_writes=False`` (the live dashboard): the kernel sends no
+    event per flush, so an append waits for the poll; a rotation (the name
+    moved away and created anew) still wakes the tailer at once."""
+    log.write_bytes(b"a\n")
+    with LogTailer([str(log)], poll_interval=30.0, wake_on_writes=False) as t:
+        assert texts(t.poll()) == ["a"]
+        append(log, b"b\n")
+        assert t.wait(1.0) is False  # no event for a write
+        assert texts(t.poll()) == ["b"]  # the poll (a stat by name) finds it
+        timer = threading.Timer(0.2, lambda: (log.rename(tmp_path / "train.log.1"), log.write_bytes(b"c\n")))
+        timer.start()
+        start = time.monotonic()
+        woke = t.wait(10.0)
+        timer.join()
+        assert woke is True and time.monotonic() - start < 5.0
+        assert texts(t.poll()) == ["c"]
+
+
 def test_watchdog_wakes_on_glob_file_created_in_new_directory(tmp_path: Path) -> None:
     with LogTailer([str(tmp_path / "logs" / "rank*.log")], poll_interval=30.0) as t:
         t.poll()

@@ -54,22 +54,29 @@ class GpuPanel(VerticalScroll):
         self._tiles: dict[int, GpuTile] = {}
         self._last_chart = -1e18
         self._columns = 4
+        # Held, not queried: a query per redraw was a tenth of the panel's cost.
+        self._hint = Static("", classes="gpu-hint")
+        self._grid = Grid(id="gpu-grid")
 
     def compose(self) -> ComposeResult:
-        yield Static("", classes="gpu-hint")
-        yield Grid(id="gpu-grid")
+        yield self._hint
+        yield self._grid
 
     def update_view(self, monitor: Any, firing: list, compact: bool) -> None:
-        grid = self.query_one("#gpu-grid", Grid)
-        hint = self.query_one(".gpu-hint", Static)
+        grid = self._grid
+        hint = self._hint
         pids = job_pids(monitor)
         views: list[GpuView] = []
+        now = time.monotonic()
+        chart_due = now - self._last_chart >= self.chart_interval_s
         with locked(monitor):
             history = monitor.gpus
             for gpu in history.gpus:
                 series = history.used(gpu)
                 last = history.last(gpu)
-                if series is not None and series.count:
+                tile = self._tiles.get(gpu)
+                wanted = chart_due or tile is None or tile.wants_chart_data
+                if wanted and series is not None and series.count:
                     times, lows, highs, _ = series.window(CHART_WINDOW_S)
                 else:
                     times = lows = highs = _EMPTY
@@ -95,8 +102,6 @@ class GpuPanel(VerticalScroll):
             if view.gpu not in self._tiles:
                 tile = self._tiles[view.gpu] = GpuTile(view.gpu)
                 grid.mount(tile)
-        now = time.monotonic()
-        chart_due = now - self._last_chart >= self.chart_interval_s
         if chart_due:
             self._last_chart = now
         self._layout(len(views), compact)
@@ -104,7 +109,7 @@ class GpuPanel(VerticalScroll):
             self._tiles[view.gpu].show(view, compact, chart_due)
 
     def _layout(self, n: int, compact: bool) -> None:
-        grid = self.query_one("#gpu-grid", Grid)
+        grid = self._grid
         width = self.app.size.width
         if compact:
             columns = 2 if width < 120 else 4

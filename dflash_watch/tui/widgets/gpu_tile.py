@@ -28,7 +28,11 @@ _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 @dataclass(frozen=True, slots=True, eq=False)
 class GpuView:
-    """What one tile shows, copied from the Monitor under its lock."""
+    """What one tile shows, copied from the Monitor under its lock.
+
+    ``times``/``lows``/``highs`` are the chart's window; empty when the
+    panel did not offer the chart new data at this redraw.
+    """
 
     gpu: int
     used: int | None
@@ -46,9 +50,8 @@ class GpuView:
 
     @property
     def key(self) -> tuple:
-        """Everything the text shows (the arrays are summed up by the last sample time)."""
-        return (self.used, self.total, self.util, self.processes, self.lost, self.badge,
-                self.last_time, len(self.times), self.job_pids)
+        """Everything the tile's text shows (the chart has its own key: ``GpuTile._chart_key``)."""
+        return (self.used, self.total, self.util, self.processes, self.lost, self.badge, self.job_pids)
 
 
 def usage_bar(used: int | None, total: int | None, cells: int = BAR_CELLS) -> Text:
@@ -125,19 +128,23 @@ class GpuTile(Vertical):
         yield self.chart
         yield self.procs
 
+    @property
+    def wants_chart_data(self) -> bool:
+        """True until the chart has been offered data once (the panel then copies the window)."""
+        return self.chart.key is None
+
     def show(self, view: GpuView, compact: bool, chart_due: bool) -> None:
+        """Show ``view``: the text when what it shows changed, the chart when ``chart_due``.
+
+        ``view`` carries the chart window only when ``chart_due`` or
+        ``wants_chart_data`` (copying eight windows every redraw for a
+        chart offered new data every 5 s was most of the panel's cost).
+        """
         changed = self.view is None or view.key != self.view.key or compact != self.compact
         self.view = view
         self.compact = compact
-        if not changed:
-            return
-        self.set_class(view.badge != "flat", "-alerting")
-        self.set_class(view.lost is not None, "-lost")
-        title = Text.assemble((f"GPU {view.gpu} ", "bold"), (f" {view.badge} ", view.badge_style))
-        if title != self._title:  # assigning repaints even when equal
-            self._title = self.border_title = title
-        set_static(self.info, self._info(view, compact))
-        set_static(self.procs, processes_text(view))
+        if changed:
+            self._show_text(view, compact)
         chart = self.chart
         if compact:
             return
@@ -145,7 +152,16 @@ class GpuTile(Vertical):
             if len(view.times) == 0 or view.last_time is None:
                 chart.set_plot(("empty",), None)
             else:
-                chart.set_plot((view.last_time, len(view.times), view.badge), self._drawer(view))
+                chart.set_plot(self._chart_key(view), self._drawer(view))
+
+    def _show_text(self, view: GpuView, compact: bool) -> None:
+        self.set_class(view.badge != "flat", "-alerting")
+        self.set_class(view.lost is not None, "-lost")
+        title = Text.assemble((f"GPU {view.gpu} ", "bold"), (f" {view.badge} ", view.badge_style))
+        if title != self._title:  # assigning repaints even when equal
+            self._title = self.border_title = title
+        set_static(self.info, self._info(view, compact))
+        set_static(self.procs, processes_text(view))
 
     def _info(self, view: GpuView, compact: bool) -> Text:
         if view.lost is not None:
@@ -163,29 +179,85 @@ class GpuTile(Vertical):
         pct = "" if not view.used or not view.total else f" {view.used / view.total:4.0%}"
         return Text.assemble((used, "bold"), pct, "  ", util, no_wrap=True, overflow="ellipsis")
 
+    def _chart_key(self, view: GpuView) -> tuple:
+        """What the chart would show now: a new key is a new picture, an equal one is none.
+
+        A plotext build costs about 2 ms and a repaint of the GPU grid more,
+        and a ten-minute chart rarely changes by a whole braille dot in the
+        5 s between offers, so the key is the picture (``MemoryPlot.key``) at
+        the chart's current size, not the data's time. Before the first
+        layout the size is unknown: then any new data is news.
+        """
+        width, height = self.chart.content_size
+        if width < 8 or height < 2:
+            return ("data", view.last_time, len(view.times), view.badge)
+        plot = memory_plot(view, width)
+        return ("picture", width, height, _colour(view.badge), plot.key(height) if plot else None)
+
     @staticmethod
     def _drawer(view: GpuView):
-        colour = {"flat": "green", "VOLATILE": "yellow", "GROWING": "orange", "FULL": "red"}.get(view.badge, "green")
-        end = view.last_time
+        colour = _colour(view.badge)
 
         def draw(fig, width: int, height: int) -> None:
-            points = max(4, (width - 6) * 2)
-            xs, lo, hi = envelope(view.times, view.lows, view.highs, end, points)
-            if not xs:
+            plot = memory_plot(view, width)
+            if plot is None:
                 return
-            ymin, ymax = min(lo), max(hi)
-            span = max(ymax - ymin, 2**30 * 0.5, 0.02 * (view.total or 0))
-            mid = (ymin + ymax) / 2
-            y0, y1 = mid - span * 0.6, mid + span * 0.6
+            xs, lo, hi, (y0, y1) = plot.xs, plot.lo, plot.hi, plot.ylim
             fig.plot(xs, hi, marker="braille", color=colour)
-            if any(h - l > span * 0.02 for h, l in zip(hi, lo)):
+            if plot.both:
                 fig.plot(xs, lo, marker="braille", color=colour)
             fig.ylim(y0, y1)
             fig.xlim(-CHART_WINDOW_S, 0)
-            fig.yticks([y0 + (y1 - y0) * 0.1, y1 - (y1 - y0) * 0.1],
-                       [f"{(y0 + (y1 - y0) * 0.1) / 2**30:.1f}", f"{(y1 - (y1 - y0) * 0.1) / 2**30:.1f}"])
+            fig.yticks(plot.ticks, plot.labels)
             fig.xticks([])
             fig.frame(False)
 
         return draw
 
+
+def _colour(badge: str) -> str:
+    return {"flat": "green", "VOLATILE": "yellow", "GROWING": "orange", "FULL": "red"}.get(badge, "green")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class MemoryPlot:
+    """What one GPU's memory chart draws at one width: the envelope, the y range, the ticks."""
+
+    xs: list[float]
+    lo: list[float]
+    hi: list[float]
+    ylim: tuple[float, float]
+    both: bool  # the lows drawn as a second line: the memory swings within a column
+    ticks: list[float]
+    labels: list[str]
+
+    def key(self, rows: int) -> tuple:
+        """The picture to a quarter of a braille dot (4 dots a row): equal keys, same chart.
+
+        Values are taken relative to the y range, which the tick labels
+        pin down; x positions are the columns that have samples. A value
+        that moved by less than a quarter dot may still cross a dot
+        boundary: the chart then shows it one dot off until its next change.
+        """
+        y0, y1 = self.ylim
+        scale = rows * 16 / (y1 - y0)
+        hi = tuple(round((v - y0) * scale) for v in self.hi)
+        lo = tuple(round((v - y0) * scale) for v in self.lo) if self.both else ()
+        return (tuple(round(x, 3) for x in self.xs), hi, lo, tuple(self.labels))
+
+
+def memory_plot(view: GpuView, width: int) -> MemoryPlot | None:
+    """The chart of ``view`` for a plot ``width`` columns wide; None without samples."""
+    if view.last_time is None or len(view.times) == 0:
+        return None
+    points = max(4, (width - 6) * 2)
+    xs, lo, hi = envelope(view.times, view.lows, view.highs, view.last_time, points)
+    if not xs:
+        return None
+    ymin, ymax = min(lo), max(hi)
+    span = max(ymax - ymin, 2**30 * 0.5, 0.02 * (view.total or 0))
+    mid = (ymin + ymax) / 2
+    y0, y1 = mid - span * 0.6, mid + span * 0.6
+    both = any(h - l > span * 0.02 for h, l in zip(hi, lo))
+    ticks = [y0 + (y1 - y0) * 0.1, y1 - (y1 - y0) * 0.1]
+    return MemoryPlot(xs, lo, hi, (y0, y1), both, ticks, [f"{t / 2**30:.1f}" for t in ticks])

@@ -53,14 +53,15 @@ class LogPanel(Vertical):
         self._title: Text | None = None
         self._subtitle: Text | None = None
         self.border_title = "log"
+        self._view = LogView(id="log-view")  # held, not queried on every redraw
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter the log (Enter: keep, Esc: clear)", id="log-filter")
-        yield LogView(id="log-view")
+        yield self._view
 
     @property
     def view(self) -> LogView:
-        return self.query_one(LogView)
+        return self._view
 
     def update_view(self, monitor: Any) -> None:
         with locked(monitor):

@@ -47,8 +47,13 @@ class PlotextChart(Widget):
 
     def set_plot(self, key: Hashable, draw: Draw | None) -> None:
         """Offer new data. ``draw(fig, width, height)`` runs at the next paint
-        only if ``key`` differs from the last one; None shows the placeholder."""
+        only if ``key`` differs from the last one; None shows the placeholder.
+
+        An equal key means the same picture: nothing is repainted, but the
+        newer ``draw`` is kept for the next build a resize may need.
+        """
         if key == self._key and (draw is None) == (self._draw is None):
+            self._draw = draw
             return
         self._key = key
         self._draw = draw

@@ -38,11 +38,14 @@ class ThroughputPanel(Vertical):
         self._last_chart = -1e18
         self._seen: tuple | None = None
         self.border_title = "throughput"
+        # Held, not queried on every redraw.
+        self._info = Static("", classes="tp-info")
+        self._chart = PlotextChart(placeholder="no tokens/s in the log yet: the chart starts with the first "
+                                   "progress line that reports a rate (or set progress_regex in the config)")
 
     def compose(self) -> ComposeResult:
-        yield Static("", classes="tp-info")
-        yield PlotextChart(placeholder="no tokens/s in the log yet: the chart starts with the first progress line "
-                           "that reports a rate (or set progress_regex in the config)")
+        yield self._info
+        yield self._chart
 
     def update_view(self, monitor: Any, firing: list) -> None:
         drop = next((a for a in firing if a.detector == "throughput_drop"), None)
@@ -67,9 +70,9 @@ class ThroughputPanel(Vertical):
             info.append("  no baseline yet (learned after warm-up, or press b)", style="dim")
         if drop is not None:
             info.append("  DROP", style="bold white on red")
-        set_static(self.query_one(".tp-info", Static), info)
+        set_static(self._info, info)
         self.set_class(drop is not None, "-alerting")
-        chart = self.query_one(PlotextChart)
+        chart = self._chart
         if count == 0:
             chart.set_plot(("empty",), None)
             return

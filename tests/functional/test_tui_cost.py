@@ -1,0 +1,179 @@
+"""The dashboard skips work that would not change the picture (issue #5: <= 3% of a core).
+
+Each test pins one saving of benchmarks/bench_dashboard.py and that it
+still shows what changed: an equal chart is not rebuilt but a moved one
+is, a growing log does not lay out the screen but still follows, the
+tile numbers update between chart offers.
+"""
+
+from __future__ import annotations
+
+from dflash_watch.monitor import Monitor
+from dflash_watch.tui.app import DashboardApp
+from dflash_watch.tui.widgets.log_view import (
+    _ERROR_WORDS,
+    _TB_CHAIN,
+    _WARNING_WORDS,
+    ERROR,
+    NORMAL,
+    TB_CODE,
+    TB_EXC,
+    TB_FRAME,
+    TB_HEAD,
+    WARNING,
+    _classify_rules,
+    _plain_line,
+    classify,
+)
+from parsers.events import GpuProcess, GpuSample
+from tui_helpers import UTC, screen_text
+
+SIZE = (120, 40)
+GIB = 1 << 30
+T0 = 1764410400.0
+LOG = "/runs/x/train.log"
+
+
+def flat_samples(monitor: Monitor, start: float, seconds: int, level: int = 70 * GIB) -> float:
+    """``seconds`` of 1 Hz samples of 8 GPUs at a constant level; returns the last time."""
+    t = start
+    for k in range(seconds):
+        t = start + k
+        monitor.feed_samples([GpuSample(t, g, level, 96 * GIB, 0.97, (GpuProcess(4242, level - GIB, "python", job=True),))
+                              for g in range(8)])
+    return t
+
+
+def log_lines(monitor: Monitor, first: int, n: int, t: float) -> None:
+    text = "".join(f"[2025-11-29 10:00:00,000] [INFO] [dflash.data] prefetched batch {i}\n" for i in range(first, first + n))
+    monitor.feed_text(LOG, text, first, t)
+
+
+async def test_an_unchanged_memory_chart_is_not_rebuilt_and_a_moved_one_is():
+    monitor = Monitor(tz=UTC)
+    now = flat_samples(monitor, T0, 700)  # more than the 10-minute window: the chart is full
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: now, chart_interval_s=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        app.redraw(force=True)  # a second offer: now the chart knows its size
+        await pilot.pause(0.1)
+        tiles = list(app.query("GpuTile"))
+        assert len(tiles) == 8
+        built = [t.chart.builds for t in tiles]
+        assert all(b >= 1 for b in built)
+        # More samples at the same level: time moved on, the picture did not.
+        now = flat_samples(monitor, now + 1, 5)
+        for _ in range(3):
+            app.redraw(force=True)
+            await pilot.pause(0.05)
+        assert [t.chart.builds for t in tiles] == built
+        # GPU 2 jumps by 20 GiB: its chart, and only its chart, is built again.
+        monitor.feed_samples([GpuSample(now + 1, 2, 90 * GIB, 96 * GIB, 0.97, ())])
+        app.redraw(force=True)
+        await pilot.pause(0.1)
+        after = [t.chart.builds for t in tiles]
+        assert after[2] == built[2] + 1
+        assert after[:2] + after[3:] == built[:2] + built[3:]
+
+
+async def test_tile_numbers_update_between_chart_offers():
+    monitor = Monitor(tz=UTC)
+    now = flat_samples(monitor, T0, 30)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: now, chart_interval_s=3600.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        tile = app.query_one("#gpu-0")
+        built = tile.chart.builds
+        assert "70.0/96.0G" in str(tile.info.render())
+        monitor.feed_samples([GpuSample(now + 1, 0, 80 * GIB, 96 * GIB, 0.5, ())])
+        app.redraw(force=True)
+        await pilot.pause(0.1)
+        assert "80.0/96.0G" in str(tile.info.render()) and "util  50%" in str(tile.info.render())
+        assert tile.chart.builds == built  # the chart waits for its next offer
+
+
+async def test_a_growing_log_is_followed_without_laying_out_the_screen():
+    monitor = Monitor(tz=UTC)
+    log_lines(monitor, 1, 100, T0)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        view = app.query_one("#log-view")
+        assert view.show_vertical_scrollbar
+        layouts = []  # the view asking for a layout of the screen
+        real = view.refresh
+
+        def counting(*regions, **kwargs):
+            if kwargs.get("layout"):
+                layouts.append(kwargs)
+            return real(*regions, **kwargs)
+
+        view.refresh = counting
+        for first in (101, 201, 301):
+            log_lines(monitor, first, 100, T0)
+            app.log_panel.update_view(monitor)
+            await pilot.pause(0.1)
+        assert layouts == []
+        assert view.virtual_size.height == 400
+        assert view.vertical_scrollbar.window_virtual_size == 400
+        assert view.scroll_y == view.max_scroll_y  # still following
+        assert "prefetched batch 400" in screen_text(app).splitlines()[-1]
+
+
+async def test_a_filter_that_shrinks_a_paused_view_keeps_the_scroll_inside_it():
+    monitor = Monitor(tz=UTC)
+    log_lines(monitor, 1, 300, T0)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        view = app.query_one("#log-view")
+        view.following = False  # paused at the end: its top line is about 290
+        view.set_filter("batch 1")  # 1, 10-19, 100-199: 111 lines, none at or after the top line
+        await pilot.pause(0.1)
+        assert view.virtual_size.height == 111
+        assert view.scroll_y == view.max_scroll_y
+        assert screen_text(app).splitlines()[-1].rstrip().endswith("prefetched batch 199")
+
+
+def test_the_plain_line_shortcut_never_hides_a_word_classify_looks_for():
+    for word in _ERROR_WORDS + _WARNING_WORDS + _TB_CHAIN:
+        assert not _plain_line(f"[2025-11-29 10:00:00] x {word} y"), word
+    lines = [
+        "[2025-11-29 10:00:00,000] [INFO] [dflash.data] prefetched batch 1 (65536 tokens)",
+        "Traceback (most recent call last):", '  File "train.py", line 3, in step', "    loss.backward()",
+        "RuntimeError: CUDA error: an illegal memory access", "", "^^^^^", "[rank3]: ValueError: bad",
+        "During handling of the above exception, another exception occurred:",
+        "The above exception was the direct cause of the following exception:",
+        "[W] WARN something", "W1129 10:00:00.000 WARNING dynamo", "E ERROR x", "FATAL y", "CRITICAL z",
+        "plain words: with a colon", "\tindented", "    four spaces",
+    ]
+    for previous in (NORMAL, TB_HEAD, TB_FRAME, TB_CODE, TB_EXC, ERROR, WARNING):
+        for line in lines:
+            assert classify(line, previous) == _classify_rules(line, previous), (line, previous)
+
+
+def test_settle_gc_exempts_what_exists_from_full_collections():
+    import gc
+
+    app = DashboardApp(Monitor(tz=UTC), tz=UTC)
+    before = gc.get_freeze_count()
+    try:
+        app.settle_gc()
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()
+
+
+async def test_settle_gc_is_not_scheduled_in_a_headless_app(monkeypatch):
+    """Tests (headless) share their process with the test runner: it is not the dashboard's to freeze."""
+    import gc
+
+    from dflash_watch.tui import app as app_module
+
+    monkeypatch.setattr(app_module, "GC_SETTLE_S", 0.01)
+    calls = []
+    monkeypatch.setattr(DashboardApp, "settle_gc", lambda self: calls.append(1))
+    app = DashboardApp(Monitor(tz=UTC), tz=UTC)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+    assert calls == [] and gc.get_freeze_count() == 0
