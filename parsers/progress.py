@@ -509,7 +509,7 @@ def _run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
 # one fails (a step that is not whole, a rate that is not finite) the
 # general ``_run`` decides, so the result is always ``_run``'s.
 
-_KIND_OF_OP = {_OP_STEP: _K_STEP, _OP_RATE: _K_TOKENS}
+_INF = math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -645,9 +645,6 @@ def _run_fast(fast: _FastPlan, ops: tuple, line: str, rank: int | None, rank_at:
     if rank is None and rank_at >= 0:
         rank = split_rank(line[rank_at:])[0]
     return step, total, tokens, loss, rank, metrics, step_seconds
-
-
-_INF = math.inf
 
 
 def progress_possible(line: str) -> bool:

@@ -4,9 +4,9 @@ A replayed run must run on the log's own clock, so every event needs the time
 its line was written. Training logs mix several styles in one file (Python
 logging, glog lines from torch's C++ side, bracketed ezpz headers, JSON
 lines), and glog lines lack a year, so the parser is a small object per
-stream: it remembers the last full year it saw and the last timestamp text it
-converted, because consecutive lines usually repeat the same second and a
-string compare is far cheaper than a datetime.
+stream: it remembers the last full year it saw and the last minute it
+converted, because consecutive lines usually share their minute and a
+string compare plus int() of the seconds is far cheaper than a datetime.
 
 Only the start of a line is looked at (after indentation, rank prefixes, one
 ``[LEVEL]`` tag and an opening bracket): a date in the middle of a line is
