@@ -138,3 +138,26 @@ def test_repeated_minute_is_converted_once(monkeypatch: pytest.MonkeyPatch) -> N
     p.parse("W1129 10:00:01.5 1 x] y")
     p.parse("W1129 10:00:01.6 1 x] y")
     assert len(calls) == 3
+
+
+def test_minute_cache_answers_as_a_fresh_parser() -> None:
+    """The cached fast path (same minute: seconds and fraction added) must
+    give exactly what a parser that has seen nothing gives, for stamps with
+    and without fractions, zones, odd fraction lengths, second 60 and
+    trailing digits, in UTC, the local zone and a fixed offset."""
+    import random
+    from datetime import timedelta, timezone
+
+    rng = random.Random(5)
+    for tz in (UTC, None, timezone(timedelta(hours=-7))):
+        cached = TimeParser(tz=tz)
+        for _ in range(3000):
+            line = (
+                f"{rng.choice([2024, 2025])}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+                f"{rng.choice([' ', 'T'])}{rng.randint(0, 23):02d}:{rng.choice([0, 1, 59]):02d}:"
+                f"{rng.choice(['00', '30', '59', '60', '5x'])}"
+                f"{rng.choice(['', ',' + '1' * rng.randint(1, 10), '.123', '.123456', '.'])}"
+                f"{rng.choice(['', ' - INFO', 'Z', '+02:00', '5'])} x"
+            )
+            for _ in range(2):  # the second time through the cache
+                assert cached.parse(line) == TimeParser(tz=tz).parse(line), line
