@@ -42,6 +42,10 @@ class StreamState:
     lines: int = 0
 
 
+# ``Monitor.gpu_unavailable`` when the user turned sampling off (not a
+# failure): views offer the matching fix.
+GPU_SAMPLING_OFF = "GPU sampling is off (--no-gpu, or [gpu] enabled = false)"
+
 class Monitor:
     def __init__(
         self,

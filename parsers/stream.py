@@ -244,7 +244,6 @@ class LogStream:
         assembler = self._assembler
         pattern = self._pattern
         prefix = self._prefix
-        parse_dated = self._times.parse_dated
         flag_cache = self._flag_cache
         # Clock state: every line starting before ``covered`` has been
         # accounted for, and ``clock`` is the latest timestamp among them.
@@ -300,20 +299,10 @@ class LogStream:
                 else:
                     found = progress_fields(line, None, pattern, shape)
                 if found is not None:
-                    # Most progress lines carry a full date of their own: it
-                    # wins over the lines before them, which then need no reading.
-                    own = parse_dated(line) if covered <= start else None
-                    if own is not None:
-                        self._own_count += 1
-                        clock = line_time = own
-                        covered = end + 1
-                        clocked = True
-                    else:
-                        own_before = self._own_count
-                        clock, covered = self._clock_behind(text, covered, start, end, clock, line)
-                        line_time = fallback_time if clock is None else clock
-                        clocked = self._own_count > own_before
-                    append(Progress(line_time, prefix + str(lineno), *found, clocked))
+                    own_before = self._own_count
+                    clock, covered = self._clock_at(text, covered, start, end, clock, line)
+                    line_time = fallback_time if clock is None else clock
+                    append(Progress(line_time, prefix + str(lineno), *found, self._own_count > own_before))
             if assembler.is_open or flags & _TRIGGER:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock, line)

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     config = settings.config
 
     from ..live import LiveSession
-    from ..monitor import Monitor
+    from ..monitor import GPU_SAMPLING_OFF, Monitor
 
     monitor = Monitor(
         detector_config=settings.detector_config,
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     samples = config.gpu.samples_file
     if not config.gpu.enabled and not samples:
-        monitor.gpu_unavailable = "GPU sampling is off (--no-gpu, or [gpu] enabled = false)"
+        monitor.gpu_unavailable = GPU_SAMPLING_OFF
     session = LiveSession(
         monitor,
         logs=config.logs,

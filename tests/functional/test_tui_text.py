@@ -93,3 +93,16 @@ async def test_eight_gpus_fit_at_120x40_with_charts():
 def test_plain_is_a_text_object_everywhere():
     # Text(...) never parses markup: the basis of everything above.
     assert Text("[bold]x[/]").plain == "[bold]x[/]"
+
+
+def test_gpu_hint_tells_sampling_turned_off_from_a_failure() -> None:
+    from dflash_watch.monitor import GPU_SAMPLING_OFF, Monitor
+    from dflash_watch.tui.widgets.gpu_panel import gpu_hint
+
+    monitor = Monitor()
+    monitor.gpu_unavailable = GPU_SAMPLING_OFF
+    assert "drop --no-gpu" in gpu_hint(monitor).plain
+    # A driver failure whose text happens to hold "off" still gets the driver's fix.
+    monitor.gpu_unavailable = "NVML: GPU 3 fell off the bus (NVMLError_GpuIsLost)"
+    hint = gpu_hint(monitor).plain
+    assert "install the NVIDIA driver" in hint and "drop --no-gpu" not in hint

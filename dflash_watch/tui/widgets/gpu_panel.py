@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.widgets import Static
 
+from ...monitor import GPU_SAMPLING_OFF
 from ..reading import job_pids, locked, memory_badge
 from ..text import set_static
 from .gpu_tile import CHART_WINDOW_S, GpuTile, GpuView
@@ -26,7 +27,7 @@ _EMPTY = np.empty(0)
 def gpu_hint(monitor: Any) -> Text:
     """Why there is no GPU data, and what to do about it."""
     reason = monitor.gpu_unavailable
-    if reason and "off" in reason:
+    if reason == GPU_SAMPLING_OFF:
         return Text.assemble(
             ("GPU memory is not being sampled: ", "bold yellow"), str(reason), "\n",
             ("fix: ", "bold"), "drop --no-gpu, or pass --gpu-samples FILE to read recorded samples.",
