@@ -24,6 +24,11 @@ from .stall import Stall
 from .throughput import ThroughputDrop
 
 EVENT_TYPES = (Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick)
+_INF = float("inf")
+
+
+def _inf_if_none(t: float | None) -> float:
+    return _INF if t is None else t
 
 
 def build_detectors(config: DetectorConfig | None = None, baseline_tokens_per_s: float | None = None) -> list[Detector]:
@@ -54,6 +59,14 @@ class DetectorSet:
         # Detectors that declare ``timed = False`` never have a deadline; the
         # Monitor asks for deadline() before every event, so skip them.
         self._timed = tuple(d for d in self.detectors if getattr(d, "timed", True))
+        # A detector's deadline moves only when it handles an event: each is
+        # kept here (inf for None) and re-read only from the detectors an
+        # event went to, so deadline() is one min() over floats.
+        self._deadlines = [_inf_if_none(d.deadline()) for d in self._timed]
+        self._best = min(self._deadlines, default=_INF)
+        self._timed_routes: dict[type, tuple[int, ...]] = {}
+        for etype, route in self._routes.items():
+            self._timed_routes[etype] = self._timed_of(route)
 
     def __iter__(self) -> Iterator[Detector]:
         return iter(self.detectors)
@@ -67,26 +80,42 @@ class DetectorSet:
                 return d
         return None
 
+    def _timed_of(self, route: tuple[Detector, ...]) -> tuple[int, ...]:
+        return tuple(i for i, d in enumerate(self._timed) if any(d is r for r in route))
+
     def update(self, event: Event) -> list[Alert]:
-        route = self._routes.get(type(event))
+        """The alerts ``event`` causes. Detectors in a set must be fed
+        through it (or told with ``refresh``): it keeps their deadlines."""
+        etype = type(event)
+        route = self._routes.get(etype)
         if route is None:
-            route = self._routes[type(event)] = tuple(
+            route = self._routes[etype] = tuple(
                 d for d in self.detectors if isinstance(event, getattr(d, "accepts", EVENT_TYPES))
             )
+            self._timed_routes[etype] = self._timed_of(route)
         out: list[Alert] = []
         for d in route:
             alerts = d.update(event)
             if alerts:
                 out.extend(alerts)
+        timed = self._timed_routes[etype]
+        if timed:
+            deadlines = self._deadlines
+            detectors = self._timed
+            for i in timed:
+                t = detectors[i].deadline()
+                deadlines[i] = _INF if t is None else t
+            self._best = min(deadlines)
         return out
 
+    def refresh(self) -> None:
+        """Re-read every deadline (after a detector was changed directly)."""
+        self._deadlines = [_inf_if_none(d.deadline()) for d in self._timed]
+        self._best = min(self._deadlines, default=_INF)
+
     def deadline(self) -> float | None:
-        best = None
-        for d in self._timed:
-            t = d.deadline()
-            if t is not None and (best is None or t < best):
-                best = t
-        return best
+        best = self._best
+        return None if best == _INF else best
 
     def flush(self) -> list[Alert]:
         """The data ended: detectors that hold alerts back send them now."""
@@ -95,6 +124,7 @@ class DetectorSet:
             flush = getattr(d, "flush", None)
             if flush is not None:
                 out.extend(flush())
+        self.refresh()
         return out
 
     def learned_baseline(self) -> float | None:

@@ -56,6 +56,7 @@ class Monitor:
         progress_pattern: Any = None,
         keep_lines: int = 2000,
         alert_history: int = 2000,
+        keep_history: bool = True,
     ) -> None:
         self.detector_config = detector_config or DetectorConfig()
         self.baseline = baseline
@@ -68,6 +69,9 @@ class Monitor:
         self.alerts = AlertBook(alert_history)
         self.gpus = GpuHistory()
         self.throughput = SeriesHistory()
+        # False: no GPU/throughput history for views (``replay --json``
+        # prints alerts only; the detectors keep their own state).
+        self.keep_history = keep_history
         self.last_progress: Progress | None = None
         self.last_crash: Crash | None = None
         self.last_exit: ProcessExit | None = None
@@ -217,7 +221,8 @@ class Monitor:
     # -- the core loop ------------------------------------------------------
     def _handle(self, event: Event) -> list[Alert]:
         t = event.time
-        out = self.advance_to(t)
+        due = self._detectors.deadline()
+        out = self.advance_to(t) if due is not None and due < t else []
         if self.first_time is None:
             self.first_time = t
         if self.now is None or t > self.now:
@@ -227,16 +232,18 @@ class Monitor:
         if isinstance(event, Progress):
             self.progress_events += 1
             self.last_progress = event
-            if event.tokens_per_s is not None:
+            if event.tokens_per_s is not None and self.keep_history:
                 self.throughput.append(t, event.tokens_per_s)
         elif isinstance(event, GpuSample):
-            self.gpus.add(event)
+            if self.keep_history:
+                self.gpus.add(event)
         elif isinstance(event, Crash):
             self.last_crash = event
         elif isinstance(event, Recompile):
             self.recompiles += 1
         elif isinstance(event, GpuLost):
-            self.gpus.add(event)
+            if self.keep_history:
+                self.gpus.add(event)
             event = _gpu_lost_crash(event)
         elif isinstance(event, ProcessExit):
             if event.signature is None and self.last_crash is not None:

@@ -3,9 +3,9 @@
 This is the ingest hot path (DESIGN, "The ingest hot path"). Most lines of a
 training log say nothing a detector needs, so a chunk is never walked line by
 line: the candidate literals (progress words and the crash assembler's
-triggers) are searched over the whole chunk in C by a few anchored regexes
-(``build_scanner``), hits are mapped to their lines, and only those lines get
-per-line work. Line numbers come from counting ``'\\n'`` between hits, and a
+triggers) are searched over the whole chunk in C (``parsers.scanner``: one
+Hyperscan automaton, or a few anchored regexes), and only the lines it
+returns get per-line work. Line numbers come from counting ``'\\n'`` between hits, and a
 timestamp is parsed only where an event needs a time, walking back from that
 line to the last one that has one. benchmarks/bench_stream.py measures it.
 
@@ -17,12 +17,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from itertools import accumulate, repeat
 from datetime import tzinfo
 from typing import Callable, Protocol, Sequence
 
 from parsers.events import Crash, Event, Progress, Recompile
-from parsers.progress import CANDIDATES, ProgressPattern, line_shape, progress_fields, progress_possible
+from parsers.progress import (
+    CANDIDATES,
+    ProgressPattern,
+    column_plan,
+    line_shape,
+    progress_columns,
+    progress_fields,
+    progress_possible,
+)
 from parsers.ranks import split_rank
+from parsers.scanner import Scanner, make_scanner
 from parsers.timestamps import TimeParser
 
 # CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
@@ -44,75 +54,12 @@ _HINT_WINDOW = 2048
 # Per-shape literal flags: lines up to this long, this many shapes at most.
 _SHAPE_LINE_MAX = 2048
 _SHAPES_MAX = 512
-
-# Rough frequency (per mille) of characters in training logs, measured on the
-# real-world corpus. Characters not listed count as rare.
-_FREQ = {
-    " ": 172, "0": 46, "1": 41, ":": 36, "t": 34, "2": 33, "e": 31, "s": 31, "a": 29,
-    "4": 24, "r": 24, "n": 23, "/": 23, ".": 23, "3": 22, "5": 22, "i": 21, "o": 20,
-    "6": 19, "|": 18, "8": 17, "7": 17, "9": 17, "m": 16, "d": 15, "l": 14, "p": 13,
-    "c": 13, "-": 11, ",": 11, "h": 10, "[": 9, "u": 8, "]": 8, "g": 8, "f": 7, "%": 6,
-    "_": 5, "C": 5, "k": 5, "N": 4, "<": 4, "b": 4, "P": 4, "(": 4, "I": 3, ")": 3,
-    "w": 3, "y": 3, "'": 3, "v": 3, "F": 3, "O": 2, "L": 2, "=": 2,
-}
-
-
-# Characters sampled from a stream's first chunk to choose its anchors.
+# Characters sampled from a stream's first chunk to tune its scanner.
 _SAMPLE_CHARS = 1 << 16
 
-
-def _anchor_cost(char: str, freq: dict[str, float]) -> float:
-    # One regex pass costs about as much as a plain loop over the chunk,
-    # plus a match attempt at every occurrence of its anchor character.
-    return 1.0 + freq.get(char, 1) / 15.0
-
-
-def measured_frequencies(literals: Sequence[str], sample: str) -> dict[str, float]:
-    """Per-mille frequency in ``sample`` of each character of ``literals``.
-
-    A log's own text beats the corpus table: a logger that prints paths
-    all day makes ``/`` and ``p`` common, one that does not leaves them rare.
-    """
-    n = max(len(sample), 1)
-    return {c: 1000.0 * sample.count(c) / n for c in {c for lit in literals for c in lit}}
-
-
-def build_scanner(literals: Sequence[str], freq: dict[str, float] | None = None) -> tuple[re.Pattern[str], ...]:
-    """Regexes that together find every occurrence of every literal.
-
-    ``str.find`` per literal costs a pass over the chunk per literal, and an
-    alternation of literals in one regex is slower still (``re`` tries every
-    alternative at every position). But a regex that starts with one
-    literal character runs a tight C loop to the next occurrence of that
-    character. So each literal is anchored on one of its characters,
-    ``(?<=...)`` checks the part before it, and literals sharing an anchor
-    share a pass: a greedy set cover picks few, rare anchors. ``freq``
-    (per mille) says how rare; by default the corpus table ``_FREQ``.
-    """
-    freq = _FREQ if freq is None else freq
-    todo = {lit for lit in literals if lit and "\n" not in lit}
-    patterns = []
-    while todo:
-        chars = {c for lit in todo for c in lit}
-        anchor = max(
-            sorted(chars),
-            key=lambda c: (sum(1 for lit in todo if c in lit) / _anchor_cost(c, freq), -freq.get(c, 1)),
-        )
-        mine = sorted(lit for lit in todo if anchor in lit)
-        todo -= set(mine)
-        alternatives = []
-        for lit in mine:
-            j = lit.index(anchor)
-            behind = f"(?<={re.escape(lit)})" if j > 0 else ""
-            alternatives.append(re.escape(lit[j + 1:]) + behind)
-        # Alternatives that start with a literal character are rejected by
-        # ``re`` with one comparison; put the others last.
-        alternatives.sort(key=lambda alt: alt.startswith("(?<="))
-        # The tail runs the match to the end of the line: one hit per line
-        # and pattern, and the hit's end is the line's end, with no
-        # per-hit ``find`` in Python.
-        patterns.append(re.compile(re.escape(anchor) + "(?:" + "|".join(alternatives) + ")[^\n]*"))
-    return tuple(patterns)
+# A shape whose progress lines are read as columns: its fast plan, and the
+# fraction digits of the ISO stamp its lines start with.
+_Lane = tuple[object, int]
 
 
 class Assembler(Protocol):
@@ -150,7 +97,10 @@ class LogStream:
     built-in progress formats. ``assembler_factory`` makes the crash
     assembler (default: ``parsers.tracebacks.CrashAssembler``); ``triggers``
     are the literals that open it (default: its module's ``TRIGGERS``, or the
-    factory's ``TRIGGERS`` attribute).
+    factory's ``TRIGGERS`` attribute). ``scanner`` picks the literal search
+    engine (``parsers.scanner.make_scanner``); every engine finds the same lines.
+    ``columns=False`` reads every progress line on its own (the reference
+    that the column reading is tested against).
     """
 
     def __init__(
@@ -162,6 +112,8 @@ class LogStream:
         progress_pattern: ProgressPattern | None = None,
         assembler_factory: Callable[[], Assembler] | None = None,
         triggers: Sequence[str] | None = None,
+        scanner: str = "auto",
+        columns: bool = True,
     ) -> None:
         if assembler_factory is None:
             assembler_class, default_triggers = _default_assembler()
@@ -182,9 +134,11 @@ class LogStream:
             progress_literals = progress_pattern.literals or None  # None: every line
         self._progress_literals = progress_literals
         self._literals = self._triggers + (progress_literals or ())
-        self._scanners = build_scanner(self._literals)
+        self._scanner: Scanner = make_scanner(self._literals, engine=scanner)
+        self._columns = columns
         # Literals with an ASCII digit cannot be told from a line's shape.
-        self._flag_cache: dict[bytes, int] = {}  # line shape -> flags of the others
+        # line shape -> (flags of its literals, its column reading or None)
+        self._flag_cache: dict[bytes, tuple[int, _Lane | None]] = {}
         self._shape_triggers = tuple(t for t in self._triggers if not _has_digit(t))
         self._digit_triggers = tuple(t for t in self._triggers if _has_digit(t))
         self._shape_progress: tuple[str, ...] | None = None
@@ -234,11 +188,10 @@ class LogStream:
             has_cr = "\r" in text
         n = len(text)
         if not self._tuned and n >= _SAMPLE_CHARS:
-            # Any anchors find the same lines; rare ones find them faster.
-            self._scanners = build_scanner(self._literals, measured_frequencies(self._literals, text[:_SAMPLE_CHARS]))
+            self._scanner.tune(text[:_SAMPLE_CHARS])
             self._tuned = True
 
-        ends = self._scan(text)
+        ends = self._scanner.ends(text)
         events: list[Event] = []
         append = events.append
         assembler = self._assembler
@@ -258,8 +211,15 @@ class LogStream:
         pos = 0
         find = text.find
         rfind = text.rfind
+        # Progress lines of a column shape (``_Lane``) wait here, in order,
+        # and are read together before the next line that does anything else.
+        run_lines: list[str] = []
+        run_starts: list[int] = []
+        run_ends: list[int] = []
+        run_lanes: list[_Lane] = []
         while pos < n:
-            if every_line or assembler.is_open:
+            is_open = assembler.is_open
+            if every_line or is_open:
                 start = pos
                 end = find("\n", start)
                 if end == -1:
@@ -274,23 +234,38 @@ class LogStream:
                 start = rfind("\n", pos, end) + 1 or pos
             pos = end + 1
             line = text[start:end]
-            count_no += text.count("\n", count_pos, start)
-            count_pos = start
-            lineno = count_no
             # A log repeats a few line shapes: which literals a line holds is
             # a dictionary lookup on its shape, not 20-odd substring tests.
             shape = None
             if len(line) <= _SHAPE_LINE_MAX:
                 shape = line_shape(line)
-                flags = flag_cache.get(shape)
-                if flags is None:
+                entry = flag_cache.get(shape)
+                if entry is None:
                     if len(flag_cache) >= _SHAPES_MAX:
                         flag_cache.clear()
-                    flags = flag_cache[shape] = self._shape_flags(line, shape)
+                    flags = self._shape_flags(line, shape)
+                    entry = flag_cache[shape] = (flags, self._lane(line, shape, flags))
+                flags, lane = entry
+                if lane is not None and not is_open:
+                    run_lines.append(line)
+                    run_starts.append(start)
+                    run_ends.append(end)
+                    run_lanes.append(lane)
+                    continue
                 if flags & _DIGITS:  # a shape hides digits: "Signal 9" is tested on the line
                     flags |= self._flags(line, self._digit_progress, self._digit_triggers)
             else:
                 flags = self._flags(line, self._progress_literals, self._triggers)
+            if not flags and not is_open:
+                continue  # a candidate that holds nothing after all (an eval bar)
+            if run_lines:
+                clock, covered, count_pos, count_no = self._read_lanes(
+                    text, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no, fallback_time
+                )
+                run_lines, run_starts, run_ends, run_lanes = [], [], [], []
+            count_no += text.count("\n", count_pos, start)
+            count_pos = start
+            lineno = count_no
 
             line_time: float | None = None
             if flags & _PROGRESS:
@@ -303,7 +278,7 @@ class LogStream:
                     clock, covered = self._clock_at(text, covered, start, end, clock, line)
                     line_time = fallback_time if clock is None else clock
                     append(Progress(line_time, prefix + str(lineno), *found, self._own_count > own_before))
-            if assembler.is_open or flags & _TRIGGER:
+            if is_open or flags & _TRIGGER:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock, line)
                     line_time = fallback_time if clock is None else clock
@@ -313,6 +288,10 @@ class LogStream:
                 for segment in segments:
                     for event in assembler.feed(segment, lineno, line_time):
                         append(self._own(event))
+        if run_lines:
+            clock, covered, count_pos, count_no = self._read_lanes(
+                text, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no, fallback_time
+            )
 
         # Lines are counted only on demand (``lines``): the caller numbers
         # them already, and a full count is a pass over the chunk.
@@ -337,13 +316,86 @@ class LogStream:
 
     # -- pieces -------------------------------------------------------------
 
-    def _scan(self, text: str) -> list[int]:
-        """Sorted end offsets (the ``'\\n'``, or ``len(text)``) of the lines
-        that hold any literal."""
-        ends: set[int] = set()
-        for pattern in self._scanners:
-            ends.update([m.end() for m in pattern.finditer(text)])
-        return sorted(ends)
+    def _lane(self, line: str, shape: bytes, flags: int) -> _Lane | None:
+        """The column reading of ``line``'s shape, if its lines can have one:
+        progress in a built-in format and nothing else (no trigger, no rank
+        prefix, no '\\r'), dated by a zone-less ISO stamp at the start."""
+        if not self._columns or flags != _PROGRESS or self._pattern is not None:
+            return None
+        if shape[:1] == b"[" or b"\r" in shape:
+            return None
+        frac_len = TimeParser.iso_layout(shape)
+        if frac_len is None:
+            return None
+        fast = column_plan(line, shape)
+        return None if fast is None else (fast, frac_len)
+
+    def _read_lanes(
+        self,
+        text: str,
+        lines: list[str],
+        starts: list[int],
+        ends: list[int],
+        lanes: list[_Lane],
+        events: list[Event],
+        clock: float | None,
+        covered: int,
+        count_pos: int,
+        count_no: int,
+        fallback_time: float,
+    ) -> tuple[float | None, int, int, int]:
+        """Progress events of deferred lane lines, as ``feed`` would make
+        them one by one (same values, same order), and the clock and line
+        count state after them.
+
+        Each stretch of one shape is read as columns: numbers converted by
+        ``map``, stamps by ``TimeParser.iso_run``, line numbers by counting
+        newlines between the lines. A line the columns cannot take (a value
+        check fails, a stamp does not parse) and the rest of its stretch are
+        read one at a time, exactly as ``feed`` reads any progress line.
+        """
+        prefix = self._prefix
+        i = 0
+        total = len(lines)
+        while i < total:
+            lane = lanes[i]
+            j = i + 1
+            while j < total and lanes[j] is lane:
+                j += 1
+            fast, frac_len = lane
+            stretch = lines[i:j] if i or j < total else lines
+            done = 0
+            columns = progress_columns(fast, stretch)
+            if columns is not None:
+                times = self._times.iso_run(stretch, frac_len)
+                done = len(times)
+            if done:
+                at = starts[i : i + done]
+                numbers = list(accumulate(map(text.count, repeat("\n"), [count_pos, *at[:-1]], at), initial=count_no))
+                del numbers[0]
+                steps, totals, tokens, losses, metrics, seconds = columns  # type: ignore[misc]
+                sources = [prefix + str(number) for number in numbers]
+                events.extend(
+                    map(Progress, times, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds, repeat(True))
+                )
+                self._own_count += done
+                clock = times[-1]
+                covered = ends[i + done - 1] + 1
+                count_pos = at[-1]
+                count_no = numbers[-1]
+            for m in range(i + done, j):
+                line = lines[m]
+                start = starts[m]
+                count_no += text.count("\n", count_pos, start)
+                count_pos = start
+                found = progress_fields(line)
+                if found is not None:
+                    own_before = self._own_count
+                    clock, covered = self._clock_at(text, covered, start, ends[m], clock, line)
+                    line_time = fallback_time if clock is None else clock
+                    events.append(Progress(line_time, prefix + str(count_no), *found, self._own_count > own_before))
+            i = j
+        return clock, covered, count_pos, count_no
 
     def _shape_flags(self, line: str, shape: bytes) -> int:
         """What every line of ``line``'s shape holds, as far as its shape tells.

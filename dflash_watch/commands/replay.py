@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
             tz=settings.tz,
             progress_pattern=settings.progress_pattern,
             keep_lines=0,
+            keep_history=not args.json,
         )
         out = sys.stdout
         interactive = not args.json and out.isatty() and not getattr(args, "report", False)

@@ -61,3 +61,32 @@ def test_routing_and_deadline():
     (alert,) = ds.update(Tick(T0 + 120.0))
     assert alert.detector == "stall" and ds.deadline() is None
     assert ds.get("stall") is not None and ds.get("nope") is None
+
+
+def test_kept_deadlines_equal_asking_every_detector() -> None:
+    """The set keeps each detector's deadline and re-reads only those an
+    event went to; at every step that must equal asking all of them."""
+    from tests.core.synthetic import merge, oom_crash, process_exit, recompiles
+
+    def asked(ds: DetectorSet):
+        found = [t for d in ds.detectors if (t := d.deadline()) is not None]
+        return min(found) if found else None
+
+    scenario = merge(
+        healthy_run(hours=0.5, gpus=2, seed=3),
+        recompiles([T0 + 600 + 5 * i for i in range(12)], hit_limit=True, limit=8),
+        oom_crash(T0 + 1500.0, ranks=(0, 1, 2)),
+        process_exit(T0 + 1600.0, "crashed", code=1),
+    )
+    ds = DetectorSet(build_detectors(DetectorConfig()))
+    checked = 0
+    for event in scenario.events:
+        while (due := ds.deadline()) is not None and due < event.time:
+            ds.update(Tick(due))
+            assert ds.deadline() == asked(ds)
+        ds.update(event)
+        assert ds.deadline() == asked(ds), event
+        checked += 1
+    ds.flush()
+    assert ds.deadline() == asked(ds)
+    assert checked > 3000

@@ -15,7 +15,7 @@ import pytest
 from parsers.events import Crash, Progress, Recompile
 from parsers.progress import ProgressPattern
 from parsers.ranks import has_rank_prefix, split_rank
-from parsers.stream import LogStream, build_scanner
+from parsers.stream import LogStream
 from parsers.timestamps import TimeParser
 
 UTC = timezone.utc
@@ -265,18 +265,6 @@ def test_user_pattern_without_literals_sees_every_line() -> None:
     assert [(p.source, p.step, p.loss) for p in progress(events)] == [("train.log:1", 1, 2.5), ("train.log:3", 2, 2.25)]
     with_literals, _ = make(progress_pattern=ProgressPattern(r"it=(?P<step>\d+)", literals=("it=",)))
     assert [p.step for p in progress(with_literals.feed("x\nit=4\n", 1, 0.0))] == [4]
-
-
-def test_scanner_finds_every_literal_occurrence() -> None:
-    literals = ("Traceback (most recent call last)", 'File "', "Error", "tep", "tok", "it/s", "s/it", "loss", "%|")
-    scanners = build_scanner(literals)
-    assert len(scanners) < len(literals)
-    for literal in literals:
-        text = "xx " + literal + " yy"
-        hits = [m for p in scanners for m in p.finditer(text + "\nnext line")]
-        assert hits, literal
-        assert {m.end() for m in hits} == {len(text)}  # one hit per line, ending at its end
-    assert not [m for p in scanners for m in p.finditer("nothing to see here at all, tee, lo, Err, it/")]
 
 
 # -- with the real CrashAssembler ------------------------------------------------------

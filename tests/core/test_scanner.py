@@ -1,0 +1,99 @@
+"""The literal scanners: every engine finds exactly the lines that hold a literal."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers.progress import CANDIDATES
+from parsers.scanner import HyperscanScanner, RegexScanner, build_scanner, make_scanner
+from parsers.tracebacks import TRIGGERS
+
+LITERALS = tuple(TRIGGERS) + CANDIDATES
+
+
+def expected_ends(text: str, literals: tuple[str, ...]) -> list[int]:
+    """The definition, one line at a time."""
+    ends, start = [], 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end == -1:
+            end = len(text)
+        if any(lit in text[start:end] for lit in literals):
+            ends.append(end)
+        start = end + 1
+    return ends
+
+
+def engines() -> list[str]:
+    try:
+        import hyperscan  # noqa: F401
+    except ImportError:
+        return ["re"]
+    return ["re", "hyperscan"]
+
+
+def test_regex_scanner_finds_every_literal_occurrence() -> None:
+    literals = ("Traceback (most recent call last)", 'File "', "Error", "tep", "tok", "it/s", "s/it", "loss", "%|")
+    scanners = build_scanner(literals)
+    assert len(scanners) < len(literals)
+    for literal in literals:
+        text = "xx " + literal + " yy"
+        hits = [m for p in scanners for m in p.finditer(text + "\nnext line")]
+        assert hits, literal
+        assert {m.end() for m in hits} == {len(text)}  # one hit per line, ending at its end
+    assert not [m for p in scanners for m in p.finditer("nothing to see here at all, tee, lo, Err, it/")]
+
+
+@pytest.mark.parametrize("engine", engines())
+def test_each_literal_anywhere_on_a_line(engine: str) -> None:
+    scanner = make_scanner(LITERALS, engine=engine)
+    for literal in LITERALS:
+        for text in (literal, "a " + literal + " b\n", "x\n" + literal, "x\n\n" + literal + "\ny\n"):
+            assert sorted(set(scanner.ends(text))) == expected_ends(text, LITERALS), (literal, text)
+    assert scanner.ends("nothing to see here at all, tee, lo, Err, it/\n") == []
+
+
+# Text made of pieces of the literals, so that near misses ("te", "Erro") and
+# hits straddling nothing are common, with newlines, '\r' and non-ASCII.
+_pieces = st.sampled_from(
+    [*LITERALS, *(lit[: len(lit) // 2] for lit in LITERALS), *(lit[1:] for lit in LITERALS),
+     "\n", "\r", " ", "x", "é", "\u2028", "ß", "0", "[rank3]: "]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_pieces, max_size=40).map("".join))
+def test_every_engine_agrees_with_the_definition(text: str) -> None:
+    want = expected_ends(text, LITERALS)
+    for engine in engines():
+        assert sorted(set(make_scanner(LITERALS, engine=engine).ends(text))) == want, engine
+
+
+def test_hyperscan_reads_ascii_chunks_and_leaves_the_rest_to_re() -> None:
+    hyperscan = pytest.importorskip("hyperscan", reason="hyperscan is not installed on this platform")
+    scanner = HyperscanScanner(LITERALS, hyperscan)
+    ascii_text = "step 1 | loss 2.0\nnoise\nRuntimeError: x\n"
+    assert scanner.ends(ascii_text) == [17, 39]
+    # One non-ASCII character shifts byte offsets from character offsets:
+    # such a chunk must be answered in characters, by the fallback.
+    wide = "é step 1 | loss 2.0\nnoise\nRuntimeError: x"
+    assert scanner.ends(wide) == expected_ends(wide, LITERALS) == [19, len(wide)]
+
+
+def test_hyperscan_reports_a_line_once_however_many_literals_it_holds() -> None:
+    pytest.importorskip("hyperscan", reason="hyperscan is not installed on this platform")
+    scanner = make_scanner(LITERALS, engine="hyperscan")
+    text = "step 1 loss 2 tok 3 it/s Error File \"x\" tep tep tep\n" * 3
+    assert scanner.ends(text) == [51, 103, 155]
+
+
+def test_make_scanner_choices() -> None:
+    assert isinstance(make_scanner(LITERALS, engine="re"), RegexScanner)
+    with pytest.raises(ValueError, match="unknown scanner engine"):
+        make_scanner(LITERALS, engine="grep")
+    with pytest.raises(ValueError, match="ASCII"):
+        make_scanner(("naïve",), engine="hyperscan")
+    assert isinstance(make_scanner(("naïve",)), RegexScanner)  # auto falls back
+    assert make_scanner((), engine="auto").ends("anything\n") == []

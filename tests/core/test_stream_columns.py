@@ -1,0 +1,192 @@
+"""Progress lines read as columns give exactly what reading them one by one gives.
+
+The stream defers progress lines of a "lane" shape (built-in format, ISO
+stamp, nothing else on the line) and reads a run of them at once
+(``LogStream._read_lanes``). Every test here compares it with
+``LogStream(columns=False)``, the per-line reading, on logs built to hit the
+edges: minute and fraction-length changes, invalid dates, a second of 60,
+values that fail the fast checks (NaN, inf, fractional steps), lines that
+are not lanes in between (tracebacks, tqdm redraws, rank prefixes, lines
+without stamps), and chunk borders anywhere.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import parsers.stream as stream_module
+from parsers.progress import _PLANS, _run_fast, column_plan, line_shape, progress_columns
+from parsers.stream import LogStream
+from parsers.timestamps import TimeParser
+
+UTC = timezone.utc
+
+PROGRESS_FORMATS = [
+    "{ts} - INFO - dflash.train - step {step}/500000 | loss {loss} | acc_len 3.4 | {tps} Ktok/s | pad_eff 0.93 | lr 2.0e-04",
+    "{ts} INFO step {step} | loss {loss} | tokens/s: {tps} | dt: {ms}ms",
+    "{ts} | iter {step} | loss {loss} | tokens_per_s: {tps} | step_time: {sec}",
+    "{ts} - step {stepf} - loss {loss}",
+]
+NOISE = [
+    "{ts} - INFO - dflash.data - loaded shard 123 with 4567 samples",
+    "[rank3]: {ts} step {step} | loss {loss} | {tps} Ktok/s",
+    "step {step} | loss {loss} | {tps} Ktok/s",
+    "\rEvaluating:  20%|##        | 20/100 [00:01<00:05, 9.8it/s]\rEvaluating: 100%|##########| 100/100 [00:10<00:00, 9.8it/s]",
+    "Traceback (most recent call last):\n  File \"/x/train.py\", line 3, in <module>\n    main()\nRuntimeError: boom {step}",
+    "{ts} - WARNING - torch._dynamo hit config.recompile_limit (8)",
+    "[W1129 10:00:00.000000000 ProcessGroupNCCL.cpp:4561] NCCL INFO Channel 00/32",
+]
+VALUES = {
+    "loss": ["2.7512", "nan", "0.0000", "12.5", "inf"],
+    "tps": ["21.7", "0", "nan", "inf", "1e400", "3.25"],
+    "step": ["7", "1234", "99999", "0", "000012"],
+    "stepf": ["7.0", "7.5", "12"],
+    "ms": ["250", "0", "nan"],
+    "sec": ["1.5", "inf", "0.25"],
+}
+
+
+def stamp(rnd: random.Random, t: list[int]) -> str:
+    t[0] += rnd.choice([0, 0, 1, 7, 59, 61, 3600])
+    s = t[0]
+    day, rest = divmod(s, 86400)
+    hh, rest = divmod(rest, 3600)
+    mm, ss = divmod(rest, 60)
+    kind = rnd.random()
+    if kind < 0.03:
+        sec = "60"  # no such second: the stamp does not parse
+    else:
+        sec = f"{ss:02d}"
+    date = f"2025-11-{(day % 28) + 1:02d}" if rnd.random() > 0.02 else "2025-02-30"
+    sep = "T" if rnd.random() < 0.05 else " "
+    frac = rnd.choice([",123", ",123", ".5", ",123456", ""]) if rnd.random() < 0.2 else f",{rnd.randrange(1000):03d}"
+    return f"{date}{sep}{hh:02d}:{mm:02d}:{sec}{frac}"
+
+
+def make_log(seed: int, n: int) -> str:
+    rnd = random.Random(seed)
+    t = [1_764_410_400 % 86400]
+    out = []
+    for _ in range(n):
+        fmt = rnd.choice(PROGRESS_FORMATS) if rnd.random() < 0.75 else rnd.choice(NOISE)
+        values = {k: rnd.choice(v) for k, v in VALUES.items()}
+        out.append(fmt.format(ts=stamp(rnd, t), **values))
+    return "\n".join(out) + "\n"
+
+
+def replay(text: str, columns: bool, cuts: list[int]) -> tuple:
+    stream = LogStream("train.log", tz=UTC, default_year=2025, columns=columns)
+    events = []
+    pos = 0
+    lineno = 1
+    for cut in sorted(cuts) + [len(text)]:
+        end = text.rfind("\n", pos, cut) + 1 if cut < len(text) else len(text)
+        if end <= pos:
+            continue
+        chunk = text[pos:end]
+        events += stream.feed(chunk, lineno, 1000.0)
+        lineno += chunk.count("\n")
+        pos = end
+    events += stream.flush(1000.0)
+    # repr: NaN equals NaN there, and every field is compared.
+    return [repr(e) for e in events], stream.lines, stream.last_time, stream._times.year
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10**9), st.integers(1, 120), st.lists(st.integers(0, 20000), max_size=6))
+def test_columns_answer_as_line_by_line(seed: int, n: int, cuts: list[int]) -> None:
+    text = make_log(seed, n)
+    assert replay(text, True, cuts) == replay(text, False, cuts)
+
+
+def test_a_realistic_log_is_read_as_columns_and_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(5)
+    lines = []
+    for i in range(3000):
+        ts = f"2025-11-29 10:{i // 600:02d}:{i // 10 % 60:02d},{rnd.randrange(1000):03d}"
+        if i % 10 == 9:
+            lines.append(f"{ts} - INFO - dflash.data - loaded shard {i} with 4567 samples")
+        else:
+            lines.append(
+                f"{ts} - INFO - dflash.train - step {1000 + i}/500000 | loss {2 + rnd.random():.4f} | "
+                f"acc_len 3.4 | {21 + rnd.random():.1f} Ktok/s | pad_eff 0.93 | lr 2.0e-04"
+            )
+        if i == 1500:
+            lines.append('Traceback (most recent call last):\n  File "/x/t.py", line 1, in <module>\nValueError: x')
+    text = "\n".join(lines) + "\n"
+    want = replay(text, False, [10_000, 150_000])
+    # The column path must really be taken: count the lines read one by one.
+    calls = []
+    real = stream_module.progress_fields
+    monkeypatch.setattr(stream_module, "progress_fields", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    got = replay(text, True, [10_000, 150_000])
+    assert got == want
+    assert sum(1 for e in want[0] if e.startswith("Progress(")) == 2700
+    # Only the line that closes the traceback is read on its own: the crash
+    # assembler sees it first.
+    assert len(calls) == 1 and "step 2501/" in calls[0]
+
+
+# -- the pieces -------------------------------------------------------------------
+
+
+def test_iso_layout_reads_the_stamp_from_the_shape() -> None:
+    layout = TimeParser.iso_layout
+    assert layout(b"0000-00-00 00:00:00,000 - INFO - x") == 3
+    assert layout(b"0000-00-00T00:00:00.000000 step") == 6
+    assert layout(b"0000-00-00 00:00:00 step") == 0
+    assert layout(b"0000-00-00 00:00:00,000Z step") is None  # a zone: not the minute cache's
+    assert layout(b"0000-00-00 00:00:00+00:00 step") is None
+    assert layout(b"0000-00-00 00:00:00. step") is None
+    assert layout(b"0000-00-00 00:00:00,000") is None  # nothing after the stamp
+    assert layout(b" 0000-00-00 00:00:00 step") is None
+    assert layout(b"00/00/0000 00:00:00 step") is None
+    assert layout(b"0000-00-00 00:00:00,0000000000 x") is None  # ten digits: not ISO's
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 61), st.integers(0, 999)), min_size=1, max_size=40))
+def test_iso_run_answers_as_parse_dated_with_the_same_state_after(stamps: list) -> None:
+    lines = [f"2025-11-29 10:{mm:02d}:{ss:02d},{ms:03d} - step 1" for mm, ss, ms in stamps]
+    one, many = TimeParser(tz=UTC), TimeParser(tz=UTC)
+    one.parse_dated("2025-11-29 10:00:00.5 warm")  # a fraction of another length before
+    many.parse_dated("2025-11-29 10:00:00.5 warm")
+    want = []
+    for line in lines:
+        value = one.parse_dated(line)
+        if value is None:
+            break
+        want.append(value)
+    got = many.iso_run(lines, 3)
+    assert got == want
+    assert (many.year, many._month, many._min_key, many._min_val, many._frac_len) == (
+        one.year, one._month, one._min_key, one._min_val, one._frac_len)
+
+
+def test_progress_columns_answer_as_the_fast_plan_line_by_line() -> None:
+    rnd = random.Random(3)
+    base = "2025-11-29 10:00:05,123 step 12/900 | loss 2.0 | tokens/s: 100.5 | dt: 5ms | grad_norm 0.25 | lr 1.5e-04"
+    shape = line_shape(base)
+    fast = column_plan(base, shape)
+    assert fast is not None
+    rank_at, ops, _ = _PLANS[shape]
+    lines = ["".join(rnd.choice("0123456789") if c.isdigit() else c for c in base) for _ in range(500)]
+    steps, totals, tokens, losses, metrics, seconds = progress_columns(fast, lines)
+    for i, line in enumerate(lines):
+        want = _run_fast(fast, ops, line, None, rank_at)
+        got = (steps[i], totals[i], tokens[i], losses[i], None, metrics[i], seconds[i])
+        assert repr(got) == repr(want)
+
+
+def test_progress_columns_give_way_when_a_value_check_fails() -> None:
+    base = "2025-11-29 10:00:05,123 | step 1.5 | loss 2.0 | 21.5 Ktok/s"
+    fast = column_plan(base, line_shape(base))
+    assert fast is not None and not fast.step_is_int
+    ok = "2025-11-29 10:00:05,123 | step 2.0 | loss 2.0 | 21.5 Ktok/s"
+    assert progress_columns(fast, [ok, ok]) is not None
+    assert progress_columns(fast, [ok, base]) is None  # step 1.5 is not a step

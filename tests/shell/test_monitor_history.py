@@ -1,0 +1,48 @@
+"""`replay --json` keeps no history for views: the alerts must not change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dflash_watch.monitor import Monitor
+from dflash_watch.replay import replay
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG = ROOT / "examples" / "dflash_broken_batching_fx_crash.log"
+GPU = ROOT / "examples" / "dflash_broken_batching_fx_crash.gpu.jsonl"
+
+
+def test_alerts_are_the_same_without_view_history() -> None:
+    runs = {}
+    for keep in (True, False):
+        monitor = Monitor(keep_lines=0, keep_history=keep)
+        result = replay([str(LOG)], gpu_samples=[str(GPU)], monitor=monitor)
+        runs[keep] = (monitor, [a.to_json() for a in result.alerts])
+    (full, with_history), (bare, without) = runs[True], runs[False]
+    assert with_history == without and len(without) >= 5
+    assert full.throughput.count > 100 and full.gpus.gpus
+    assert bare.throughput.count == 0 and bare.gpus.gpus == []
+    assert bare.progress_events == full.progress_events
+
+
+def test_the_cli_replays_json_without_history(monkeypatch) -> None:  # noqa: ANN001
+    import argparse
+    import io
+
+    from dflash_watch.commands import replay as command
+
+    made = []
+    real = Monitor.__init__
+
+    def spy(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        made.append(kwargs.get("keep_history", True))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Monitor, "__init__", spy)
+    args = argparse.Namespace(
+        logs=[str(LOG)], gpu_samples=[], json=True, config=None, baseline=None, tz="UTC", report=False
+    )
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    assert command.run(args) == 0
+    assert made == [False] and out.getvalue().count("\n") == 3  # the log alone: no GPU samples
