@@ -1,8 +1,9 @@
 """Speed of `dflash-watch replay --json` against grep on the same file.
 
 Writes a realistic training log (timestamped progress lines, logger noise,
-tqdm bars redrawn with '\\r', NCCL chatter, a few tracebacks and recompile
-warnings), then in one process times:
+tqdm bars redrawn with '\\r' and drawn with '█' as tqdm does on a UTF-8
+stream, NCCL chatter, a few tracebacks and recompile warnings), then in one
+process times:
 
 * `grep -cE` of a typical pattern over the file (the reference),
 * `dflash-watch replay --json` over the file, in a child process that
@@ -11,7 +12,7 @@ warnings), then in one process times:
 and prints lines/s and the ratio. Run twice with different lengths to see
 that peak RSS does not grow with the log (the pipeline streams).
 
-    python benchmarks/bench_replay.py [--lines 1200000] [--keep DIR]
+    python benchmarks/bench_replay.py [--lines 1200000] [--keep DIR] [--bars ascii]
 
 Targets (issue 2): >= 1M lines/s, within 10x of grep's time, and peak RSS
 independent of the log's length.
@@ -46,7 +47,7 @@ RECOMPILE = (
 )
 
 
-def write_log(path: Path, n_lines: int, seed: int = 1) -> int:
+def write_log(path: Path, n_lines: int, seed: int = 1, bar: str = "█") -> int:
     rng = random.Random(seed)
     t0 = 1_764_410_400  # 2025-11-29 10:00 UTC
     written = 0
@@ -66,10 +67,10 @@ def write_log(path: Path, n_lines: int, seed: int = 1) -> int:
                 )
                 written += 1
             elif r < 0.10:
-                bar = "".join(
-                    f"\rEvaluating: {p:3d}%|{'#' * (p // 10):<10}| {p}/100 [00:{p % 60:02d}<00:10, 9.8it/s]" for p in range(0, 101, 20)
+                redraws = "".join(
+                    f"\rEvaluating: {p:3d}%|{bar * (p // 10):<10}| {p}/100 [00:{p % 60:02d}<00:10, 9.8it/s]" for p in range(0, 101, 20)
                 )
-                buf.append(bar + "\n")
+                buf.append(redraws + "\n")
                 written += 1
             elif r < 0.12:
                 buf.append(f"[rank{rng.randrange(8)}]:[W1129 10:00:00.000000000 ProcessGroupNCCL.cpp:4561] NCCL INFO Channel 00/32 : 0[0] -> 1[1] via P2P/IPC\n")
@@ -131,6 +132,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_200_000)
     ap.add_argument("--keep", help="write the log here and keep it")
+    ap.add_argument(
+        "--bars", choices=("unicode", "ascii"), default="unicode",
+        help="tqdm's bar character: '█' as tqdm writes it to a UTF-8 stream (default), or '#'",
+    )
     args = ap.parse_args()
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="dfw-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -138,7 +143,7 @@ def main() -> None:
         rows = []
         for n in (args.lines // 2, args.lines):
             log = tmp / f"train-{n}.log"
-            lines = write_log(log, n)
+            lines = write_log(log, n, bar="█" if args.bars == "unicode" else "#")
             size = log.stat().st_size
             g_s, g_count = time_grep(log)
             r_s, alerts, rss = time_replay(log)

@@ -8,7 +8,7 @@ of the detectors' deadlines, for the Monitor's ticks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
 
@@ -25,6 +25,12 @@ from .throughput import ThroughputDrop
 
 EVENT_TYPES = (Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick)
 _INF = float("inf")
+# An event type's route: each detector's bound update, and (slot in the kept
+# deadlines, bound deadline) for the timed ones.
+_Plan = tuple[
+    tuple[Callable[[Event], list[Alert]], ...],
+    tuple[tuple[int, Callable[[], "float | None"]], ...],
+]
 
 
 def _inf_if_none(t: float | None) -> float:
@@ -50,12 +56,6 @@ def build_detectors(config: DetectorConfig | None = None, baseline_tokens_per_s:
 class DetectorSet:
     def __init__(self, detectors: Sequence[Detector]) -> None:
         self.detectors = list(detectors)
-        self._routes: dict[type, tuple[Detector, ...]] = {}
-        for etype in EVENT_TYPES:
-            # A detector without ``accepts`` (written elsewhere) sees everything.
-            self._routes[etype] = tuple(
-                d for d in self.detectors if etype in getattr(d, "accepts", EVENT_TYPES)
-            )
         # Detectors that declare ``timed = False`` never have a deadline; the
         # Monitor asks for deadline() before every event, so skip them.
         self._timed = tuple(d for d in self.detectors if getattr(d, "timed", True))
@@ -64,9 +64,14 @@ class DetectorSet:
         # event went to, so deadline() is one min() over floats.
         self._deadlines = [_inf_if_none(d.deadline()) for d in self._timed]
         self._best = min(self._deadlines, default=_INF)
-        self._timed_routes: dict[type, tuple[int, ...]] = {}
-        for etype, route in self._routes.items():
-            self._timed_routes[etype] = self._timed_of(route)
+        self._plans: dict[type, _Plan] = {}
+        for etype in EVENT_TYPES:
+            # A detector without ``accepts`` (written elsewhere) sees everything.
+            self._plans[etype] = self._plan([d for d in self.detectors if etype in getattr(d, "accepts", EVENT_TYPES)])
+
+    def _plan(self, route: list[Detector]) -> _Plan:
+        timed = tuple((i, d.deadline) for i, d in enumerate(self._timed) if any(d is r for r in route))
+        return tuple(d.update for d in route), timed
 
     def __iter__(self) -> Iterator[Detector]:
         return iter(self.detectors)
@@ -80,30 +85,24 @@ class DetectorSet:
                 return d
         return None
 
-    def _timed_of(self, route: tuple[Detector, ...]) -> tuple[int, ...]:
-        return tuple(i for i, d in enumerate(self._timed) if any(d is r for r in route))
-
     def update(self, event: Event) -> list[Alert]:
         """The alerts ``event`` causes. Detectors in a set must be fed
         through it (or told with ``refresh``): it keeps their deadlines."""
-        etype = type(event)
-        route = self._routes.get(etype)
-        if route is None:
-            route = self._routes[etype] = tuple(
-                d for d in self.detectors if isinstance(event, getattr(d, "accepts", EVENT_TYPES))
+        plan = self._plans.get(type(event))
+        if plan is None:
+            plan = self._plans[type(event)] = self._plan(
+                [d for d in self.detectors if isinstance(event, getattr(d, "accepts", EVENT_TYPES))]
             )
-            self._timed_routes[etype] = self._timed_of(route)
+        updates, timed = plan
         out: list[Alert] = []
-        for d in route:
-            alerts = d.update(event)
+        for update in updates:
+            alerts = update(event)
             if alerts:
                 out.extend(alerts)
-        timed = self._timed_routes[etype]
         if timed:
             deadlines = self._deadlines
-            detectors = self._timed
-            for i in timed:
-                t = detectors[i].deadline()
+            for i, deadline in timed:
+                t = deadline()
                 deadlines[i] = _INF if t is None else t
             self._best = min(deadlines)
         return out

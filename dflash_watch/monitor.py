@@ -184,8 +184,9 @@ class Monitor:
         out: list[Alert] = []
         with self._lock:
             handle = self._handle
+            progress = self._handle_progress
             for event in events:
-                alerts = handle(event)
+                alerts = progress(event) if type(event) is Progress else handle(event)
                 if alerts:
                     out.extend(alerts)
         return out
@@ -219,14 +220,21 @@ class Monitor:
             out.extend(self._run_detectors(Tick(deadline)))
 
     # -- the core loop ------------------------------------------------------
+    def _handle_progress(self, event: Progress) -> list[Alert]:
+        """``_handle`` for the most common event (one per training step),
+        without the type tests."""
+        t = event.time
+        out = self._arrive(t)
+        self.last_event_time = t
+        self.progress_events += 1
+        self.last_progress = event
+        if event.tokens_per_s is not None and self.keep_history:
+            self.throughput.append(t, event.tokens_per_s)
+        return self._detect(event, out)
+
     def _handle(self, event: Event) -> list[Alert]:
         t = event.time
-        due = self._detectors.deadline()
-        out = self.advance_to(t) if due is not None and due < t else []
-        if self.first_time is None:
-            self.first_time = t
-        if self.now is None or t > self.now:
-            self.now = t
+        out = self._arrive(t)
         if not isinstance(event, Tick):
             self.last_event_time = t
         if isinstance(event, Progress):
@@ -249,6 +257,20 @@ class Monitor:
             if event.signature is None and self.last_crash is not None:
                 event = replace(event, signature=self.last_crash.signature)
             self.last_exit = event
+        return self._detect(event, out)
+
+    def _arrive(self, t: float) -> list[Alert]:
+        """An input at time ``t``: the deadlines before it first, then the clock."""
+        due = self._detectors.deadline()
+        out = self.advance_to(t) if due is not None and due < t else []
+        if self.first_time is None:
+            self.first_time = t
+        if self.now is None or t > self.now:
+            self.now = t
+        return out
+
+    def _detect(self, event: Event, out: list[Alert]) -> list[Alert]:
+        """The detectors' alerts on ``event``, recorded, after ``out``."""
         alerts = self._detectors.update(event)
         if alerts:
             for alert in alerts:

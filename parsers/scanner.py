@@ -7,10 +7,11 @@ the same answer, the sorted end offsets of the lines that hold a literal:
 
 * ``HyperscanScanner``: Intel's Hyperscan (the ``hyperscan`` package) runs
   one automaton for all literals over the chunk's bytes, several times
-  faster than any use of ``re``. Only for ASCII chunks, where byte offsets
-  are character offsets; other chunks go to the fallback.
+  faster than any use of ``re``. A chunk that is not ASCII (tqdm's block
+  bars) is scanned with its other characters as '?', so that byte offsets
+  stay character offsets.
 * ``RegexScanner``: the standard library only, used where Hyperscan is not
-  installed (it has no wheels for some platforms) and for non-ASCII chunks.
+  installed (it has no wheels for some platforms).
 
 ``make_scanner`` picks the best one available.
 """
@@ -124,8 +125,7 @@ class RegexScanner:
 
 
 class HyperscanScanner:
-    """One Hyperscan automaton over the chunk's bytes; ``RegexScanner`` for
-    the chunks it cannot read as bytes one to one (non-ASCII text).
+    """One Hyperscan automaton over the chunk's bytes.
 
     The expression is ``(?:lit1|lit2|...)[^\\n]*\\n``: its matches end at
     the newline of each line that holds a literal, and Hyperscan reports an
@@ -135,23 +135,32 @@ class HyperscanScanner:
 
     def __init__(self, literals: Sequence[str], hyperscan: object) -> None:
         self.literals = _usable(literals)
-        self._fallback = RegexScanner(self.literals)
-        self._db = None
+        self._placeholder_safe = not any("?" in lit for lit in self.literals)
+        self._db = self._scratch = None
         if self.literals:
-            db = hyperscan.Database()  # type: ignore[attr-defined]
-            alternation = b"|".join(re.escape(lit).encode("ascii") for lit in self.literals)
-            db.compile(expressions=[b"(?:" + alternation + b")[^\\n]*\\n"], ids=[0], flags=[0])
-            self._db = db
+            self._db = _compiled(self.literals, hyperscan)
+            # A database may be shared; scratch space may not (one per scan
+            # in flight), and it costs microseconds, not a compile.
+            self._scratch = hyperscan.Scratch(database=self._db)  # type: ignore[attr-defined]
 
     def tune(self, sample: str) -> None:
-        self._fallback.tune(sample)
+        pass  # one automaton: no anchors to choose
 
     def ends(self, text: str) -> list[int]:
         if self._db is None:
             return []
-        if not text.isascii():
-            return self._fallback.ends(text)
-        data = text.encode("ascii")
+        if text.isascii():
+            data = text.encode("ascii")
+        elif self._placeholder_safe:
+            # Each other character becomes one '?': offsets stay character
+            # offsets, and no literal (none holds a '?') can match where it
+            # could not match before.
+            data = text.encode("ascii", "replace")
+        else:
+            return self._wide_ends(text)
+        return self._scan(data)
+
+    def _scan(self, data: bytes) -> list[int]:
         if data[-1:] != b"\n":
             data += b"\n"  # the last line ends at len(text), as the regexes say
         ends: list[int] = []
@@ -160,8 +169,41 @@ class HyperscanScanner:
         def on_match(_id: int, _start: int, end: int, _flags: int, _context: object) -> None:
             append(end - 1)
 
-        self._db.scan(data, match_event_handler=on_match)
+        self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)  # type: ignore[attr-defined]
         return ends
+
+    def _wide_ends(self, text: str) -> list[int]:
+        """The UTF-8 bytes, and byte offsets turned into character offsets
+        (each slice between two newlines is whole characters)."""
+        # surrogatepass: any str encodes, and each slice decodes back to
+        # exactly its characters.
+        data = text.encode("utf-8", "surrogatepass")
+        out = []
+        chars = prev = 0
+        for end in self._scan(data):
+            chars += len(data[prev:end].decode("utf-8", "surrogatepass"))
+            prev = end
+            out.append(chars)
+        return out
+
+
+# Compiled databases by literal set: a compile takes ~15 ms, and a watch of
+# 64 per-rank logs (or a relaunch, which starts every stream anew) would pay
+# it per file.
+_DATABASES: dict[tuple[str, ...], object] = {}
+_DATABASES_MAX = 16
+
+
+def _compiled(literals: tuple[str, ...], hyperscan: object) -> object:
+    db = _DATABASES.get(literals)
+    if db is None:
+        db = hyperscan.Database()  # type: ignore[attr-defined]
+        alternation = b"|".join(re.escape(lit).encode("ascii") for lit in literals)
+        db.compile(expressions=[b"(?:" + alternation + b")[^\\n]*\\n"], ids=[0], flags=[0])  # type: ignore[attr-defined]
+        if len(_DATABASES) >= _DATABASES_MAX:
+            _DATABASES.clear()
+        _DATABASES[literals] = db
+    return db
 
 
 def make_scanner(literals: Sequence[str], *, engine: str = "auto") -> Scanner:

@@ -71,15 +71,28 @@ def test_every_engine_agrees_with_the_definition(text: str) -> None:
         assert sorted(set(make_scanner(LITERALS, engine=engine).ends(text))) == want, engine
 
 
-def test_hyperscan_reads_ascii_chunks_and_leaves_the_rest_to_re() -> None:
+# A user's literal with a '?' rules out the '?' placeholder for other
+# characters: such chunks take the UTF-8 path.
+QUESTION = ("eta?", "loss")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["eta", "?", "loss", "é", "\n", "x", "█", "\ud800", "?\n"]), max_size=30).map("".join))
+def test_literals_with_a_question_mark_agree_with_the_definition(text: str) -> None:
+    want = expected_ends(text, QUESTION)
+    for engine in engines():
+        assert sorted(set(make_scanner(QUESTION, engine=engine).ends(text))) == want, engine
+
+
+def test_hyperscan_answers_in_characters_on_non_ascii_chunks() -> None:
     hyperscan = pytest.importorskip("hyperscan", reason="hyperscan is not installed on this platform")
     scanner = HyperscanScanner(LITERALS, hyperscan)
     ascii_text = "step 1 | loss 2.0\nnoise\nRuntimeError: x\n"
     assert scanner.ends(ascii_text) == [17, 39]
-    # One non-ASCII character shifts byte offsets from character offsets:
-    # such a chunk must be answered in characters, by the fallback.
-    wide = "é step 1 | loss 2.0\nnoise\nRuntimeError: x"
-    assert scanner.ends(wide) == expected_ends(wide, LITERALS) == [19, len(wide)]
+    # Multi-byte characters (tqdm's block bars, a lone surrogate) shift byte
+    # offsets from character offsets: the answer must be in characters.
+    wide = "é step 1 | loss 2.0\n███ 9/10 [00:01, 9.8it/s]\nnoise \ud800\nRuntimeError: x"
+    assert scanner.ends(wide) == expected_ends(wide, LITERALS) == [19, 45, len(wide)]
 
 
 def test_hyperscan_reports_a_line_once_however_many_literals_it_holds() -> None:
@@ -97,3 +110,28 @@ def test_make_scanner_choices() -> None:
         make_scanner(("naïve",), engine="hyperscan")
     assert isinstance(make_scanner(("naïve",)), RegexScanner)  # auto falls back
     assert make_scanner((), engine="auto").ends("anything\n") == []
+
+
+def test_hyperscan_streams_share_one_database_and_scan_in_parallel() -> None:
+    """A watch of many per-rank logs compiles once; each stream has its own
+    scratch space, so two threads may scan at the same time."""
+    pytest.importorskip("hyperscan", reason="hyperscan is not installed on this platform")
+    import threading
+
+    a = make_scanner(LITERALS, engine="hyperscan")
+    b = make_scanner(LITERALS, engine="hyperscan")
+    assert a._db is b._db and a._scratch is not b._scratch
+    text = "".join(f"noise {i}\nstep {i} | loss 2.0\nRuntimeError: {i}\n" for i in range(20000))
+    want = expected_ends(text, LITERALS)
+    got: dict[str, list[int]] = {}
+
+    def scan(name: str, scanner) -> None:  # noqa: ANN001
+        for _ in range(3):
+            got[name] = scanner.ends(text)
+
+    threads = [threading.Thread(target=scan, args=(n, s)) for n, s in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {"a": want, "b": want}
