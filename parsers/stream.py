@@ -99,8 +99,9 @@ class LogStream:
     are the literals that open it (default: its module's ``TRIGGERS``, or the
     factory's ``TRIGGERS`` attribute). ``scanner`` picks the literal search
     engine (``parsers.scanner.make_scanner``); every engine finds the same lines.
-    ``columns=False`` reads every progress line on its own (the reference
-    that the column reading is tested against).
+    ``fast=False`` reads every line on its own, in the chunk's own text:
+    the reference that the column reading and the ASCII view are tested
+    against.
     """
 
     def __init__(
@@ -113,7 +114,7 @@ class LogStream:
         assembler_factory: Callable[[], Assembler] | None = None,
         triggers: Sequence[str] | None = None,
         scanner: str = "auto",
-        columns: bool = True,
+        fast: bool = True,
     ) -> None:
         if assembler_factory is None:
             assembler_class, default_triggers = _default_assembler()
@@ -135,7 +136,10 @@ class LogStream:
         self._progress_literals = progress_literals
         self._literals = self._triggers + (progress_literals or ())
         self._scanner: Scanner = make_scanner(self._literals, engine=scanner)
-        self._columns = columns
+        # The ASCII view finds exactly the lines the text would, unless a
+        # literal itself holds the placeholder.
+        self._view_ok = fast and not any("?" in lit for lit in self._literals)
+        self._fast = fast
         # Literals with an ASCII digit cannot be told from a line's shape.
         # line shape -> (flags of its literals, its column reading or None)
         self._flag_cache: dict[bytes, tuple[int, _Lane | None]] = {}
@@ -178,20 +182,27 @@ class LogStream:
         """
         if not text:
             return []
-        if "\x1b" in text:
-            text = _ANSI.sub("", text)
-        if "\x00" in text:
-            text = text.replace("\x00", "")
-        has_cr = "\r" in text
-        if has_cr and "\r\n" in text:
-            text = text.replace("\r\n", "\n")
-            has_cr = "\r" in text
+        # One character outside ASCII (a tqdm block bar) makes the whole
+        # chunk a wide str, and every search and slice of it slower. Lines
+        # are found in an ASCII view instead, with '?' for each such
+        # character (same offsets); a line whose view holds a '?' is taken
+        # from the text itself, so no event ever sees the placeholder.
+        view = self._view(text)
+        if "\x1b" in view or "\x00" in view or "\r\n" in view:
+            if "\x1b" in view:
+                text = _ANSI.sub("", text)
+            if "\x00" in text:
+                text = text.replace("\x00", "")
+            if "\r\n" in text:
+                text = text.replace("\r\n", "\n")
+            view = self._view(text)
+        has_cr = "\r" in view
         n = len(text)
         if not self._tuned and n >= _SAMPLE_CHARS:
-            self._scanner.tune(text[:_SAMPLE_CHARS])
+            self._scanner.tune(view[:_SAMPLE_CHARS])
             self._tuned = True
 
-        ends = self._scanner.ends(text)
+        ends = self._scanner.ends(view)
         events: list[Event] = []
         append = events.append
         assembler = self._assembler
@@ -209,8 +220,9 @@ class LogStream:
         k = 0
         n_ends = len(ends)
         pos = 0
-        find = text.find
-        rfind = text.rfind
+        find = view.find
+        rfind = view.rfind
+        wide = view is not text
         # Progress lines of a column shape (``_Lane``) wait here, in order,
         # and are read together before the next line that does anything else.
         run_lines: list[str] = []
@@ -233,7 +245,9 @@ class LogStream:
                 k += 1
                 start = rfind("\n", pos, end) + 1 or pos
             pos = end + 1
-            line = text[start:end]
+            line = view[start:end]
+            if wide and "?" in line:
+                line = text[start:end]
             # A log repeats a few line shapes: which literals a line holds is
             # a dictionary lookup on its shape, not 20-odd substring tests.
             shape = None
@@ -260,10 +274,11 @@ class LogStream:
                 continue  # a candidate that holds nothing after all (an eval bar)
             if run_lines:
                 clock, covered, count_pos, count_no = self._read_lanes(
-                    text, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no, fallback_time
+                    text, view, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no,
+                    fallback_time,
                 )
                 run_lines, run_starts, run_ends, run_lanes = [], [], [], []
-            count_no += text.count("\n", count_pos, start)
+            count_no += view.count("\n", count_pos, start)
             count_pos = start
             lineno = count_no
 
@@ -290,12 +305,13 @@ class LogStream:
                         append(self._own(event))
         if run_lines:
             clock, covered, count_pos, count_no = self._read_lanes(
-                text, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no, fallback_time
+                text, view, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no,
+                fallback_time,
             )
 
         # Lines are counted only on demand (``lines``): the caller numbers
         # them already, and a full count is a pass over the chunk.
-        self._tail = (text, count_pos, count_no)
+        self._tail = (view, count_pos, count_no)
         # The chunk's last timestamp is the stream's clock from here on.
         if covered < n:
             latest = self._latest(text, covered, n)
@@ -316,11 +332,17 @@ class LogStream:
 
     # -- pieces -------------------------------------------------------------
 
+    def _view(self, text: str) -> str:
+        """``text`` where it is ASCII, else its ASCII view ('?' for others)."""
+        if text.isascii() or not self._view_ok:
+            return text
+        return text.encode("ascii", "replace").decode("ascii")
+
     def _lane(self, line: str, shape: bytes, flags: int) -> _Lane | None:
         """The column reading of ``line``'s shape, if its lines can have one:
         progress in a built-in format and nothing else (no trigger, no rank
         prefix, no '\\r'), dated by a zone-less ISO stamp at the start."""
-        if not self._columns or flags != _PROGRESS or self._pattern is not None:
+        if not self._fast or flags != _PROGRESS or self._pattern is not None:
             return None
         if shape[:1] == b"[" or b"\r" in shape:
             return None
@@ -333,6 +355,7 @@ class LogStream:
     def _read_lanes(
         self,
         text: str,
+        view: str,
         lines: list[str],
         starts: list[int],
         ends: list[int],
@@ -346,7 +369,8 @@ class LogStream:
     ) -> tuple[float | None, int, int, int]:
         """Progress events of deferred lane lines, as ``feed`` would make
         them one by one (same values, same order), and the clock and line
-        count state after them.
+        count state after them. ``view`` is ``feed``'s ASCII view of
+        ``text`` (or ``text``): newlines are counted there.
 
         Each stretch of one shape is read as columns: numbers converted by
         ``map``, stamps by ``TimeParser.iso_run``, line numbers by counting
@@ -371,7 +395,7 @@ class LogStream:
                 done = len(times)
             if done:
                 at = starts[i : i + done]
-                numbers = list(accumulate(map(text.count, repeat("\n"), [count_pos, *at[:-1]], at), initial=count_no))
+                numbers = list(accumulate(map(view.count, repeat("\n"), [count_pos, *at[:-1]], at), initial=count_no))
                 del numbers[0]
                 steps, totals, tokens, losses, metrics, seconds = columns  # type: ignore[misc]
                 sources = [prefix + str(number) for number in numbers]
@@ -386,7 +410,7 @@ class LogStream:
             for m in range(i + done, j):
                 line = lines[m]
                 start = starts[m]
-                count_no += text.count("\n", count_pos, start)
+                count_no += view.count("\n", count_pos, start)
                 count_pos = start
                 found = progress_fields(line)
                 if found is not None:

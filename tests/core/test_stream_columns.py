@@ -3,7 +3,8 @@
 The stream defers progress lines of a "lane" shape (built-in format, ISO
 stamp, nothing else on the line) and reads a run of them at once
 (``LogStream._read_lanes``). Every test here compares it with
-``LogStream(columns=False)``, the per-line reading, on logs built to hit the
+``LogStream(fast=False)``, the per-line reading of the chunk's own text
+(no ASCII view of wide chunks either), on logs built to hit the
 edges: minute and fraction-length changes, invalid dates, a second of 60,
 values that fail the fast checks (NaN, inf, fractional steps), lines that
 are not lanes in between (tracebacks, tqdm redraws, rank prefixes, lines
@@ -40,6 +41,15 @@ NOISE = [
     "Traceback (most recent call last):\n  File \"/x/train.py\", line 3, in <module>\n    main()\nRuntimeError: boom {step}",
     "{ts} - WARNING - torch._dynamo hit config.recompile_limit (8)",
     "[W1129 10:00:00.000000000 ProcessGroupNCCL.cpp:4561] NCCL INFO Channel 00/32",
+    # Wide characters make the chunk a wide str (the stream's ASCII view has
+    # a '?' for each), next to lines with a real '?'.
+    "\r 40%|████      | 40/100 [00:04<00:06, 9.8it/s]\r100%|██████████| 100/100 [00:10<00:00, 9.8it/s]",
+    "{ts} - INFO - naïve step {step} | loss {loss} | {tps} Ktok/s",
+    "{ts} - INFO - step {step}? | loss {loss} | {tps} Ktok/s | why?",
+    "Traceback (most recent call last):\n  File \"/x/é.py\", line 3, in <module>\nValueError: bad ☃ {step}",
+    # Colours, NUL padding and CRLF: the stream edits the text before reading it.
+    "\x1b[32m{ts} - INFO - step {step} | loss {loss} | {tps} Ktok/s\x1b[0m\r",
+    "\x00\x00{ts} - INFO - step {step} | loss {loss} | {tps} Ktok/s ✓",
 ]
 VALUES = {
     "loss": ["2.7512", "nan", "0.0000", "12.5", "inf"],
@@ -79,8 +89,8 @@ def make_log(seed: int, n: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def replay(text: str, columns: bool, cuts: list[int]) -> tuple:
-    stream = LogStream("train.log", tz=UTC, default_year=2025, columns=columns)
+def replay(text: str, fast: bool, cuts: list[int]) -> tuple:
+    stream = LogStream("train.log", tz=UTC, default_year=2025, fast=fast)
     events = []
     pos = 0
     lineno = 1
