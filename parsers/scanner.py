@@ -88,7 +88,6 @@ def build_scanner(literals: Sequence[str], freq: dict[str, float] | None = None)
     return tuple(patterns)
 
 
-
 def _usable(literals: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted({lit for lit in literals if lit and "\n" not in lit}))
 

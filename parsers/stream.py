@@ -4,10 +4,12 @@ This is the ingest hot path (DESIGN, "The ingest hot path"). Most lines of a
 training log say nothing a detector needs, so a chunk is never walked line by
 line: the candidate literals (progress words and the crash assembler's
 triggers) are searched over the whole chunk in C (``parsers.scanner``: one
-Hyperscan automaton, or a few anchored regexes), and only the lines it
-returns get per-line work. Line numbers come from counting ``'\\n'`` between hits, and a
-timestamp is parsed only where an event needs a time, walking back from that
-line to the last one that has one. benchmarks/bench_stream.py measures it.
+Hyperscan automaton, or a few anchored regexes), and only the lines found
+get per-line work. Line numbers come from counting ``'\\n'`` between them,
+and a timestamp is parsed only where an event needs a time, walking back
+from that line to the last one that has one. A log prints one progress
+line shape thousands of times: such lines are set aside and read together
+as columns (``_read_lanes``). benchmarks/bench_stream.py measures it.
 
 While the crash assembler is inside a traceback it must see every line, so
 then lines are fed one by one until it closes.
