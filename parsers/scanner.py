@@ -63,7 +63,7 @@ def build_scanner(literals: Sequence[str], freq: dict[str, float] | None = None)
     (per mille) says how rare; by default the corpus table ``_FREQ``.
     """
     freq = _FREQ if freq is None else freq
-    todo = {lit for lit in literals if lit and "\n" not in lit}
+    todo = set(_usable(literals))
     patterns = []
     while todo:
         chars = {c for lit in todo for c in lit}
@@ -89,6 +89,7 @@ def build_scanner(literals: Sequence[str], freq: dict[str, float] | None = None)
 
 
 def _usable(literals: Sequence[str]) -> tuple[str, ...]:
+    """The literals a line can hold: not empty, no newline."""
     return tuple(sorted({lit for lit in literals if lit and "\n" not in lit}))
 
 
