@@ -95,16 +95,19 @@ class DetectorSet:
             )
         updates, timed = plan
         out: list[Alert] = []
-        for update in updates:
-            alerts = update(event)
-            if alerts:
-                out.extend(alerts)
-        if timed:
-            deadlines = self._deadlines
-            for i, deadline in timed:
-                t = deadline()
-                deadlines[i] = _INF if t is None else t
-            self._best = min(deadlines)
+        try:
+            for update in updates:
+                alerts = update(event)
+                if alerts:
+                    out.extend(alerts)
+        finally:
+            # Also when a detector raised: those before it did change.
+            if timed:
+                deadlines = self._deadlines
+                for i, deadline in timed:
+                    t = deadline()
+                    deadlines[i] = _INF if t is None else t
+                self._best = min(deadlines)
         return out
 
     def refresh(self) -> None:

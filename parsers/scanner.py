@@ -96,7 +96,7 @@ def _usable(literals: Sequence[str]) -> tuple[str, ...]:
 class Scanner(Protocol):
     def ends(self, text: str) -> list[int]:
         """Sorted end offsets (the ``'\\n'``, or ``len(text)``) of the lines
-        of ``text`` that hold any literal; a line may be listed twice."""
+        of ``text`` that hold any literal, each once."""
         ...
 
     def tune(self, sample: str) -> None:
@@ -207,18 +207,27 @@ def _compiled(literals: tuple[str, ...], hyperscan: object) -> object:
 
 
 def make_scanner(literals: Sequence[str], *, engine: str = "auto") -> Scanner:
-    """``engine``: "hyperscan", "re", or "auto" (Hyperscan where installed and
-    every literal is ASCII)."""
+    """``engine``: "hyperscan", "re", or "auto" (Hyperscan where installed,
+    every literal is ASCII and it compiles them; else ``re``)."""
     if engine not in ("auto", "hyperscan", "re"):
         raise ValueError(f"unknown scanner engine {engine!r} (auto, hyperscan, re)")
-    if engine != "re" and all(lit.isascii() for lit in literals):
-        try:
-            import hyperscan
-        except ImportError:
-            if engine == "hyperscan":
-                raise
-        else:
-            return HyperscanScanner(literals, hyperscan)
-    elif engine == "hyperscan":
-        raise ValueError("the Hyperscan scanner needs ASCII literals")
-    return RegexScanner(literals)
+    if engine == "re":
+        return RegexScanner(literals)
+    if not all(lit.isascii() for lit in literals):
+        if engine == "hyperscan":
+            raise ValueError("the Hyperscan scanner needs ASCII literals")
+        return RegexScanner(literals)
+    try:
+        import hyperscan
+    except ImportError:
+        if engine == "hyperscan":
+            raise
+        return RegexScanner(literals)
+    try:
+        return HyperscanScanner(literals, hyperscan)
+    except hyperscan.error:
+        # A literal it cannot take (a NUL ends its C string), a CPU it does
+        # not support: the standard library finds the same lines.
+        if engine == "hyperscan":
+            raise
+        return RegexScanner(literals)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from itertools import accumulate, repeat
 from datetime import tzinfo
+from itertools import accumulate, repeat
 from typing import Callable, Protocol, Sequence
 
 from parsers.events import Crash, Event, Progress, Recompile
@@ -103,7 +103,8 @@ class LogStream:
     engine (``parsers.scanner.make_scanner``); every engine finds the same lines.
     ``fast=False`` reads every line on its own, in the chunk's own text:
     the reference that the column reading and the ASCII view are tested
-    against.
+    against. A stream is fed from one thread at a time (the Monitor holds
+    its lock); streams of different files may scan at the same time.
     """
 
     def __init__(
@@ -139,8 +140,8 @@ class LogStream:
         self._literals = self._triggers + (progress_literals or ())
         self._scanner: Scanner = make_scanner(self._literals, engine=scanner)
         # The ASCII view finds exactly the lines the text would, unless a
-        # literal itself holds the placeholder.
-        self._view_ok = fast and not any("?" in lit for lit in self._literals)
+        # literal holds the placeholder or a character the view replaces.
+        self._view_ok = fast and all(lit.isascii() and "?" not in lit for lit in self._literals)
         self._fast = fast
         # Literals with an ASCII digit cannot be told from a line's shape.
         # line shape -> (flags of its literals, its column reading or None)

@@ -90,3 +90,26 @@ def test_kept_deadlines_equal_asking_every_detector() -> None:
     ds.flush()
     assert ds.deadline() == asked(ds)
     assert checked > 3000
+
+
+def test_kept_deadlines_are_read_again_when_a_detector_raises() -> None:
+    from detectors.stall import Stall
+
+    class Broken:
+        name = "broken"
+        accepts = (Progress,)
+        timed = False
+
+        def update(self, event):  # noqa: ANN001, ANN201
+            raise RuntimeError("a bug in a detector")
+
+        def deadline(self) -> None:
+            return None
+
+    stall = Stall(DetectorConfig())
+    ds = DetectorSet([stall, Broken()])
+    try:
+        ds.update(Progress(T0, "log:1", step=1))
+    except RuntimeError:
+        pass
+    assert stall.deadline() is not None and ds.deadline() == stall.deadline()

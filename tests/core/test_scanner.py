@@ -109,12 +109,23 @@ def test_make_scanner_choices() -> None:
     with pytest.raises(ValueError, match="ASCII"):
         make_scanner(("naïve",), engine="hyperscan")
     assert isinstance(make_scanner(("naïve",)), RegexScanner)  # auto falls back
+
+
+def test_literals_hyperscan_cannot_compile_fall_back_to_re() -> None:
+    hyperscan = pytest.importorskip("hyperscan", reason="hyperscan is not installed on this platform")
+    literals = ("a\x00b", "step")  # the NUL ends Hyperscan's C string: a broken pattern
+    scanner = make_scanner(literals)
+    assert isinstance(scanner, RegexScanner)
+    assert scanner.ends("x\na\x00b\nstep 1\n") == [5, 12]
+    with pytest.raises(hyperscan.error):
+        make_scanner(literals, engine="hyperscan")
     assert make_scanner((), engine="auto").ends("anything\n") == []
 
 
-def test_hyperscan_streams_share_one_database_and_scan_in_parallel() -> None:
-    """A watch of many per-rank logs compiles once; each stream has its own
-    scratch space, so two threads may scan at the same time."""
+def test_two_streams_share_one_database_and_scan_in_parallel() -> None:
+    """A watch of many per-rank logs compiles once; each stream's scanner
+    has its own scratch space, so two of them may scan at the same time
+    (one scanner is used by one thread at a time, as one stream is)."""
     pytest.importorskip("hyperscan", reason="hyperscan is not installed on this platform")
     import threading
 

@@ -200,3 +200,32 @@ def test_progress_columns_give_way_when_a_value_check_fails() -> None:
     ok = "2025-11-29 10:00:05,123 | step 2.0 | loss 2.0 | 21.5 Ktok/s"
     assert progress_columns(fast, [ok, ok]) is not None
     assert progress_columns(fast, [ok, base]) is None  # step 1.5 is not a step
+
+
+def test_a_literal_outside_ascii_is_found_in_a_wide_chunk() -> None:
+    """The ASCII view would hide such a literal behind '?': the stream must
+    read the text itself then (a user's pattern, an assembler's trigger)."""
+    from parsers.progress import ProgressPattern
+
+    pattern = ProgressPattern(r"época (?P<step>\d+)", literals=("época",))
+    for fast in (True, False):
+        events = LogStream("t.log", progress_pattern=pattern, fast=fast).feed("x █\népoca 7\n", 1, 0.0)
+        assert [(e.source, e.step) for e in events] == [("t.log:2", 7)], fast
+
+    class Assembler:
+        TRIGGERS = ("Ошибка",)
+        is_open = False
+
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def feed(self, line: str, lineno: int, time: float) -> list:
+            self.seen.append(line)
+            return []
+
+        def flush(self, time: float) -> list:
+            return []
+
+    stream = LogStream("t.log", assembler_factory=Assembler)
+    stream.feed("█ noise\nОшибка: CUDA\n", 1, 0.0)
+    assert stream._assembler.seen == ["Ошибка: CUDA"]
