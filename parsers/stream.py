@@ -210,7 +210,6 @@ class LogStream:
         append = events.append
         assembler = self._assembler
         pattern = self._pattern
-        prefix = self._prefix
         flag_cache = self._flag_cache
         # Clock state: every line starting before ``covered`` has been
         # accounted for, and ``clock`` is the latest timestamp among them.
@@ -292,10 +291,9 @@ class LogStream:
                 else:
                     found = progress_fields(line, None, pattern, shape)
                 if found is not None:
-                    own_before = self._own_count
-                    clock, covered = self._clock_at(text, covered, start, end, clock, line)
-                    line_time = fallback_time if clock is None else clock
-                    append(Progress(line_time, prefix + str(lineno), *found, self._own_count > own_before))
+                    event, clock, covered = self._dated(found, text, covered, start, end, clock, line, lineno, fallback_time)
+                    append(event)
+                    line_time = event.time
             if is_open or flags & _TRIGGER:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock, line)
@@ -417,10 +415,10 @@ class LogStream:
                 count_pos = start
                 found = progress_fields(line)
                 if found is not None:
-                    own_before = self._own_count
-                    clock, covered = self._clock_at(text, covered, start, ends[m], clock, line)
-                    line_time = fallback_time if clock is None else clock
-                    events.append(Progress(line_time, prefix + str(count_no), *found, self._own_count > own_before))
+                    event, clock, covered = self._dated(
+                        found, text, covered, start, ends[m], clock, line, count_no, fallback_time
+                    )
+                    events.append(event)
             i = j
         return clock, covered, count_pos, count_no
 
@@ -472,6 +470,17 @@ class LogStream:
                         return found
             return None
         return progress_fields(line, rank, self._pattern)
+
+    def _dated(
+        self, found: tuple, text: str, covered: int, start: int, end: int, clock: float | None, line: str,
+        lineno: int, fallback_time: float,
+    ) -> tuple[Progress, float | None, int]:
+        """The Progress of a line read on its own (``progress_fields``'
+        ``found``), dated by ``_clock_at``; and the clock state after it."""
+        own_before = self._own_count
+        clock, covered = self._clock_at(text, covered, start, end, clock, line)
+        time = fallback_time if clock is None else clock
+        return Progress(time, self._prefix + str(lineno), *found, self._own_count > own_before), clock, covered
 
     def _own(self, event: Event) -> Event:
         """The assembler knows line numbers, not the file: cite ``name:line``."""

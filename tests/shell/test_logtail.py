@@ -298,17 +298,24 @@ def test_polling_only_wait_times_out_quietly(log: Path) -> None:
         assert time.monotonic() - start < 1.0  # capped at poll_interval
 
 
+def woken_within(tailer: LogTailer, action) -> float:  # noqa: ANN001
+    """Seconds until ``tailer.wait`` returns True after ``action`` runs in
+    another thread 0.2 s from now (fails if it never wakes in 10 s)."""
+    timer = threading.Timer(0.2, action)
+    timer.start()
+    start = time.monotonic()
+    woke = tailer.wait(10.0)
+    timer.join()
+    assert woke is True
+    return time.monotonic() - start
+
+
 def test_watchdog_wakes_wait_on_append(log: Path) -> None:
     log.write_bytes(b"a\n")
     with LogTailer([str(log)], poll_interval=30.0) as t:
         assert notices(t.poll()) == []
         assert t.wait(0.2) is False  # nothing happened
-        timer = threading.Timer(0.2, append, (log, b"b\n"))
-        timer.start()
-        start = time.monotonic()
-        woke = t.wait(10.0)
-        timer.join()
-        assert woke is True and time.monotonic() - start < 5.0
+        assert woken_within(t, lambda: append(log, b"b\n")) < 5.0
         assert texts(t.poll()) == ["b"]
     # close() stops the observer thread and lets the file go
     assert not [th for th in threading.enumerate() if type(th).__module__.startswith("watchdog")]
@@ -326,12 +333,7 @@ def test_without_write_events_appends_wait_for_the_poll_but_rotation_wakes(log: 
         append(log, b"b\n")
         assert t.wait(1.0) is False  # no event for a write
         assert texts(t.poll()) == ["b"]  # the poll (a stat by name) finds it
-        timer = threading.Timer(0.2, lambda: (log.rename(tmp_path / "train.log.1"), log.write_bytes(b"c\n")))
-        timer.start()
-        start = time.monotonic()
-        woke = t.wait(10.0)
-        timer.join()
-        assert woke is True and time.monotonic() - start < 5.0
+        assert woken_within(t, lambda: (log.rename(tmp_path / "train.log.1"), log.write_bytes(b"c\n"))) < 5.0
         assert texts(t.poll()) == ["c"]
 
 
