@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
+from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Quiet, Recompile, Tick
 
 from .base import Alert, Detector
 from .config import DetectorConfig
@@ -23,7 +23,7 @@ from .recompile import RecompileDetector
 from .stall import Stall
 from .throughput import ThroughputDrop
 
-EVENT_TYPES = (Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick)
+EVENT_TYPES = (Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet)
 _INF = float("inf")
 # An event type's route: each detector's bound update, and (slot in the kept
 # deadlines, bound deadline) for the timed ones.

@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("watch", "demo", "replay", "start", "abort", "relaunch", "status", "init", "baseline")
+COMMANDS = ("watch", "headless", "check", "demo", "replay", "start", "abort", "relaunch", "status", "init", "baseline")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +46,24 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--baseline", metavar="F", help="baseline file of a good run")
     w.add_argument("--no-gpu", action="store_true", help="do not sample GPUs")
     w.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
+
+    h = sub.add_parser("headless", help="the live session of watch without a screen: alerts as JSON lines on stdout")
+    _job_flags(h)
+    h.add_argument("--log", action="append", default=[], metavar="PATH", help="log file or glob to follow (repeatable)")
+    h.add_argument("--gpu-samples", metavar="F", help="read GPU samples from this file instead of NVML")
+    h.add_argument("--record-gpu", metavar="F", help="append every NVML sample to this file")
+    h.add_argument("--baseline", metavar="F", help="baseline file of a good run")
+    h.add_argument("--no-gpu", action="store_true", help="do not sample GPUs")
+    h.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
+    h.add_argument("--metrics-port", type=int, metavar="N", help="serve Prometheus /metrics on 127.0.0.1:N")
+
+    c = sub.add_parser("check", help="one look at a run: exit 0 healthy, 1 alerts firing, 2 could not check")
+    _job_flags(c)
+    c.add_argument("--log", action="append", default=[], metavar="PATH", help="log file or glob to read (repeatable)")
+    c.add_argument("--gpu-samples", metavar="F", help="GPU sample file to read")
+    c.add_argument("--baseline", metavar="F", help="baseline file of a good run")
+    c.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
+    c.add_argument("--json", action="store_true", help="the firing alerts as JSON lines")
 
     d = sub.add_parser("demo", help="the dashboard on a built-in simulated DFlash run (no GPU needed)")
     d.add_argument("--speed", type=float, default=10.0, metavar="X", help="simulated seconds per wall second (default 10)")

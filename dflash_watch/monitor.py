@@ -328,6 +328,21 @@ class Monitor:
             return self.baseline.throughput_tokens_per_s
         return self._detectors.learned_baseline()
 
+    def set_baseline(self, baseline: Baseline | None) -> None:
+        """Judge the rest of this session against ``baseline`` (the `b` key).
+
+        The throughput detector takes the new reference at once; every other
+        detector keeps its state, so nothing already seen is forgotten.
+        """
+        with self._lock:
+            self.baseline = baseline
+            tps = baseline.throughput_tokens_per_s if baseline else None
+            detector = self._detectors.get("throughput_drop")
+            if detector is not None and hasattr(detector, "set_baseline"):
+                detector.set_baseline(tps)
+                self._detectors.refresh()
+            self.version += 1
+
     def capture_baseline(self, window_s: float = 600.0) -> Baseline | None:
         """The recent window as a baseline of a good run (the TUI's `b` key).
 

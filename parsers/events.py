@@ -39,6 +39,16 @@ class Progress:
     # one: its time may be far behind the truth (nanochat or HF dict lines
     # between rare logger lines), so durations must not be measured on it.
     clocked: bool = True
+    # The rate the run itself prints, in its own unit (``rate_unit``:
+    # "tok/s", "samples/s", "it/s"; s/it and step times are turned into
+    # "it/s"). ``tokens_per_s`` stays the tokens rate where the line gives
+    # one (or tokens per sample/step are known). Detectors judge
+    # ``rate_of(event)``: the rate the run has, whatever its unit.
+    rate: float | None = None
+    rate_unit: str | None = None
+    # tqdm's own elapsed counter (``[05:45<12:07, ...]``) in seconds: the
+    # clock of a log that has no timestamps (replay only).
+    elapsed_s: float | None = None
 
     def metric(self, name: str) -> float | None:
         for key, value in self.metrics:
@@ -156,4 +166,24 @@ class Tick:
     time: float
 
 
-Event = Union[Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick]
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """Every followed log has been quiet (no new bytes) since ``since``.
+
+    Live only: lets a detector that holds alerts back to merge copies from
+    several ranks (crash) send them as soon as nothing more is coming,
+    instead of after a fixed hold. ``time`` is the clock when it was seen.
+    """
+
+    time: float
+    since: float
+
+
+def rate_of(event: Progress) -> tuple[float | None, str]:
+    """(rate, unit) of a progress event: its own rate, else its tokens/s."""
+    if event.rate is not None:
+        return event.rate, event.rate_unit or "tok/s"
+    return event.tokens_per_s, "tok/s"
+
+
+Event = Union[Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet]
