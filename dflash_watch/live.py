@@ -19,6 +19,8 @@ from typing import Any
 from .monitor import Monitor
 
 Clock = Callable[[], float]
+# Seconds between tail rounds while a log is growing (see ``_tail_logs``).
+_FLOWING_POLL_S = 0.4
 
 
 class FollowClock:
@@ -49,6 +51,9 @@ class FollowClock:
             self._anchor = (t, self._wall())
 
     def __call__(self) -> float:
+        # Data may have arrived since the feeder last called ``observe``
+        # (another thread reads the clock in between): follow it first.
+        self.observe()
         wall = self._wall()
         if self._anchor is None:
             return wall
@@ -121,6 +126,7 @@ class LiveSession:
         auto_relaunch: Any = None,
         alerts_file: str | None = None,
         tail_poll_s: float = 0.5,
+        quiet_s: float = 0.2,
     ) -> None:
         self.monitor = monitor
         self.logs = logs
@@ -145,6 +151,9 @@ class LiveSession:
         # Half a second is well inside the dashboard's 1 s redraw, and a
         # backlog is still read without waiting (``LogTailer.wait``).
         self.tail_poll_s = tail_poll_s
+        # A log that has not grown for this long (wall seconds) is quiet
+        # (``Monitor.quiet``): its last traceback is a crash now.
+        self.quiet_s = quiet_s
         # An AutoRelaunchPolicy (opt-in): the tick loop then relaunches
         # crashed runs itself, and stops on a crash loop.
         self.auto = None
@@ -179,6 +188,16 @@ class LiveSession:
             self._start_nvml()
         self._spawn("tick", self._tick_loop)
         return self
+
+    def drain(self, timeout: float = 1.0) -> bool:
+        """Read what the logs hold right now (one fresh round), then tell the
+        Monitor they are quiet: a traceback that ended a log, and crash
+        copies held back to merge ranks, become alerts. For a watcher about
+        to stop (headless on SIGTERM); False if the round did not finish."""
+        done = not self.logs or self._log_rounds.ask(timeout)
+        now = self.clock()
+        self.monitor.quiet(now, now)
+        return done
 
     def stop(self) -> None:
         """Stop watching. Never touches the job: it keeps running."""
@@ -224,20 +243,38 @@ class LiveSession:
         self._tailers.append(tailer)
         monitor = self.monitor
         rounds = self._log_rounds
+        # The wall time (monotonic) of the last complete lines read, and
+        # whether the lull since then was already announced to the Monitor.
+        last_data: float | None = None
+        announced = True
         while not self._stop.is_set():
             covered = rounds.begin()
+            grew = False
             for item in tailer.poll():
                 if isinstance(item, Chunk) and item.partial:
                     monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
                 elif isinstance(item, Chunk):
                     monitor.feed_text(item.path, item.text, item.first_lineno, self.clock(), item.generation)
                     self._observe()
+                    grew = True
                 else:
                     monitor.note(item.message)
             if tailer.wait(0.0):
                 continue  # a backlog: read on at once, the round is not over
+            if grew:
+                last_data, announced = time.monotonic(), False
+            elif not announced and last_data is not None and time.monotonic() - last_data >= self.quiet_s:
+                # A whole round found nothing new: the log went quiet. A
+                # traceback that ended it is complete, and so are the
+                # copies the other ranks were going to print.
+                announced = True
+                now = self.clock()
+                monitor.quiet(now, now - (time.monotonic() - last_data) * self._speed())
             rounds.end(covered)
-            rounds.sleep(self.tail_poll_s)
+            # While data flows, rounds are a little shorter: the first empty
+            # one tells that the log went quiet, at most two such rounds
+            # (0.8 s) after its last write.
+            rounds.sleep(self.tail_poll_s if announced else min(self.tail_poll_s, _FLOWING_POLL_S))
 
     def _tail_samples(self) -> None:
         from .sources.logtail import Chunk
@@ -306,6 +343,9 @@ class LiveSession:
             self.sampler, self.gpu_interval_s, deliver, clock=self.clock, on_error=self.monitor.note
         ).start()
 
+    def _speed(self) -> float:
+        return self.follow.speed if self.follow is not None else 1.0
+
     def _observe(self) -> None:
         if self.follow is not None:
             self.follow.observe()
@@ -313,8 +353,13 @@ class LiveSession:
     def _tick_loop(self) -> None:
         last_status = 0.0
         while not self._stop.wait(self.tick_s):
-            now = self.clock()
-            self.monitor.tick(now)
+            # Read the clock under the Monitor's lock: read outside, it may
+            # predate a chunk being fed right now (the first chunk of a
+            # catch-up, before the clock follows the data), and the tick
+            # would then jump the data's clock to the bare wall clock.
+            with self.monitor.lock:
+                now = self.clock()
+                self.monitor.tick(now)
             if self.job is None:
                 continue
             if self.logs:
@@ -324,6 +369,9 @@ class LiveSession:
                 self._log_rounds.ask(timeout=1.0)
             exit_event = self._poll_exit(now)
             if exit_event is not None:
+                # The job is gone: nothing more will be written. Its last
+                # traceback is complete now, and its exit can name it.
+                self.monitor.quiet(now, now)
                 # Never before data already seen: the wrapper stamps the exit
                 # on the wall clock, and the data's clock may run ahead of it
                 # (the demo's compressed time, a log in another zone).

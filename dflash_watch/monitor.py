@@ -17,13 +17,14 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from detectors.base import Alert
 from detectors.config import DetectorConfig
 from detectors.registry import DetectorSet, build_detectors
-from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
+from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Quiet, Recompile, Tick
+from parsers.step_clock import StepClock
 from parsers.stream import LogStream
 
 from .alertbook import AlertBook
@@ -40,6 +41,7 @@ class StreamState:
     stream: LogStream
     generation: int
     lines: int = 0
+    steps: StepClock = field(default_factory=StepClock)
 
 
 # ``Monitor.gpu_unavailable`` when the user turned sampling off (not a
@@ -84,6 +86,12 @@ class Monitor:
         self.first_time: float | None = None
         self.restarts = 0
         self.notices: deque[str] = deque(maxlen=200)
+        # Notices ever made (the deque keeps the last 200): a reader that
+        # prints them as they come knows which ones are new.
+        self.notices_total = 0
+        # Live: the time since which every log has been quiet (``quiet``),
+        # None while lines are coming.
+        self.quiet_since: float | None = None
         # Recent raw lines per file for the log view; 0 keeps none (replay).
         self.keep_lines = keep_lines
         self.lines: dict[str, deque[tuple[int, str]]] = {}
@@ -106,6 +114,7 @@ class Monitor:
     def note(self, message: str) -> None:
         with self._lock:
             self.notices.append(message)
+            self.notices_total += 1
             self.version += 1
 
     # -- inputs -----------------------------------------------------------
@@ -122,20 +131,27 @@ class Monitor:
                 )
                 state = StreamState(stream, generation)
                 self._streams[path] = state
-            events = state.stream.feed(text, first_lineno, now)
-            # Live, the clock is the wall clock: a progress line without a
-            # timestamp of its own happened when we read it, not when the
-            # last logger line was stamped.
-            events = [
-                replace(e, time=max(e.time, now), clocked=True) if isinstance(e, Progress) and not e.clocked else e
-                for e in events
-            ]
-            lines = text.split("\n")
-            if lines and lines[-1] == "":
-                lines.pop()
-            state.lines = first_lineno - 1 + len(lines)
+            self.quiet_since = None
+            events = state.steps.apply(state.stream.feed(text, first_lineno, now))
+            # Live, a progress line without a timestamp of its own happened
+            # when we read it (``now``, the data's clock run on by the wall),
+            # not when the last logger line was stamped. Not so before any
+            # data was seen: ``now`` is then the bare wall clock, and a log
+            # being caught up from its start (an old run, another zone) would
+            # get steps a year ahead of the stamped lines between them.
+            if self.last_event_time is not None or state.stream.last_time is None:
+                for i, e in enumerate(events):
+                    if type(e) is Progress and not e.clocked:
+                        events[i] = replace(e, time=max(e.time, now), clocked=True)
+            # The chunk's lines counted in C; only the last ``keep_lines``
+            # of them are split off for the log view (a catch-up chunk holds
+            # thousands).
+            count = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+            state.lines = first_lineno - 1 + count
             if self.keep_lines:
-                self.remember_lines(path, lines, first_lineno)
+                tail = text[:-1] if text.endswith("\n") else text
+                lines = tail.rsplit("\n", self.keep_lines)[-self.keep_lines :] if count > self.keep_lines else tail.split("\n")
+                self.remember_lines(path, lines, first_lineno + count - len(lines))
             self.version += 1
             return self.feed_events(events)
 
@@ -178,7 +194,28 @@ class Monitor:
             state = self._streams.get(path)
             if state is None:
                 return []
-            return self.feed_events(state.stream.flush(now))
+            return self.feed_events(state.steps.apply(state.stream.flush(now)))
+
+    def flush_logs(self, now: float) -> list[Alert]:
+        """Close what every log's parser still holds open (a traceback that
+        ended the log waits for a line after it that may never come)."""
+        with self._lock:
+            events: list[Event] = []
+            for state in self._streams.values():
+                events.extend(state.steps.apply(state.stream.flush(now)))
+            if len(events) > 1:
+                events.sort(key=_event_time)
+            return self.feed_events(events)
+
+    def quiet(self, now: float, since: float) -> list[Alert]:
+        """Live: no log has grown since ``since``. The traceback that ended a
+        log becomes its crash now, and detectors holding alerts back to merge
+        copies from several ranks send them: nothing more is coming."""
+        with self._lock:
+            self.quiet_since = since
+            out = self.flush_logs(now)
+            out.extend(self.feed_events((Quiet(now, since),)))
+            return out
 
     def feed_events(self, events: Iterable[Event]) -> list[Alert]:
         out: list[Alert] = []
@@ -235,7 +272,7 @@ class Monitor:
     def _handle(self, event: Event) -> list[Alert]:
         t = event.time
         out = self._arrive(t)
-        if not isinstance(event, Tick):
+        if not isinstance(event, (Tick, Quiet)):
             self.last_event_time = t
         if isinstance(event, Progress):
             self.progress_events += 1
@@ -377,6 +414,10 @@ class Monitor:
     @property
     def files(self) -> list[str]:
         return list(self._streams)
+
+
+def _event_time(event: Event) -> float:
+    return event.time
 
 
 def _year(t: float, tz: Any) -> int | None:

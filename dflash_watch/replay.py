@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from detectors.base import Alert
 from parsers.events import Event
+from parsers.step_clock import StepClock
 from parsers.stream import LogStream
 
 from .monitor import Monitor, _display_name, _year
@@ -58,8 +59,9 @@ def log_events(
     tz: Any = None,
     progress_pattern: Any = None,
     notices: list[str] | None = None,
+    ends: list[float] | None = None,
 ) -> Iterator[Event]:
-    for batch in log_batches(path, tz=tz, progress_pattern=progress_pattern, notices=notices):
+    for batch in log_batches(path, tz=tz, progress_pattern=progress_pattern, notices=notices, ends=ends):
         yield from batch
 
 
@@ -69,9 +71,12 @@ def log_batches(
     tz: Any = None,
     progress_pattern: Any = None,
     notices: list[str] | None = None,
+    ends: list[float] | None = None,
 ) -> Iterator[list[Event]]:
     """``log_events`` a chunk at a time: each list is time-ordered, and
-    together they are ``log_events``' sequence."""
+    together they are ``log_events``' sequence. ``ends`` gets the file's
+    last timestamp once it is read (lines that carry no event still move
+    the data's clock: silence at the end is judged up to there)."""
     try:
         fallback = os.stat(path).st_mtime
     except OSError as exc:
@@ -79,14 +84,17 @@ def log_batches(
     stream = LogStream(
         _display_name(path), tz=tz, progress_pattern=progress_pattern, default_year=_year(fallback, tz)
     )
+    steps = StepClock()
     for item in read_chunks(path):
         if isinstance(item, Chunk):
-            events = stream.feed(item.text, item.first_lineno, fallback)
+            events = steps.apply(stream.feed(item.text, item.first_lineno, fallback))
             if events:
                 yield events
         elif notices is not None:
             notices.append(item.message)
-    events = stream.flush(fallback)
+    events = steps.apply(stream.flush(fallback))
+    if ends is not None and stream.last_time is not None:
+        ends.append(stream.last_time)
     if events:
         yield events
 
@@ -103,12 +111,14 @@ def replay(
     check_inputs([*logs, *gpu_samples])
     monitor = monitor or Monitor(tz=tz, progress_pattern=progress_pattern, keep_lines=0)
     result = ReplayResult(monitor)
+    ends: list[float] = []
     batches: Iterable[list[Event]]
     if len(logs) == 1 and not gpu_samples:
-        batches = log_batches(logs[0], tz=tz, progress_pattern=progress_pattern, notices=result.notices)
+        batches = log_batches(logs[0], tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends)
     else:
         streams: list[Iterator[Event]] = [
-            log_events(p, tz=tz, progress_pattern=progress_pattern, notices=result.notices) for p in logs
+            log_events(p, tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends)
+            for p in logs
         ]
         streams.extend(read_sample_file(p) for p in gpu_samples)
         merged = heapq.merge(*streams, key=_event_time) if len(streams) > 1 else streams[0]
@@ -116,6 +126,14 @@ def replay(
     feed = monitor.feed_events
     for batch in batches:
         for alert in feed(batch):
+            result.alerts.append(alert)
+            if on_alert is not None:
+                on_alert(alert)
+    # The data ends at the last timestamp of any file, not at its last
+    # event: live, the clock would have reached it (and a silence that long
+    # judged) while those lines arrived.
+    if ends and monitor.now is not None and max(ends) > monitor.now:
+        for alert in monitor.tick(max(ends)):
             result.alerts.append(alert)
             if on_alert is not None:
                 on_alert(alert)

@@ -14,238 +14,20 @@ per-line loop here would cost more than the rest of the pipeline together.
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import os
 import stat
-import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-MiB = 1 << 20
+from .chunks import Chunk, TailNotice, emit, read_chunks
+from .lines import LineSplitter
+from .wakeups import Wakeups, has_magic
+
+__all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
 
 # Chunks read per file per poll.  More data stays for the next poll (``wait``
 # then returns at once), so a 10 GB backlog never lands in one list.
 _POLL_CHUNKS = 8
-
-# Our own open() and other readers (``less train.log``) produce these; they
-# never mean new data.
-_QUIET_EVENTS = frozenset({"opened", "closed_no_write"})
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """Complete lines from one file; ``text`` ends in ``'\\n'``, CRLF and ``'\\r'`` kept.
-
-    ``partial`` chunks are the exception: the latest ``'\\r'`` redraw of a
-    line that has no newline yet (a tqdm bar that only ends with its
-    epoch), so that a live watch sees progress during the epoch. They carry
-    the line's number but are not lines: the complete line still comes
-    later as an ordinary chunk.
-    """
-
-    path: str
-    text: str
-    first_lineno: int
-    generation: int
-    partial: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class TailNotice:
-    """A state change worth telling a person about (not log content)."""
-
-    path: str
-    kind: str  # waiting | appeared | rotated | truncated | recreated | deleted | cut_line | error
-    message: str
-
-
-def _fmt_size(n: int) -> str:
-    if n >= MiB:
-        value, unit = n / MiB, "MiB"
-    elif n >= 1024:
-        value, unit = n / 1024, "KiB"
-    else:
-        return f"{n} B"
-    text = f"{value:.1f}"
-    return f"{text[:-2] if text.endswith('.0') else text} {unit}"
-
-
-def _trim_utf8(head: bytes) -> bytes:
-    """Drop a multi-byte character cut in half at the end, so a cut line ends cleanly."""
-    end = len(head)
-    back = 0
-    while back < 3 and end - back > 0 and (head[end - back - 1] & 0xC0) == 0x80:
-        back += 1
-    if end - back > 0:
-        lead = head[end - back - 1]
-        need = 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if lead >= 0xF0 else 1
-        if back + 1 < need:
-            return head[: end - back - 1]
-    return head
-
-
-class _LineSplitter:
-    """Turns a byte stream into decoded runs of complete lines, bounded in memory.
-
-    A partial last line is kept as bytes (so a UTF-8 character split across
-    writes decodes whole).  A line longer than ``max_line`` keeps only its
-    head; the rest is counted and dropped until its newline arrives.
-    """
-
-    __slots__ = ("max_line", "lineno", "pending", "cut_head", "cut_dropped", "tail", "tail_new")
-
-    # How much of an unfinished line's end is kept for its latest redraw.
-    TAIL = 4096
-
-    def __init__(self, max_line: int, lineno: int = 1) -> None:
-        self.max_line = max_line
-        self.lineno = lineno
-        self.pending = bytearray()
-        self.cut_head: bytes | None = None
-        self.cut_dropped = 0
-        # The last bytes of the unfinished line, kept even when the line is
-        # cut (an epoch-long tqdm line passes 1 MiB; its newest state is at
-        # its end), and whether they changed since latest_redraw() last ran.
-        self.tail = b""
-        self.tail_new = False
-
-    def latest_redraw(self) -> str | None:
-        """The newest ``'\\r'``-separated state of the unfinished line, once per change."""
-        if not self.tail_new or b"\r" not in self.tail:
-            return None
-        self.tail_new = False
-        parts = [p for p in self.tail.split(b"\r") if p.strip()]
-        if not parts:
-            return None
-        return str(parts[-1], "utf-8", "replace")
-
-    @property
-    def buffered(self) -> int:
-        return len(self.pending) + (len(self.cut_head) if self.cut_head is not None else 0)
-
-    def feed(self, data: bytes) -> tuple[str, int, list[tuple[int, int]]] | None:
-        """Returns (text, first_lineno, [(lineno, full_length) of cut lines]) or None."""
-        out: list[bytes] = []
-        cuts: list[tuple[int, int]] = []
-        if self.cut_head is not None:
-            nl = data.find(b"\n")
-            if nl < 0:
-                self.cut_dropped += len(data)
-                self._keep_tail(data)
-                return None
-            self.cut_dropped += nl
-            out.append(self._finish_cut(self.lineno, cuts))
-            data = data[nl + 1 :]
-        last = data.rfind(b"\n")
-        if last < 0:
-            self._hold(data)
-            return self._result(out, cuts)
-        body = data[: last + 1]
-        first_nl = body.find(b"\n")
-        pending = self.pending
-        if len(pending) + first_nl <= self.max_line and last - first_nl <= self.max_line:
-            # No line can be over-long: the common case, no per-line work.
-            out.append(pending + body if pending else body)
-        else:
-            out.extend(self._split_long(bytes(pending) + body, self.lineno + len(out), cuts))
-        self.pending = bytearray()
-        self._hold(data[last + 1 :])
-        return self._result(out, cuts)
-
-    def finish(self) -> tuple[str, int, list[tuple[int, int]]] | None:
-        """Ends the stream: a last line without its newline is emitted with one."""
-        cuts: list[tuple[int, int]] = []
-        out: list[bytes] = []
-        if self.cut_head is not None:
-            out.append(self._finish_cut(self.lineno, cuts))
-        elif self.pending:
-            out.append(bytes(self.pending) + b"\n")
-            self.pending = bytearray()
-        return self._result(out, cuts)
-
-    def _keep_tail(self, data: bytes, fresh: bool = False) -> None:
-        self.tail = (data if fresh else self.tail + data)[-self.TAIL :]
-        self.tail_new = True
-
-    def _hold(self, rest: bytes) -> None:
-        if not rest:
-            if self.tail:
-                self.tail, self.tail_new = b"", False
-            return
-        self._keep_tail(rest, fresh=not self.pending)
-        self.pending += rest
-        if len(self.pending) > self.max_line:
-            self.cut_head = _trim_utf8(bytes(self.pending[: self.max_line]))
-            self.cut_dropped = len(self.pending) - len(self.cut_head)
-            self.pending = bytearray()
-
-    def _finish_cut(self, lineno: int, cuts: list[tuple[int, int]]) -> bytes:
-        head = self.cut_head or b""
-        cuts.append((lineno, len(head) + self.cut_dropped))
-        line = head + f" …[cut {_fmt_size(self.cut_dropped)}]\n".encode()
-        self.cut_head = None
-        self.cut_dropped = 0
-        return line
-
-    def _split_long(self, buf: bytes, lineno: int, cuts: list[tuple[int, int]]) -> list[bytes]:
-        res: list[bytes] = []
-        seg = start = 0
-        n = len(buf)
-        while start < n:
-            nl = buf.find(b"\n", start)
-            if nl - start > self.max_line:
-                if seg < start:
-                    res.append(buf[seg:start])
-                head = _trim_utf8(buf[start : start + self.max_line])
-                dropped = nl - start - len(head)
-                cuts.append((lineno, nl - start))
-                res.append(head + f" …[cut {_fmt_size(dropped)}]\n".encode())
-                seg = nl + 1
-            start = nl + 1
-            lineno += 1
-        if seg < n:
-            res.append(buf[seg:])
-        return res
-
-    def _result(
-        self, out: list[bytes], cuts: list[tuple[int, int]]
-    ) -> tuple[str, int, list[tuple[int, int]]] | None:
-        if not out:
-            return None
-        joined = out[0] if len(out) == 1 else b"".join(out)
-        first = self.lineno
-        self.lineno += joined.count(b"\n")
-        return str(joined, "utf-8", "replace"), first, cuts
-
-
-def _emit(
-    path: str, generation: int, res: tuple[str, int, list[tuple[int, int]]] | None, max_line: int
-) -> list[Chunk | TailNotice]:
-    if res is None:
-        return []
-    text, first, cuts = res
-    items: list[Chunk | TailNotice] = [Chunk(path, text, first, generation)]
-    for lineno, length in cuts:
-        msg = f"{path}: line {lineno} cut at {_fmt_size(max_line)} ({_fmt_size(length)} long)"
-        items.append(TailNotice(path, "cut_line", msg))
-    return items
-
-
-def read_chunks(
-    path: str, *, chunk_bytes: int = 1 << 20, max_line_bytes: int = 1 << 20
-) -> Iterator[Chunk | TailNotice]:
-    """Reads a whole finished file (replay) with the tailer's line rules.
-
-    The last line is emitted even without its newline (one is added, so every
-    Chunk keeps ending in ``'\\n'``).  Opening errors raise ``OSError``: for a
-    replay a missing file is the caller's usage error, not a state to wait out.
-    """
-    splitter = _LineSplitter(max_line_bytes)
-    with open(path, "rb", buffering=0) as fh:
-        while data := fh.read(chunk_bytes):
-            yield from _emit(path, 0, splitter.feed(data), max_line_bytes)
-        yield from _emit(path, 0, splitter.finish(), max_line_bytes)
 
 
 class _Follower:
@@ -263,7 +45,7 @@ class _Follower:
         self.fd: int | None = None
         self.ident: tuple[int, int] = (0, 0)
         self.offset = 0
-        self.splitter = _LineSplitter(max_line)
+        self.splitter = LineSplitter(max_line)
         self.generation = 0
         self.attach_at_end = attach_at_end
         self.announce = announce  # say 'appeared' when first opened
@@ -277,21 +59,6 @@ class _Follower:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
-
-
-def _has_magic(text: str) -> bool:
-    return any(c in text for c in "*?[")
-
-
-def _static_dir(pattern: str) -> str:
-    """The deepest directory of a pattern that holds no wildcard."""
-    parts = os.path.abspath(pattern).split(os.sep)
-    keep: list[str] = []
-    for part in parts[:-1]:
-        if _has_magic(part):
-            break
-        keep.append(part)
-    return os.sep.join(keep) or os.sep
 
 
 class LogTailer:
@@ -317,30 +84,25 @@ class LogTailer:
         # the poll. A run flushing ten times a second then costs the
         # watchdog threads nothing: the kernel never sends those events.
         self._wake_on_writes = wake_on_writes
-        self._event_filter: list[type] | None = None
         self._followers: dict[str, _Follower] = {}
         self._globs: list[str] = []
         self._globs_noted: set[str] = set()
-        self._globs_abs: list[str] = []
         self._first_poll = True
         self._cut_count = 0
         self._backlog = False
         self._closed = False
         self._notices: list[Chunk | TailNotice] = []
-        self._flag = threading.Event()
-        self._observer: object | None = None
-        self._watches: dict[str, object] = {}
-        self._wake_dirs: set[str] = set()  # missing directories whose creation matters
-        self._abs_files: set[str] = set()
+        self._wakeups = Wakeups(wake_on_writes=wake_on_writes, poll_interval=poll_interval, notice=self._notice)
+        self._flag = self._wakeups.flag
         for raw in patterns:
             pat = os.path.expanduser(raw)
-            if _has_magic(pat):
+            if has_magic(pat):
                 self._globs.append(pat)
-                self._globs_abs.append(os.path.abspath(pat))
+                self._wakeups.globs.append(os.path.abspath(pat))
             else:
                 self._add(pat, attach_at_end=not from_start, announce=False)
         if use_watchdog:
-            self._start_observer()
+            self._wakeups.start(self._dirs())
 
     # ---- public face -------------------------------------------------
 
@@ -357,8 +119,8 @@ class LogTailer:
         self._backlog = False
         out, self._notices = self._notices, []
         self._discover(out)
-        if self._observer is not None:
-            self._sync_watches(out)
+        if self._wakeups.active:
+            self._wakeups.sync(self._dirs())
         for f in list(self._followers.values()):
             self._poll_one(f, out)
         self._first_poll = False
@@ -376,22 +138,22 @@ class LogTailer:
 
     def close(self) -> None:
         self._closed = True
-        observer, self._observer = self._observer, None
-        if observer is not None:
-            try:
-                observer.stop()  # type: ignore[attr-defined]
-                observer.join(timeout=5)  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - closing must not fail
-                pass
+        self._wakeups.close()
         for f in self._followers.values():
             self._close_fd(f)
-        self._flag.set()
 
     def __enter__(self) -> LogTailer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _notice(self, message: str) -> None:
+        self._notices.append(TailNotice("", "error", message))
+
+    def _dirs(self) -> set[str]:
+        """The directories of the files followed now (the wake-ups watch them)."""
+        return {os.path.dirname(f.abspath) for f in self._followers.values()}
 
     # ---- discovery ---------------------------------------------------
 
@@ -401,7 +163,7 @@ class LogTailer:
             return
         f = _Follower(path, self._max_line, attach_at_end, announce)
         self._followers[key] = f
-        self._abs_files.add(f.abspath)
+        self._wakeups.files.add(f.abspath)
 
     def _discover(self, out: list[Chunk | TailNotice]) -> None:
         for pat in self._globs:
@@ -494,7 +256,7 @@ class LogTailer:
     def _end_incarnation(self, f: _Follower, out: list[Chunk | TailNotice]) -> None:
         self._out(f, f.splitter.finish(), out)
         f.generation += 1
-        f.splitter = _LineSplitter(self._max_line)
+        f.splitter = LineSplitter(self._max_line)
         f.gone = False
 
     def _open(self, f: _Follower, out: list[Chunk | TailNotice]) -> bool:
@@ -572,7 +334,7 @@ class LogTailer:
              out: list[Chunk | TailNotice]) -> None:
         if res is not None:
             self._cut_count += len(res[2])
-            out.extend(_emit(f.path, f.generation, res, self._max_line))
+            out.extend(emit(f.path, f.generation, res, self._max_line))
 
     def _nlink(self, f: _Follower) -> int:
         try:
@@ -592,99 +354,3 @@ class LogTailer:
         if f.error != reason:
             f.error = reason
             out.append(TailNotice(f.path, "error", f"{f.path}: {reason}"))
-
-    # ---- wake-ups ----------------------------------------------------
-
-    def _start_observer(self) -> None:
-        try:
-            from watchdog.events import (
-                DirCreatedEvent,
-                DirDeletedEvent,
-                DirMovedEvent,
-                FileClosedEvent,
-                FileCreatedEvent,
-                FileDeletedEvent,
-                FileModifiedEvent,
-                FileMovedEvent,
-                FileSystemEventHandler,
-            )
-            from watchdog.observers import Observer
-
-            # Asked of the kernel (the inotify mask): opens and reads, ours
-            # included, never reach Python at all.
-            events: list[type] = [
-                FileCreatedEvent, FileDeletedEvent, FileMovedEvent, DirCreatedEvent, DirDeletedEvent, DirMovedEvent,
-            ]
-            if self._wake_on_writes:
-                events += [FileModifiedEvent, FileClosedEvent]
-            self._event_filter = events
-
-            tailer = self
-
-            class _Handler(FileSystemEventHandler):
-                def on_any_event(self, event) -> None:  # type: ignore[no-untyped-def]
-                    if event.event_type not in _QUIET_EVENTS:
-                        tailer._on_event(os.fsdecode(event.src_path), os.fsdecode(event.dest_path or ""))
-
-            self._handler = _Handler()
-            observer = Observer()
-            observer.start()
-            self._observer = observer
-        except Exception as exc:  # noqa: BLE001 - any failure means: poll instead
-            self._fall_back(exc)
-            return
-        self._sync_watches(self._notices)
-
-    def _on_event(self, src: str, dest: str) -> None:
-        """Runs on the observer thread: only sets the flag, never touches follower state."""
-        for p in (src, dest):
-            if not p:
-                continue
-            if p in self._abs_files or p in self._wake_dirs or any(
-                fnmatch.fnmatchcase(p, g) for g in self._globs_abs
-            ):
-                self._flag.set()
-                return
-
-    def _wanted_dirs(self) -> set[str]:
-        dirs = {os.path.dirname(f.abspath) for f in self._followers.values()}
-        dirs.update(_static_dir(g) for g in self._globs_abs)
-        wanted = set()
-        for d in dirs:
-            while not os.path.isdir(d) and os.path.dirname(d) != d:
-                self._wake_dirs.add(d)  # its creation should wake us
-                d = os.path.dirname(d)
-            wanted.add(d)
-        return wanted
-
-    def _sync_watches(self, out: list[Chunk | TailNotice]) -> None:
-        observer = self._observer
-        if observer is None:
-            return
-        try:
-            wanted = self._wanted_dirs()
-            for d in list(self._watches):
-                if d not in wanted:
-                    watch = self._watches.pop(d)
-                    try:
-                        observer.unschedule(watch)  # type: ignore[attr-defined]
-                    except Exception:  # noqa: BLE001 - the emitter may have gone with its directory
-                        pass
-            for d in wanted - self._watches.keys():
-                self._watches[d] = observer.schedule(  # type: ignore[attr-defined]
-                    self._handler, d, recursive=False, event_filter=self._event_filter
-                )
-        except Exception as exc:  # noqa: BLE001 - e.g. inotify watch limit: poll instead
-            self._fall_back(exc, out)
-
-    def _fall_back(self, exc: BaseException, out: list[Chunk | TailNotice] | None = None) -> None:
-        observer, self._observer = self._observer, None
-        self._watches.clear()
-        if observer is not None:
-            try:
-                observer.stop()  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001
-                pass
-        detail = str(exc) or type(exc).__name__
-        msg = f"file-system events unavailable ({detail}); checking every {self._poll_interval:g} s"
-        (self._notices if out is None else out).append(TailNotice("", "error", msg))

@@ -1,0 +1,98 @@
+"""Catch-up of the live path against replay on the same long log.
+
+Attaching `watch`/`headless` to a job whose log already holds days of
+lines first reads all of it. That catch-up must be at least as fast as
+`replay` (issue 10) and give the alerts replay gives. In one process, on
+one log written by ``bench_replay.write_log``, this times:
+
+* ``replay()`` with the Monitor replay uses (the reference),
+* a ``LiveSession`` on the complete file: from start until the Monitor
+  has read every line (the tailer, its chunks, the Monitor's live feed),
+
+and prints lines/s of each, the ratio, and whether the alerts agree
+(detector, kind, gpu, state).
+
+    python benchmarks/bench_catchup.py [--lines 600000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_replay import write_log  # noqa: E402
+
+
+def _keys(alerts) -> list[tuple]:  # noqa: ANN001
+    return [(a.detector, a.kind, a.gpu, a.state) for a in alerts]
+
+
+def time_replay(path: Path) -> tuple[float, list]:
+    from dflash_watch.monitor import Monitor
+    from dflash_watch.replay import replay
+
+    start = time.perf_counter()
+    result = replay([str(path)], monitor=Monitor(keep_lines=0, keep_history=False))
+    return time.perf_counter() - start, result.alerts
+
+
+def time_live(path: Path, lines: int, *, view: bool) -> tuple[float, list]:
+    """``view``: the dashboard's Monitor (recent lines and charts' history
+    kept); else headless's (alerts only)."""
+    from dflash_watch.live import LiveSession
+    from dflash_watch.monitor import Monitor
+
+    monitor = Monitor() if view else Monitor(keep_lines=0, keep_history=False)
+    got: list = []
+    monitor.subscribe(got.append)
+    # The data's clock stands still at the data (speed 0): the comparison
+    # is of what was read, not of the silence a wall clock adds after it.
+    session = LiveSession(monitor, logs=(str(path),), use_nvml=False, clock=None, speed=0.0)
+    start = time.perf_counter()
+    with session:
+        while True:
+            state = monitor._streams.get(str(path))
+            if state is not None and state.lines >= lines:
+                break
+            time.sleep(0.005)
+        elapsed = time.perf_counter() - start
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not monitor_quiet(monitor):
+            time.sleep(0.05)
+    monitor.finish()
+    return elapsed, got
+
+
+def monitor_quiet(monitor) -> bool:  # noqa: ANN001
+    return monitor.detectors.deadline() is None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=600_000)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="dfw-catchup-"))
+    try:
+        log = tmp / "train.log"
+        lines = write_log(log, args.lines)
+        print(f"{'path':>10} {'lines':>9} {'s':>6} {'lines/s':>10} {'/replay':>8} alerts agree with replay")
+        r_s, r_alerts = time_replay(log)
+        print(f"{'replay':>10} {lines:>9} {r_s:>6.2f} {lines / r_s:>10,.0f} {1.0:>8.2f}")
+        for name, view in (("headless", False), ("watch", True)):
+            l_s, l_alerts = time_live(log, lines, view=view)
+            agree = _keys(r_alerts) == _keys(l_alerts)
+            print(f"{name:>10} {lines:>9} {l_s:>6.2f} {lines / l_s:>10,.0f} {l_s / r_s:>8.2f} "
+                  f"{agree} ({len(l_alerts)} vs {len(r_alerts)})")
+        print("target: live catch-up within 1.0x replay's time; watch also keeps the charts' history")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

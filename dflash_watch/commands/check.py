@@ -1,0 +1,112 @@
+"""`dflash-watch check`: one look at a run, for cron, CI and shell scripts.
+
+Reads what the logs (and GPU sample file) hold now through the same
+pipeline as replay, judges the silence since the last line up to now on the
+wall clock (a run whose log stopped an hour ago is stalled, not healthy),
+asks tmux about the job when a session is named, and prints what is firing.
+Exit 0 healthy, 1 alerts firing, 2 could not check (CONTRACTS section 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+import time
+from typing import Any, TextIO
+
+
+def _expand(patterns: tuple[str, ...]) -> list[str]:
+    """Config and flags may name globs (`logs/rank*.log`): the files they match now."""
+    paths: list[str] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        paths.extend(p for p in matches if p not in paths)
+    return paths
+
+
+def _describe(alert: Any) -> str:
+    where = f" gpu {alert.gpu}" if alert.gpu is not None else ""
+    kind = f" {alert.kind}" if alert.kind else ""
+    first = alert.message.splitlines()[0] if alert.message else ""
+    return f"{alert.severity.upper():8} {alert.detector}{kind}{where}: {first} ({alert.source})"
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    from .common import ClearError, load_run_settings
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+
+    def fail(message: str) -> int:
+        print(f"dflash-watch: could not check: {message}", file=err)
+        return 2
+
+    try:
+        settings = load_run_settings(args)
+    except ClearError as exc:
+        return fail(str(exc))
+    config = settings.config
+    logs = _expand(config.logs)
+    if not logs and not config.gpu.samples_file:
+        if config.logs:
+            return fail(f"no file matches {', '.join(config.logs)}")
+        return fail("nothing to read: pass --log PATH (or set logs in the config)")
+
+    from ..monitor import Monitor
+    from ..replay import ReplayInputError, replay
+
+    monitor = Monitor(
+        detector_config=settings.detector_config,
+        baseline=settings.baseline,
+        tz=settings.tz,
+        progress_pattern=settings.progress_pattern,
+        keep_lines=0,
+        keep_history=False,
+    )
+    samples = [config.gpu.samples_file] if config.gpu.samples_file else []
+    try:
+        replay(logs, gpu_samples=samples, monitor=monitor)
+    except ReplayInputError as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(f"{exc.filename or ''}: {exc.strerror or exc}")
+    now = time.time()
+    if monitor.now is not None and now > monitor.now:
+        monitor.tick(now)  # the silence since the last line, up to now
+    job_line = _job(args, config, monitor, now)
+    firing = monitor.alerts.firing()
+    if getattr(args, "json", False):
+        for alert in firing:
+            out.write(alert.to_json() + "\n")
+    else:
+        for alert in firing:
+            out.write(_describe(alert) + "\n")
+        if job_line:
+            out.write(job_line + "\n")
+        if not firing:
+            out.write(f"healthy: no alert firing ({monitor.progress_events} progress lines read)\n")
+    out.flush()
+    return 1 if firing else 0
+
+
+def _job(args: argparse.Namespace, config: Any, monitor: Any, now: float) -> str | None:
+    """With a session named: the job's exit becomes a process_exit alert; its state a line."""
+    from .common import SettingsError
+    from .live_setup import build_job
+
+    try:
+        job, note = build_job(args, config, monitor)
+    except SettingsError as exc:
+        return f"job: {exc}"
+    if job is None:
+        return note and f"job: {note}"
+    crash = monitor.last_crash
+    exit_event = job.poll_exit(now, crash.signature if crash is not None else None)
+    if exit_event is not None:
+        monitor.feed_events((exit_event,))
+    try:
+        state = job.status()
+    except Exception as exc:  # tmux gone: say so, the log verdict stands
+        return f"job: status unknown ({exc})"
+    return f"job: {state.state}" + (f" ({state.message})" if getattr(state, "message", "") else "")

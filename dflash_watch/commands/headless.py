@@ -1,0 +1,99 @@
+"""`dflash-watch headless`: the live session of `watch` without a screen.
+
+A daemon per node (CONTRACTS section 1): every alert is one JSON line
+(section 2) on stdout the moment it fires or resolves, flushed per line, so
+a pipe, `jq`, a log shipper or systemd's journal sees it at once; notices
+(a file rotated, GPUs not found) go to stderr. SIGTERM and SIGINT emit what
+is still pending (a traceback that ended the log, crash copies held back
+to be merged across ranks) and exit 0. Like the dashboard it never touches
+the job: stopping it leaves the training running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any, TextIO
+
+
+class _Printer:
+    """Writes alerts and notices as they come, from any thread, one line each."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out = out
+        self.err = err
+        self._lock = threading.Lock()
+        self._notices_seen = 0
+        self.broken = False
+
+    def alert(self, alert: Any) -> None:
+        line = alert.to_json() + "\n"
+        with self._lock:
+            if self.broken:
+                return
+            try:
+                self.out.write(line)
+                self.out.flush()
+            except (BrokenPipeError, ValueError):
+                # The reader left (`headless | head`): nobody is listening
+                # any more, so stop as after SIGTERM.
+                self.broken = True
+
+    def notices(self, monitor: Any) -> None:
+        """New notices of the Monitor since the last call, to stderr."""
+        with monitor.lock:
+            total = monitor.notices_total
+            new = min(total - self._notices_seen, len(monitor.notices))
+            fresh = list(monitor.notices)[-new:] if new > 0 else []
+            self._notices_seen = total
+        for message in fresh:
+            with self._lock:
+                try:
+                    self.err.write(f"dflash-watch: {message}\n")
+                    self.err.flush()
+                except (BrokenPipeError, ValueError):
+                    pass
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    from .common import ClearError
+    from .live_setup import build_live
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if getattr(args, "metrics_port", None) is not None:
+        print("dflash-watch: --metrics-port: Prometheus metrics are not in this version yet", file=err)
+        return 2
+    try:
+        live = build_live(args, keep_lines=0)
+    except ClearError as exc:
+        print(f"dflash-watch: {exc}", file=err)
+        return 2
+    monitor, session = live.monitor, live.session
+    printer = _Printer(out, err)
+    monitor.subscribe(printer.alert)
+    if live.control_note:
+        monitor.note(live.control_note)
+
+    stop = threading.Event()
+
+    def leave(signum: int, _frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    session.start()
+    try:
+        while not stop.wait(0.2) and not printer.broken:
+            printer.notices(monitor)
+        # What is pending: lines written but not read yet, the traceback
+        # that ended a log, crash copies held back to merge ranks.
+        session.drain(timeout=2.0)
+    finally:
+        session.stop()
+        monitor.finish()
+        printer.notices(monitor)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

@@ -1,0 +1,111 @@
+"""The live session that `watch` and `headless` share, built once.
+
+`headless` is `watch` with the screen taken away (DESIGN: one code path, so
+a fix to one is a fix to both): the same settings, the same Monitor, the
+same job control and the same LiveSession threads. Only what consumes the
+alerts differs: the Textual app, or JSON lines on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from .common import SettingsError, load_run_settings
+
+DEFAULT_SESSION = "dflash-train"
+
+
+@dataclass(slots=True)
+class LiveSetup:
+    """Everything a live view needs, not yet started."""
+
+    settings: Any
+    monitor: Any
+    session: Any
+    job: Any
+    control_note: str | None
+
+
+def _wants_job(args: argparse.Namespace, config: Any) -> bool:
+    """Job control when the user named a job: a command, or a session of their own."""
+    run = config.run
+    return bool(getattr(args, "cmd", None) or getattr(args, "session", None) or run.command
+                or run.session != DEFAULT_SESSION)
+
+
+def _gpu_holders(monitor: Any):
+    """(gpu, pid, used_bytes, name) from the Monitor's latest samples, for the relaunch preflight."""
+
+    def holders() -> list[tuple[int, int, int, str]]:
+        rows = []
+        for gpu in monitor.gpus.gpus:
+            last = monitor.gpus.last(gpu)
+            for p in (last.processes or ()) if last else ():
+                rows.append((gpu, p.pid, p.used_bytes, p.name))
+        return rows
+
+    return holders
+
+
+def build_job(args: argparse.Namespace, config: Any, monitor: Any) -> tuple[Any, str | None]:
+    """(job, why there is no job control) for a live view."""
+    if not _wants_job(args, config):
+        return None, None
+    from ..control.cli_actions import UsageError, spec_from_args
+    from ..control.job import Job
+
+    spec_args = argparse.Namespace(**vars(args))
+    spec_args.config = config.path
+    try:
+        spec = spec_from_args(spec_args)
+    except UsageError as exc:
+        raise SettingsError(str(exc)) from None
+    job = Job(spec, gpu_holders=_gpu_holders(monitor))
+    if not job.available:
+        return None, "job control off: tmux not found on PATH (install tmux; monitoring still works)"
+    return job, None
+
+
+def _auto_relaunch(config: Any) -> Any:
+    """The opt-in auto-relaunch policy of ``[run]``, else None."""
+    if not config.run.auto_relaunch:
+        return None
+    from ..control.autorelaunch import AutoRelaunchConfig, AutoRelaunchPolicy
+
+    return AutoRelaunchPolicy(AutoRelaunchConfig(enabled=True, max_restarts=config.run.max_restarts))
+
+
+def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup:
+    """Settings -> Monitor -> (optional) Job -> LiveSession; raises ``common.ClearError``."""
+    settings = load_run_settings(args)
+    config = settings.config
+
+    from ..live import LiveSession
+    from ..monitor import GPU_SAMPLING_OFF, Monitor
+
+    monitor = Monitor(
+        detector_config=settings.detector_config,
+        baseline=settings.baseline,
+        tz=settings.tz,
+        progress_pattern=settings.progress_pattern,
+        keep_lines=keep_lines,
+    )
+    job, control_note = build_job(args, config, monitor)
+    samples = config.gpu.samples_file
+    if not config.gpu.enabled and not samples:
+        monitor.gpu_unavailable = GPU_SAMPLING_OFF
+    session = LiveSession(
+        monitor,
+        logs=config.logs,
+        samples_file=samples,
+        use_nvml=config.gpu.enabled,
+        gpu_interval_s=config.gpu.interval_s,
+        gpu_indices=config.gpu.indices,
+        record_file=config.gpu.record_file,
+        job=job,
+        auto_relaunch=_auto_relaunch(config),
+        alerts_file=config.alerts_file,
+    )
+    return LiveSetup(settings, monitor, session, job, control_note)

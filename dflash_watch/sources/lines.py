@@ -1,0 +1,177 @@
+"""Bytes to decoded runs of complete lines, bounded in memory.
+
+One splitter per followed file (and one per replayed file): bytes are split
+at the last ``b'\\n'`` of each read and decoded once per chunk, never per
+line, since most lines of a training log say nothing and a per-line loop
+here would cost more than the rest of the pipeline together. A line longer
+than the limit keeps only its head, so a 2 GB line without a newline (a
+tqdm bar over a whole epoch, a binary file by mistake) cannot eat memory.
+"""
+
+from __future__ import annotations
+
+MiB = 1 << 20
+
+
+def fmt_size(n: int) -> str:
+    if n >= MiB:
+        value, unit = n / MiB, "MiB"
+    elif n >= 1024:
+        value, unit = n / 1024, "KiB"
+    else:
+        return f"{n} B"
+    text = f"{value:.1f}"
+    return f"{text[:-2] if text.endswith('.0') else text} {unit}"
+
+
+
+def _trim_utf8(head: bytes) -> bytes:
+    """Drop a multi-byte character cut in half at the end, so a cut line ends cleanly."""
+    end = len(head)
+    back = 0
+    while back < 3 and end - back > 0 and (head[end - back - 1] & 0xC0) == 0x80:
+        back += 1
+    if end - back > 0:
+        lead = head[end - back - 1]
+        need = 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if lead >= 0xF0 else 1
+        if back + 1 < need:
+            return head[: end - back - 1]
+    return head
+
+
+
+class LineSplitter:
+    """Turns a byte stream into decoded runs of complete lines, bounded in memory.
+
+    A partial last line is kept as bytes (so a UTF-8 character split across
+    writes decodes whole).  A line longer than ``max_line`` keeps only its
+    head; the rest is counted and dropped until its newline arrives.
+    """
+
+    __slots__ = ("max_line", "lineno", "pending", "cut_head", "cut_dropped", "tail", "tail_new")
+
+    # How much of an unfinished line's end is kept for its latest redraw.
+    TAIL = 4096
+
+    def __init__(self, max_line: int, lineno: int = 1) -> None:
+        self.max_line = max_line
+        self.lineno = lineno
+        self.pending = bytearray()
+        self.cut_head: bytes | None = None
+        self.cut_dropped = 0
+        # The last bytes of the unfinished line, kept even when the line is
+        # cut (an epoch-long tqdm line passes 1 MiB; its newest state is at
+        # its end), and whether they changed since latest_redraw() last ran.
+        self.tail = b""
+        self.tail_new = False
+
+    def latest_redraw(self) -> str | None:
+        """The newest ``'\\r'``-separated state of the unfinished line, once per change."""
+        # A '\r' at the very end is a CRLF line whose '\n' is still to come
+        # (a burst cut between them): that line is not a redraw.
+        tail = self.tail[:-1] if self.tail.endswith(b"\r") else self.tail
+        if not self.tail_new or b"\r" not in tail:
+            return None
+        self.tail_new = False
+        parts = [p for p in tail.split(b"\r") if p.strip()]
+        if not parts:
+            return None
+        return str(parts[-1], "utf-8", "replace")
+
+    @property
+    def buffered(self) -> int:
+        return len(self.pending) + (len(self.cut_head) if self.cut_head is not None else 0)
+
+    def feed(self, data: bytes) -> tuple[str, int, list[tuple[int, int]]] | None:
+        """Returns (text, first_lineno, [(lineno, full_length) of cut lines]) or None."""
+        out: list[bytes] = []
+        cuts: list[tuple[int, int]] = []
+        if self.cut_head is not None:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self.cut_dropped += len(data)
+                self._keep_tail(data)
+                return None
+            self.cut_dropped += nl
+            out.append(self._finish_cut(self.lineno, cuts))
+            data = data[nl + 1 :]
+        last = data.rfind(b"\n")
+        if last < 0:
+            self._hold(data)
+            return self._result(out, cuts)
+        body = data[: last + 1]
+        first_nl = body.find(b"\n")
+        pending = self.pending
+        if len(pending) + first_nl <= self.max_line and last - first_nl <= self.max_line:
+            # No line can be over-long: the common case, no per-line work.
+            out.append(pending + body if pending else body)
+        else:
+            out.extend(self._split_long(bytes(pending) + body, self.lineno + len(out), cuts))
+        self.pending = bytearray()
+        self._hold(data[last + 1 :])
+        return self._result(out, cuts)
+
+    def finish(self) -> tuple[str, int, list[tuple[int, int]]] | None:
+        """Ends the stream: a last line without its newline is emitted with one."""
+        cuts: list[tuple[int, int]] = []
+        out: list[bytes] = []
+        if self.cut_head is not None:
+            out.append(self._finish_cut(self.lineno, cuts))
+        elif self.pending:
+            out.append(bytes(self.pending) + b"\n")
+            self.pending = bytearray()
+        return self._result(out, cuts)
+
+    def _keep_tail(self, data: bytes, fresh: bool = False) -> None:
+        self.tail = (data if fresh else self.tail + data)[-self.TAIL :]
+        self.tail_new = True
+
+    def _hold(self, rest: bytes) -> None:
+        if not rest:
+            if self.tail:
+                self.tail, self.tail_new = b"", False
+            return
+        self._keep_tail(rest, fresh=not self.pending)
+        self.pending += rest
+        if len(self.pending) > self.max_line:
+            self.cut_head = _trim_utf8(bytes(self.pending[: self.max_line]))
+            self.cut_dropped = len(self.pending) - len(self.cut_head)
+            self.pending = bytearray()
+
+    def _finish_cut(self, lineno: int, cuts: list[tuple[int, int]]) -> bytes:
+        head = self.cut_head or b""
+        cuts.append((lineno, len(head) + self.cut_dropped))
+        line = head + f" …[cut {fmt_size(self.cut_dropped)}]\n".encode()
+        self.cut_head = None
+        self.cut_dropped = 0
+        return line
+
+    def _split_long(self, buf: bytes, lineno: int, cuts: list[tuple[int, int]]) -> list[bytes]:
+        res: list[bytes] = []
+        seg = start = 0
+        n = len(buf)
+        while start < n:
+            nl = buf.find(b"\n", start)
+            if nl - start > self.max_line:
+                if seg < start:
+                    res.append(buf[seg:start])
+                head = _trim_utf8(buf[start : start + self.max_line])
+                dropped = nl - start - len(head)
+                cuts.append((lineno, nl - start))
+                res.append(head + f" …[cut {fmt_size(dropped)}]\n".encode())
+                seg = nl + 1
+            start = nl + 1
+            lineno += 1
+        if seg < n:
+            res.append(buf[seg:])
+        return res
+
+    def _result(
+        self, out: list[bytes], cuts: list[tuple[int, int]]
+    ) -> tuple[str, int, list[tuple[int, int]]] | None:
+        if not out:
+            return None
+        joined = out[0] if len(out) == 1 else b"".join(out)
+        first = self.lineno
+        self.lineno += joined.count(b"\n")
+        return str(joined, "utf-8", "replace"), first, cuts

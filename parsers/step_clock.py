@@ -1,0 +1,98 @@
+"""The clock of step lines that carry no timestamp but say how long a step took.
+
+nanochat and nanoGPT print a timestamp once in a while (a checkpoint saved,
+every 500 steps) and thousands of step lines without one, each with its own
+duration (``dt: 13789.96ms``, ``step_avg:...ms``, tqdm's s/it). Such a line
+takes the last timestamp seen (``clocked=False``): hours behind the truth,
+so a stall or a rate cannot be measured on it. Yet the line tells its own
+time: the stamp it runs on from plus the steps run since, each as long as
+the log says. That clock is the data's, so replay and the live path,
+whatever the chunks or bursts the text came in, read the same times from
+the same bytes.
+
+It runs on across a later stamp rather than jump to it: the steps' own
+durations leave out evaluation and checkpoint time, so each stamp would be
+a few minutes ahead of the estimate, and a jump there would look like a
+silence (a stall) that never was. It re-anchors when a stamp falls behind
+the estimate (steps said longer than they took) or far ahead of it
+(``REANCHOR_S``: a pause or a relaunch, not drift). Other events that carry
+the stale stamp (a traceback after the last step) take the clock's time,
+so events stay in the order the log wrote them.
+
+>>> from parsers.events import Progress
+>>> clock = StepClock()
+>>> lines = [Progress(1000.0, "l:1", step=s, step_seconds=10.0, clocked=False) for s in (1, 2, 4)]
+>>> [e.time for e in clock.apply(lines)]
+[1010.0, 1020.0, 1040.0]
+>>> later = Progress(1100.0, "l:9", step=5, step_seconds=10.0, clocked=False)  # a stamp 60 s ahead
+>>> clock.apply([later])[0].time
+1050.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from parsers.events import Event, Progress
+
+# A stamp this far ahead of the step clock is a real gap, not drift.
+REANCHOR_S = 3600.0
+
+
+class StepClock:
+    """Per log stream: dates unstamped step lines by their own step durations."""
+
+    __slots__ = ("_stamp", "_base", "_elapsed", "_step")
+
+    def __init__(self) -> None:
+        self._stamp: float | None = None  # the stale stamp the unstamped lines carry
+        self._base = 0.0  # the time the clock runs on from
+        self._elapsed = 0.0  # seconds of steps since ``_base``
+        self._step: int | None = None  # the last step counted
+
+    @property
+    def _now(self) -> float:
+        return self._base + self._elapsed
+
+    def apply(self, events: list[Event]) -> list[Event]:
+        """``events`` of one chunk, in log order; retimed in place and returned."""
+        if self._stamp is None and not any(type(e) is Progress and not e.clocked for e in events):
+            return events  # the common case: every progress line has its own stamp
+        for i, e in enumerate(events):
+            if type(e) is Progress:
+                if e.clocked:
+                    self._stamp = None
+                    continue
+                events[i] = self._progress(e)
+            elif self._stamp is not None and e.time == self._stamp:
+                if self._elapsed:
+                    events[i] = replace(e, time=self._now)
+            elif self._stamp is not None and e.time > self._now:
+                self._stamp = None  # stamped text ahead of the clock: it is over
+        return events
+
+    def _progress(self, e: Progress) -> Event:
+        if self._stamp is None:
+            self._start(e.time)
+        elif e.time != self._stamp:
+            self._stamp = e.time
+            if e.time < self._now or e.time - self._now > REANCHOR_S:
+                self._start(e.time)
+        seconds = e.step_seconds
+        if seconds is None or seconds <= 0 or e.step is None:
+            return replace(e, time=self._now) if self._elapsed else e
+        last = self._step
+        if last is None or e.step > last:
+            self._elapsed += seconds * (1 if last is None else e.step - last)
+        elif e.step < last:
+            # Steps went back (a relaunch from a checkpoint): they count on
+            # from here as a new run.
+            self._elapsed += seconds
+        self._step = e.step
+        return replace(e, time=self._now, clocked=True)
+
+    def _start(self, stamp: float) -> None:
+        self._stamp = stamp
+        self._base = stamp
+        self._elapsed = 0.0
+        self._step = None

@@ -1,0 +1,105 @@
+"""Live == replay: the live path reads a log as replay does.
+
+For every log fixture and every shared real-world log, the alerts
+(detector, kind, gpu, state) of the live path, through the real tailer
+threads of ``LiveSession``, must equal replay's:
+
+* with the file complete before the session starts (attaching to a run
+  whose log already holds its history), and
+* with the same bytes appended in bursts of 4-64 KB while it runs (block
+  buffered output: bursts cut lines anywhere and carry older timestamps).
+
+The live clock follows the data and is held still at it (``speed=0``):
+what is compared is what was read, not the silence a wall clock adds after
+the data ends (the stall tests judge that). When the log has gone quiet the
+session is stopped as headless stops on SIGTERM: what is pending is sent.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from dflash_watch.live import LiveSession
+from dflash_watch.monitor import Monitor
+from dflash_watch.replay import replay
+
+ROOT = Path(__file__).resolve().parents[2]
+REALWORLD = ROOT.parent / "shared" / "realworld"
+
+
+def _fixtures() -> list[Path]:
+    logs = sorted(REALWORLD.glob("*.log"))
+    logs += sorted((ROOT / "tests" / "fixtures").rglob("*.log"))
+    logs += sorted((ROOT / "tests" / "fixtures" / "tracebacks").glob("*.txt"))
+    logs += sorted((ROOT / "examples").glob("*.log"))
+    return logs
+
+
+def _key(alert) -> tuple:  # noqa: ANN001
+    return (alert.detector, alert.kind, alert.gpu, alert.state)
+
+
+def _replayed(log: Path) -> list[tuple]:
+    return [_key(a) for a in replay([str(log)]).alerts]
+
+
+def _wait(condition, timeout: float) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def _live(log: Path, target: Path, *, bursts: bool, seed: int = 0) -> list[tuple]:
+    data = log.read_bytes()
+    target.write_bytes(b"" if bursts else data)
+    lines = data.count(b"\n")
+    monitor = Monitor(keep_lines=0)
+    got: list = []
+    monitor.subscribe(got.append)
+    # Short rounds so that bursts land in separate reads, cut anywhere.
+    session = LiveSession(monitor, logs=(str(target),), use_nvml=False, speed=0.0, tail_poll_s=0.02, tick_s=0.05)
+
+    def read_all() -> bool:
+        state = monitor._streams.get(str(target))
+        return (state is not None and state.lines >= lines) or lines == 0
+
+    with session:
+        if bursts:
+            rng = random.Random(seed)
+            pos = 0
+            with open(target, "ab", buffering=0) as fh:
+                while pos < len(data):
+                    size = rng.randint(4096, 65536)
+                    fh.write(data[pos : pos + size])
+                    pos += size
+                    time.sleep(rng.uniform(0.0, 0.03))
+        assert _wait(read_all, 60.0), "the live path did not read every line"
+        assert _wait(lambda: monitor.quiet_since is not None, 10.0), "the log was never found quiet"
+    # As headless on SIGTERM: what is pending goes out.
+    now = session.clock()
+    monitor.quiet(now, now)
+    monitor.finish()
+    return [_key(a) for a in got]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("log", _fixtures(), ids=lambda p: p.name[:48])
+def test_live_equals_replay(log: Path, tmp_path: Path) -> None:
+    expected = _replayed(log)
+    complete = _live(log, tmp_path / "complete.log", bursts=False)
+    assert complete == expected, "file complete before the start"
+    appended = _live(log, tmp_path / "appended.log", bursts=True, seed=len(log.name))
+    assert appended == expected, "bytes appended in bursts"
+
+
+def test_the_corpus_is_all_there() -> None:
+    names = {p.name for p in _fixtures()}
+    assert len([n for n in names if n[:2].isdigit()]) == 20, "the 20 shared real-world logs"
+    assert "dflash_broken_batching_fx_crash.log" in names
