@@ -69,7 +69,19 @@ class Alert:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(", ", ": "))
+        """One alert line. Messages and evidence quote the log, and the log is
+        data: a raw ESC or CSI (``\\x1b[31m``, ``\\x9b``) in it would take effect
+        in the terminal or log viewer showing the line. ``json`` escapes
+        U+0000-U+001F itself; the rest of C0/C1 (U+007F-U+009F) and the two
+        Unicode line separators (which ``str.splitlines`` splits on) are
+        escaped here, in keys and values alike. Other characters stay
+        readable (``ensure_ascii=False``)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(", ", ": ")).translate(_ESCAPES)
+
+
+# Outside a JSON string these characters cannot occur, so escaping them in
+# the whole text escapes them in every string (keys included) and nowhere else.
+_ESCAPES = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), 0x2028, 0x2029)}
 
 
 def _jsonable(value: Any) -> Any:

@@ -46,14 +46,19 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
 
 
 def save_baseline(baseline: Baseline, path: str | os.PathLike[str]) -> None:
-    """Write atomically so a dashboard reading it never sees half a file."""
+    """Write atomically (a temp file beside it, then ``os.replace``) so a
+    dashboard reading it never sees half a file, and a crash mid-write
+    leaves the old baseline whole. ``allow_nan=False``: a NaN would make
+    the file invalid JSON for every other reader."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=p.name, dir=p.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(baseline.to_dict(), fh, indent=2)
+            json.dump(baseline.to_dict(), fh, indent=2, allow_nan=False)
             fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -95,12 +95,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("baseline", help="the reference profile of a good run")
     bsub = b.add_subparsers(dest="baseline_command", metavar="ACTION", parser_class=_Parser, required=True)
-    bs = bsub.add_parser("save", help="save a baseline from a good run's log")
-    bs.add_argument("logs", nargs="+", metavar="LOG")
-    bs.add_argument("--out", default="dflash-baseline.json", metavar="F")
-    bs.add_argument("--tz", metavar="ZONE")
+    bs = bsub.add_parser(
+        "save",
+        help="save a baseline from a good run's logs",
+        description="Replay a good run's logs and save its profile: the median throughput over the "
+        "window (whole run minus its warm-up unless --from/--to), the step interval and, with GPU "
+        "samples, each GPU's memory level and band. Written atomically.",
+    )
+    bs.add_argument("logs", nargs="*", metavar="LOG", help="log files of the good run (default: logs in the config)")
+    bs.add_argument("--gpu-samples", action="append", default=[], metavar="F",
+                    help="GPU sample file of the same run (repeatable; default: [gpu] samples_file or record_file)")
+    bs.add_argument("--env", metavar="VENV", help="the run's virtual environment; recorded as its path for now "
+                    "(the package fingerprint comes in a later version)")
+    bs.add_argument("--from", dest="from_time", metavar="T",
+                    help="window start: ISO time (2026-11-29T10:00:00) or seconds since the epoch")
+    bs.add_argument("--to", dest="to_time", metavar="T", help="window end, like --from")
+    bs.add_argument("--out", metavar="F", help="baseline file to write (default: baseline_file in the config, "
+                    "else dflash-baseline.json)")
+    bs.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps and of --from/--to")
+    bs.add_argument("--config", metavar="F", help="config file (logs, progress regex, warm-up thresholds)")
     bsh = bsub.add_parser("show", help="print a baseline file")
-    bsh.add_argument("path", nargs="?", default="dflash-baseline.json")
+    bsh.add_argument("path", nargs="?", metavar="F",
+                     help="baseline file (default: baseline_file in the config, else dflash-baseline.json)")
+    bsh.add_argument("--tz", metavar="ZONE", help="time zone of the clock times shown")
+    bsh.add_argument("--config", metavar="F", help="config file naming the baseline file")
     return parser
 
 

@@ -2,11 +2,20 @@
 
 One frozen object describes a watch: which logs, which GPUs, which job,
 which thresholds. Flags override the file; the file overrides defaults.
-A bad file is a one-line ``ConfigError`` naming the key, never a traceback.
+A bad file is a one-line ``ConfigError`` naming the key, never a traceback:
+``[detectors] throughput_drop_frac = 1.5: must be in (0, 1)``.
+
+Every number a user may set is declared once, with its valid range and a
+line of documentation (``DETECTOR_KEYS``, ``RUN_RANGES``, ``GPU_RANGES``):
+the same declaration checks a file and writes the ``[detectors]`` part of
+the template that ``dflash-watch init`` prints, so the two cannot drift.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -54,37 +63,246 @@ class Config:
     alerts_file: str | None = None
     run: RunConfig = field(default_factory=RunConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)
+    # Checked overrides of DetectorConfig, by field name (aliases resolved).
     detectors: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
 
 
-def _expect(value: Any, kind: type | tuple[type, ...], key: str) -> Any:
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise ConfigError(f"{key}: expected {names}, got {type(value).__name__} {value!r}")
-    return value
+# -- declared ranges ------------------------------------------------------------
 
 
-def _section(cls: type, data: dict[str, Any], prefix: str) -> Any:
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The valid values of one numeric key.
+
+    Non-finite values are never valid (TOML allows ``inf`` and ``nan``; no
+    threshold means anything with them). ``integer`` keys take whole
+    numbers (``4`` or ``4.0``) and are handed on as ``int``.
+    """
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+
+    def bounds(self) -> str:
+        """``(0, 1]``, ``> 0``, ``whole >= 1``: the range as the template shows it."""
+        whole = "whole " if self.integer else ""
+        if math.isinf(self.high):
+            return f"{whole}{'>' if self.low_open else '>='} {_num(self.low)}"
+        lo = "(" if self.low_open else "["
+        hi = ")" if self.high_open else "]"
+        return f"{whole}{lo}{_num(self.low)}, {_num(self.high)}{hi}"
+
+    def __str__(self) -> str:
+        """As an error says it: ``in (0, 1)``, ``> 0``, ``a whole number >= 1``."""
+        kind = "a whole number " if self.integer else ""
+        text = self.bounds().removeprefix("whole ")
+        return f"{kind}{text}" if math.isinf(self.high) else f"{kind}in {text}"
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not valid, or None when it is."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "must be a whole number" if self.integer else "must be a number"
+        if not math.isfinite(value):
+            return "must be a finite number"
+        if self.integer and value != int(value):
+            return "must be a whole number"
+        below = value <= self.low if self.low_open else value < self.low
+        above = value >= self.high if self.high_open else value > self.high
+        if below or above:
+            return f"must be {self}"
+        return None
+
+    def coerce(self, value: Any) -> Any:
+        return int(value) if self.integer else float(value)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if x == int(x) else str(x)
+
+
+POSITIVE = Range(0.0, low_open=True)
+NON_NEGATIVE = Range(0.0)
+FRACTION = Range(0.0, 1.0, low_open=True, high_open=True)  # (0, 1)
+SHARE = Range(0.0, 1.0, low_open=True)  # (0, 1]
+UNIT = Range(0.0, 1.0)  # [0, 1]
+COUNT = Range(1.0, integer=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """One ``[detectors]`` key: its valid range and what it means."""
+
+    range: Range
+    doc: str
+
+
+# Every field of detectors.config.DetectorConfig, declared here once: the range
+# checks a config file and, with the doc, writes the template. A field added
+# there without a line here fails tests/shell/test_config.py.
+DETECTOR_KEYS: dict[str, Threshold] = {
+    # memory, shared by the three memory detectors
+    "mem_flat_band_gib": Threshold(POSITIVE, "memory counts as flat inside this band (GiB) ..."),
+    "mem_flat_band_frac": Threshold(FRACTION, "... or this share of the GPU's memory, whichever is larger"),
+    "mem_settle_s": Threshold(POSITIVE, "warm-up ends once memory stayed flat this long"),
+    "mem_warmup_max_s": Threshold(POSITIVE, "or this long after the job appeared, settled or not"),
+    "mem_idle_gib": Threshold(NON_NEGATIVE, "below this (GiB) a GPU runs no job; falling to it is a relaunch"),
+    "mem_noise_band_factor": Threshold(NON_NEGATIVE, "the flat band is at least this many times the noise (0: off)"),
+    "mem_relaunch_idle_s": Threshold(POSITIVE, "idle this long without progress is a relaunch (no process list)"),
+    # memory_volatility
+    "volatility_min_turns": Threshold(COUNT, "memory_volatility: this many up/down turns ..."),
+    "volatility_window_s": Threshold(POSITIVE, "... within this many seconds"),
+    "volatility_resolve_s": Threshold(POSITIVE, "resolved after memory is flat again this long"),
+    # memory_growth
+    "growth_rate_gib_per_h": Threshold(POSITIVE, "memory_growth: a steady climb at least this fast (GiB/h)"),
+    "growth_rate_tolerance": Threshold(Range(0.0, 1.0, high_open=True), "the slope may fall this share short"),
+    "growth_window_s": Threshold(POSITIVE, "the climb is fitted over this many seconds"),
+    "growth_bucket_s": Threshold(POSITIVE, "in buckets of this many seconds"),
+    "growth_min_r2": Threshold(UNIT, "the fit must explain at least this share of the variance (R^2)"),
+    "growth_max_step_share": Threshold(SHARE, "a rise this share of which is one jump is a step, not a leak"),
+    "growth_resolve_gib_per_h": Threshold(NON_NEGATIVE, "resolved once the climb is below this (GiB/h)"),
+    "growth_reset_jump_gib": Threshold(POSITIVE, "a jump above this (GiB) between buckets restarts the fit"),
+    # memory_pressure
+    "pressure_frac": Threshold(SHARE, "memory_pressure: used memory at this share of the total ..."),
+    "pressure_resolve_frac": Threshold(SHARE, "resolved below this share"),
+    "pressure_sustain_s": Threshold(NON_NEGATIVE, "... for this many seconds"),
+    # throughput_drop
+    "throughput_drop_frac": Threshold(FRACTION, "throughput_drop: the rate this share below the baseline ..."),
+    "throughput_sustain_s": Threshold(NON_NEGATIVE, "... for this long (checkpoints, evals are shorter)"),
+    "throughput_smooth_s": Threshold(POSITIVE, "rolling median over this many seconds"),
+    "throughput_recover_frac": Threshold(SHARE, "recovered above this share of the baseline ..."),
+    "throughput_recover_s": Threshold(NON_NEGATIVE, "... for this many seconds"),
+    "throughput_warmup_events": Threshold(Range(0.0, integer=True), "the first reports after a start ..."),
+    "throughput_warmup_s": Threshold(NON_NEGATIVE, "... and the first seconds are warm-up"),
+    "throughput_learn_s": Threshold(POSITIVE, "without a baseline file: the median of this long after warm-up"),
+    "throughput_restart_gap_s": Threshold(POSITIVE, "a silence this long (or a step back) is a relaunch ..."),
+    "throughput_restart_gap_intervals": Threshold(POSITIVE, "... and this many report intervals"),
+    "throughput_rise_frac": Threshold(POSITIVE, "a learned baseline rises to a phase this share faster"),
+    "clock_jitter_s": Threshold(NON_NEGATIVE, "time going back less than this is ranks interleaving"),
+    "duplicate_step_s": Threshold(NON_NEGATIVE, "the same step again within this long is another rank's copy"),
+    # stall
+    "stall_min_s": Threshold(POSITIVE, "stall: no progress for at least this many seconds ..."),
+    "stall_factor": Threshold(Range(1.0, low_open=True), "... and this many times the usual step interval"),
+    "stall_first_s": Threshold(POSITIVE, "before the run showed one interval, the silence limit is this"),
+    # crash / fx_tracing
+    "crash_dedupe_s": Threshold(NON_NEGATIVE, "the same crash again within this long is one alert"),
+    "crash_hold_s": Threshold(NON_NEGATIVE, "a crash waits this long for the other ranks' copies"),
+    "crash_traceback_lines": Threshold(COUNT, "traceback lines kept as evidence"),
+    "crash_frames": Threshold(COUNT, "stack frames named in the message"),
+    # recompile
+    "recompile_storm_count": Threshold(COUNT, "recompile: a storm is this many recompiles of one function ..."),
+    "recompile_storm_window_s": Threshold(POSITIVE, "... within this many seconds"),
+    "recompile_quiet_s": Threshold(POSITIVE, "resolved after this long without one"),
+}
+
+# Fields of DetectorConfig that are not [detectors] keys, and where they come from.
+DETECTOR_DERIVED: dict[str, str] = {"tz": "the top-level tz key"}
+
+# Names a template once printed, still read: an old file keeps loading.
+DETECTOR_ALIASES: dict[str, str] = {"throughput_drop_fraction": "throughput_drop_frac"}
+
+RUN_RANGES: dict[str, Range] = {
+    "grace_s": NON_NEGATIVE,
+    "preflight_timeout_s": POSITIVE,
+    "max_restarts": Range(0.0, integer=True),
+}
+GPU_RANGES: dict[str, Range] = {"interval_s": POSITIVE}
+
+_TOP_KEYS = ("logs", "tz", "progress_regex", "baseline_file", "alerts_file", "run", "gpu", "detectors")
+
+
+# -- checking --------------------------------------------------------------------
+
+
+def _show(value: Any) -> str:
+    """A value as TOML would spell it, control characters escaped (it is data)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _where(section: str | None, key: str) -> str:
+    return f"[{section}] {key}" if section else key
+
+
+def _unknown(section: str | None, key: str, known: list[str]) -> ConfigError:
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if near:
+        hint = f"did you mean {near[0]}?"
+    elif len(known) > 12:
+        hint = "`dflash-watch init` writes a template listing every key"
+    else:
+        hint = f"known: {', '.join(sorted(known))}"
+    return ConfigError(f"{_where(section, key)}: unknown key ({hint})")
+
+
+def _bad(section: str | None, key: str, value: Any, why: str) -> ConfigError:
+    return ConfigError(f"{_where(section, key)} = {_show(value)}: {why}")
+
+
+def check_detectors(raw: dict[str, Any]) -> dict[str, Any]:
+    """``[detectors]`` as checked DetectorConfig overrides, by field name."""
+    out: dict[str, Any] = {}
+    given_as: dict[str, str] = {}
+    for key, value in raw.items():
+        name = DETECTOR_ALIASES.get(key, key)
+        if name in DETECTOR_DERIVED:
+            raise ConfigError(f"[detectors] {key}: not a threshold; set {DETECTOR_DERIVED[name]} instead")
+        spec = DETECTOR_KEYS.get(name)
+        if spec is None:
+            raise _unknown("detectors", key, [*DETECTOR_KEYS, *DETECTOR_ALIASES])
+        if name in given_as:
+            raise ConfigError(f"[detectors] {key}: set twice (also as {given_as[name]})")
+        why = spec.range.problem(value)
+        if why:
+            raise _bad("detectors", key, value, why)
+        out[name] = spec.range.coerce(value)
+        given_as[name] = key
+    return out
+
+
+def _kind(type_text: str) -> str:
+    """What a RunConfig/GpuConfig field takes, from its annotation."""
+    for word in ("bool", "float", "int", "dict", "tuple", "str"):
+        if type_text.startswith(word):
+            return word
+    raise AssertionError(f"config field of unhandled type {type_text}")  # a new field's type
+
+
+def _section(cls: type, data: dict[str, Any], section: str, ranges: dict[str, Range]) -> Any:
     known = {f.name: f for f in fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
-        if key not in known:
-            raise ConfigError(f"{prefix}.{key}: unknown key (known: {', '.join(sorted(known))})")
+        f = known.get(key)
+        if f is None:
+            raise _unknown(section, key, list(known))
+        kind = _kind(str(f.type))
+        if key in ranges:
+            why = ranges[key].problem(value)
+            if why:
+                raise _bad(section, key, value, why)
+            value = ranges[key].coerce(value)
+        elif kind == "bool" and not isinstance(value, bool):
+            raise _bad(section, key, value, "must be true or false")
+        elif kind == "str" and not isinstance(value, str):
+            raise _bad(section, key, value, "must be a string")
+        elif kind == "dict":
+            if not isinstance(value, dict):
+                raise _bad(section, key, value, "must be a table")
+            for k, v in value.items():
+                if not isinstance(v, str):
+                    raise _bad(f"{section}.{key}", k, v, "must be a string")
+        elif kind == "tuple":
+            if not isinstance(value, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in value):
+                raise _bad(section, key, value, "must be a list of whole numbers")
+            value = tuple(value)
+        elif kind in ("int", "float"):  # a number without a declared range
+            raise AssertionError(f"[{section}] {key} has no declared range")
         kwargs[key] = value
-    obj = cls(**kwargs)
-    for f in fields(cls):
-        value = getattr(obj, f.name)
-        default = getattr(cls(), f.name)
-        if value is None or default is None:
-            continue
-        want: type | tuple[type, ...] = type(default)
-        if want is float:
-            want = (int, float)
-        if want is tuple:
-            want = (list, tuple)
-        _expect(value, want, f"{prefix}.{f.name}")
-    return obj
+    return cls(**kwargs)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:
@@ -109,40 +327,37 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     return parse_config(raw, str(p))
 
 
+def _table(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.pop(key, {})
+    if not isinstance(value, dict):
+        raise _bad(None, key, value, f"must be a table ([{key}])")
+    return dict(value)
+
+
 def parse_config(raw: dict[str, Any], path: str | None = None) -> Config:
     raw = dict(raw)
-    run_raw = dict(_expect(raw.pop("run", {}), dict, "run"))
-    if run_raw.get("gpus") is not None:
-        gpus = _expect(run_raw["gpus"], list, "run.gpus")
-        for i in gpus:
-            _expect(i, int, "run.gpus[]")
-        run_raw["gpus"] = tuple(gpus)
-    gpu_raw = dict(_expect(raw.pop("gpu", {}), dict, "gpu"))
-    detectors = _expect(raw.pop("detectors", {}), dict, "detectors")
-    if "indices" in gpu_raw and gpu_raw["indices"] is not None:
-        indices = _expect(gpu_raw["indices"], list, "gpu.indices")
-        for i in indices:
-            _expect(i, int, "gpu.indices[]")
-        gpu_raw["indices"] = tuple(indices)
-    logs = raw.pop("logs", ())
+    run_raw = _table(raw, "run")
+    gpu_raw = _table(raw, "gpu")
+    detectors = check_detectors(_table(raw, "detectors"))
+    logs = raw.pop("logs", [])
     if isinstance(logs, str):
-        logs = (logs,)
-    logs = tuple(_expect(x, str, "logs[]") for x in _expect(logs, (list, tuple), "logs"))
+        logs = [logs]
+    if not isinstance(logs, list) or not all(isinstance(x, str) for x in logs):
+        raise _bad(None, "logs", logs, "must be a path or a list of paths (strings)")
     top: dict[str, Any] = {}
     for key in ("tz", "progress_regex", "baseline_file", "alerts_file"):
         if key in raw:
-            top[key] = _expect(raw.pop(key), str, key)
+            value = raw.pop(key)
+            if not isinstance(value, str):
+                raise _bad(None, key, value, "must be a string")
+            top[key] = value
     if raw:
-        raise ConfigError(f"{sorted(raw)[0]}: unknown key in {path or 'config'}")
-    run = _section(RunConfig, run_raw, "run")
-    env = _expect(run.env, dict, "run.env")
-    for k, v in env.items():
-        _expect(v, str, f"run.env.{k}")
+        raise _unknown(None, next(iter(raw)), list(_TOP_KEYS))
     return Config(
-        logs=logs,
-        run=run,
-        gpu=_section(GpuConfig, gpu_raw, "gpu"),
-        detectors=dict(detectors),
+        logs=tuple(logs),
+        run=_section(RunConfig, run_raw, "run", RUN_RANGES),
+        gpu=_section(GpuConfig, gpu_raw, "gpu", GPU_RANGES),
+        detectors=detectors,
         path=path,
         **top,
     )
@@ -165,7 +380,29 @@ def with_overrides(config: Config, **flags: Any) -> Config:
     )
 
 
-EXAMPLE_CONFIG = """\
+# -- the template ------------------------------------------------------------------
+
+
+def _toml(value: Any) -> str:
+    return "true" if value is True else "false" if value is False else json.dumps(value)
+
+
+def detectors_template() -> str:
+    """The ``[detectors]`` table of the template, from ``DETECTOR_KEYS``."""
+    from detectors.config import DetectorConfig
+
+    defaults = DetectorConfig()
+    lines = [
+        "[detectors]",
+        "# Every threshold with its default, and its valid values after the colon.",
+    ]
+    for name, spec in DETECTOR_KEYS.items():
+        lines.append(f"# {spec.doc}: {spec.range.bounds()}")
+        lines.append(f"# {name} = {_toml(getattr(defaults, name))}")
+    return "\n".join(lines) + "\n"
+
+
+_TEMPLATE_HEAD = """\
 # dflash-watch config. Every key is optional; flags override this file.
 
 # Logs to follow, like `tail -F`; globs pick up one file per rank.
@@ -190,19 +427,35 @@ command = "torchrun --nproc-per-node 8 train_dflash.py --config configs/drafter.
 cwd = "."
 session = "dflash-train"
 # socket = "dflash"          # tmux -L socket name, for a private server
+# window = "train"           # a window of the session, when the job shares it
 grace_s = 30.0               # Ctrl-C, then this long, then SIGTERM, then SIGKILL
 auto_relaunch = false
 max_restarts = 3
+# The job's GPUs: a process holding memory on them blocks a relaunch.
+# gpus = [0, 1, 2, 3, 4, 5, 6, 7]
+# preflight_timeout_s = 60.0 # how long relaunch waits for the old run to let go
+# state_dir = "~/.local/state/dflash-watch"
 
 [run.env]
 # PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True"
 
 [gpu]
+# enabled = true
 interval_s = 1.0
 # indices = [0, 1, 2, 3, 4, 5, 6, 7]
 # samples_file = "gpu.jsonl"   # read samples from a file instead of NVML
 # record_file = "gpu.jsonl"    # also append every NVML sample here
 
-[detectors]
-# throughput_drop_fraction = 0.30
 """
+
+
+def example_config() -> str:
+    """What ``dflash-watch init`` writes: every key, commented where optional."""
+    return _TEMPLATE_HEAD + detectors_template()
+
+
+def __getattr__(name: str) -> Any:
+    # EXAMPLE_CONFIG is built on first use: it reads DetectorConfig's defaults.
+    if name == "EXAMPLE_CONFIG":
+        return example_config()
+    raise AttributeError(name)

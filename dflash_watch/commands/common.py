@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from ..baseline import Baseline, BaselineError, load_baseline
@@ -37,20 +37,15 @@ def parse_tz(name: str | None) -> Any:
         raise SettingsError(f"--tz {name!r}: unknown time zone (try UTC or Europe/Berlin)") from None
 
 
-def detector_config_from(overrides: dict[str, Any]) -> Any:
+def detector_config_from(overrides: dict[str, Any], tz: str | None = None) -> Any:
+    """A DetectorConfig from ``[detectors]`` overrides (checked against the
+    ranges declared in dflash_watch.config) and the run's time zone, so that
+    clock times in alert messages are in the zone the user asked for."""
     from detectors.config import DetectorConfig
 
-    known = {f.name: f for f in fields(DetectorConfig)}
-    kwargs = {}
-    for key, value in overrides.items():
-        if key not in known:
-            raise ConfigError(f"detectors.{key}: unknown threshold (known: {', '.join(sorted(known))})")
-        default = getattr(DetectorConfig(), key)
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"detectors.{key}: expected a number, got {value!r}")
-        kwargs[key] = value
-    return DetectorConfig(**kwargs)
+    from ..config import check_detectors
+
+    return DetectorConfig(**check_detectors(overrides), tz=tz)
 
 
 def progress_pattern_from(regex: str | None) -> Any:
@@ -81,10 +76,11 @@ def load_run_settings(args: argparse.Namespace) -> RunSettings:
         no_gpu=getattr(args, "no_gpu", False),
     )
     baseline = load_baseline(config.baseline_file) if config.baseline_file else None
+    tz = parse_tz(config.tz)
     return RunSettings(
         config=config,
-        detector_config=detector_config_from(config.detectors),
+        detector_config=detector_config_from(config.detectors, config.tz if tz is not None else None),
         baseline=baseline,
-        tz=parse_tz(config.tz),
+        tz=tz,
         progress_pattern=progress_pattern_from(config.progress_regex),
     )

@@ -5,8 +5,8 @@ Each ``cmd_*`` takes the CLI's argparse Namespace (``config``, ``session``,
 returns an exit code per CONTRACTS section 1: 0 success (status: running),
 1 the job is not in the asked-for state (status: exited or absent; start:
 already running; relaunch refused), 2 usage or environment error (bad
-config, bad session name, tmux missing), with one line on stderr. Progress
-goes to stdout, one line per step.
+config, bad session name, no command for start/relaunch, tmux missing),
+with one line on stderr. Progress goes to stdout, one line per step.
 
 Flags override the ``[run]`` table of the config file.
 """
@@ -67,8 +67,17 @@ def spec_from_run(run: Any, args: argparse.Namespace | None = None) -> JobSpec:
         raise UsageError(str(exc)) from exc
 
 
-def _job(args: argparse.Namespace, gpu_holders: GpuHolders | None) -> Job:
-    job = Job(spec_from_args(args), gpu_holders=gpu_holders)
+NO_COMMAND = "no run command configured: set [run] command in the config or pass --cmd"
+
+
+def _job(args: argparse.Namespace, gpu_holders: GpuHolders | None, *, needs_command: bool = False) -> Job:
+    """The job the flags name. ``needs_command``: start and relaunch cannot
+    act without one, and a missing command is a usage error (exit 2), not
+    a job in the wrong state (exit 1), so it is refused before tmux is asked."""
+    spec = spec_from_args(args)
+    if needs_command and not spec.command.strip():
+        raise UsageError(NO_COMMAND)
+    job = Job(spec, gpu_holders=gpu_holders)
     if not job.available:
         raise ControlUnavailable("tmux not found on PATH: job control disabled (monitoring still works)")
     return job
@@ -107,7 +116,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_start(args: argparse.Namespace, gpu_holders: GpuHolders | None = None) -> int:
     def action() -> int:
-        st = _job(args, gpu_holders).start(on_step=_say)
+        st = _job(args, gpu_holders, needs_command=True).start(on_step=_say)
         _say(st.line())
         return 0
 
@@ -125,7 +134,7 @@ def cmd_abort(args: argparse.Namespace) -> int:
 
 def cmd_relaunch(args: argparse.Namespace, gpu_holders: GpuHolders | None = None) -> int:
     def action() -> int:
-        st = _job(args, gpu_holders).relaunch(getattr(args, "grace", None), on_step=_say)
+        st = _job(args, gpu_holders, needs_command=True).relaunch(getattr(args, "grace", None), on_step=_say)
         _say(st.line())
         return 0
 

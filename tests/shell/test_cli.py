@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,10 +62,11 @@ def test_bad_baseline_and_config_are_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text("[detectors]\nno_such_threshold = 3\n")
     out = cli("replay", "--json", "--config", str(cfg), str(log))
-    assert out.returncode == 2 and "detectors.no_such_threshold: unknown threshold" in out.stderr
+    assert out.returncode == 2 and "[detectors] no_such_threshold: unknown key" in out.stderr
+    assert "`dflash-watch init` writes a template listing every key" in out.stderr
     cfg.write_text("logs = [1, 2]\n")
     out = cli("replay", "--json", "--config", str(cfg), str(log))
-    assert out.returncode == 2 and "logs[]: expected str" in out.stderr
+    assert out.returncode == 2 and "logs = [1, 2]: must be a path or a list of paths" in out.stderr
 
 
 def test_replay_json_lines_follow_the_contract(tmp_path: Path) -> None:
@@ -117,3 +120,53 @@ def test_the_bundled_example_replays_to_its_story() -> None:
     fired = [(a["detector"], a["gpu"]) for a in fired if a["state"] == "firing"]
     assert sorted(fired[:3]) == [("memory_volatility", 5), ("memory_volatility", 6), ("memory_volatility", 7)]
     assert fired[3:] == [("throughput_drop", None), ("fx_tracing", None)]
+
+
+@pytest.mark.parametrize("command", ["relaunch", "start"])
+def test_relaunch_without_a_command_is_a_usage_error(tmp_path: Path, command: str) -> None:
+    """No command to run is a usage error (2), not a job in the wrong state (1)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "dflash_watch.cli", command, "--session", "dfw-no-cmd", "--socket", "dfw-no-cmd"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 2, out
+    assert out.stderr == "dflash-watch: no run command configured: set [run] command in the config or pass --cmd\n"
+
+
+RAW_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def test_alert_json_escapes_control_characters_in_every_string() -> None:
+    from detectors.base import Alert
+
+    hostile = "boom \x1b[31mred\x9b2J nul\x00 del\x7f nel\x85 ls\u2028 é 漢"
+    alert = Alert(1.0, "crash", "firing", "critical", hostile, "train\x1b.log:3",
+                  evidence={"key\x1b[0m": [hostile, {"\x9b": "\x00"}]})
+    line = alert.to_json()
+    assert not RAW_CONTROLS.search(line), ascii(line)
+    assert "\\u001b[31m" in line and "\\u009b" in line and "\\u0000" in line
+    assert "é 漢" in line  # other characters stay readable (ensure_ascii=False)
+    back = json.loads(line)
+    assert back["message"] == hostile and back["source"] == "train\x1b.log:3"
+    assert back["evidence"] == {"key\x1b[0m": [hostile, {"\x9b": "\x00"}]}
+    assert len(line.splitlines()) == 1
+
+
+def test_replay_json_never_prints_a_raw_escape_from_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2026-11-29 10:00:00 step 1/10 | 21.5 Ktok/s\n"
+        "2026-11-29 10:00:01 Traceback (most recent call last):\n"
+        '  File "train.py", line 10, in <module>\n'
+        "RuntimeError: CUDA error: \x1b[31mbad\x1b[0m \x9b2J \x00 device-side assert triggered\n"
+        "2026-11-29 10:00:02 done\n",
+        encoding="utf-8",
+    )
+    out = cli("replay", "--json", "--tz", "UTC", str(log))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout and not RAW_CONTROLS.search(out.stdout), ascii(out.stdout)
+    (alert,) = [json.loads(line) for line in out.stdout.splitlines()]
+    # The parser drops ANSI colour codes; the lone C1 CSI reaches the alert,
+    # and only escaped.
+    assert "\x9b2J" in alert["message"] and "\\u009b2J" in out.stdout
