@@ -1,0 +1,56 @@
+"""Shared bits of the real-run scripts: a tiny Llama built from a config and
+synthetic token data, so every run is seconds on a CPU and downloads nothing.
+
+Why real frameworks at all: the watcher must read what HF Trainer, torchrun
+and torch.compile actually print (tqdm redraws with carriage returns, dict
+lines, elastic's ChildFailedError report, dynamo's recompile warnings), and
+hand-written imitations drift from the real thing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import torch
+
+VOCAB = 128
+SEQ = 32
+
+
+def seed_everything(seed: int = 0) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)  # small, steady step times on a shared CPU
+
+
+def tiny_llama():
+    """A two-layer Llama from a config: no weights are downloaded."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=SEQ * 2,
+    )
+    return LlamaForCausalLM(cfg)
+
+
+class TokenDataset(torch.utils.data.Dataset):
+    """Random token ids, fixed by the seed; labels are the inputs (causal LM)."""
+
+    def __init__(self, n: int, seq: int = SEQ, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.data = torch.randint(0, VOCAB, (n, seq), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        ids = self.data[i]
+        return {"input_ids": ids, "labels": ids.clone()}
