@@ -106,9 +106,10 @@ def test_nan_loss_is_kept_but_nan_interval_is_not() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "{'train_runtime': 331.4429, 'train_samples_per_second': 12.068, 'train_steps_per_second': 0.188, "
-        "'train_loss': 27.0, 'epoch': 1.0}",
-        "{'train_runtime': '214.2', 'train_tokens_per_second': '900.0', 'train_loss': '1.89'}",
+        # Evaluation and prediction summaries (training's: test_progress_rates).
+        "{'eval_loss': 2.31, 'eval_runtime': 12.3, 'eval_samples_per_second': 81.2, 'epoch': 1.0}",
+        "{'predict_runtime': 331.4, 'predict_samples_per_second': 1.554}",
+        "{'train_runtime': 331.4429, 'epoch': 1.0}",  # a training summary without a rate
         "Loading checkpoint shards:  50%|█████     | 1/2 [00:05<00:05,  5.00s/it]",
         "Map: 100%|██████████| 1000/1000 [00:01<00:00, 812.34it/s]",
         "Total optimization steps = 625",
@@ -178,22 +179,25 @@ def test_fast_plans_answer_as_the_general_runner(line: str, rnd) -> None:
     """Every digit of a known line replaced at random (same shape, new
     values: zeros, huge steps, fractional "steps"): the fast path, taken
     when the shape has one, must give exactly what ``_run`` gives."""
-    from parsers.progress import _PLANS, _run, line_shape, progress_fields
+    from parsers.progress import _PLANS, line_shape, progress_fields, progress_values
+    from parsers.progress_run import run
 
     variant = "".join(rnd.choice("0123456789") if c.isdigit() else c for c in line)
-    progress_fields(line)  # plans the shape
+    progress_values(line)  # plans the shape
     rank_at, ops, fast = _PLANS[line_shape(line)]
-    got = progress_fields(variant)
-    want = _run(ops, variant, None, rank_at) if ops else None
-    assert repr(got) == repr(want)  # repr: NaN equals NaN
+    got = progress_values(variant)
+    want = run(ops, variant, None, rank_at) if ops else None
+    assert repr(got) == repr(want)  # repr: NaN equals NaN; every value, rates included
+    assert repr(progress_fields(variant)) == repr(None if want is None else want[:7])
 
 
 def test_the_dflash_line_takes_the_fast_path() -> None:
-    from parsers.progress import _PLANS, line_shape, progress_fields
+    from parsers.progress import _PLANS, line_shape, progress_fields, progress_values
 
     line = FAST_LINES[len(CASES)]
-    assert progress_fields(line) == (12345, 500000, 21600.0, 2.7612, None,
-                                     (("acc_len", 3.4), ("pad_eff", 0.93), ("lr", 2.0e-4)), None)
+    metrics = (("acc_len", 3.4), ("pad_eff", 0.93), ("lr", 2.0e-4))
+    assert progress_fields(line) == (12345, 500000, 21600.0, 2.7612, None, metrics, None)
+    assert progress_values(line) == (12345, 500000, 21600.0, 2.7612, None, metrics, None, 21600.0, "tok/s", None)
     assert _PLANS[line_shape(line)][2] is not None
 
 

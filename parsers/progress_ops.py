@@ -1,0 +1,135 @@
+"""Plans: what a line of a given shape says, worked out once.
+
+Reading a progress line is ~40 us of Python; a training log prints the
+same few line shapes with new numbers. Every decision of the readers
+depends on the text with its digits, never on what the digits are (regexes
+use [0-9] and counts, keys never contain a digit that matters), except the
+checks on the values themselves (a step must be a whole number, a rate
+finite...). So the readers compile a line into a *plan*: the spans to read
+and what each one is, as op tuples, keyed on the line with every digit
+made 0 (``parsers.progress_shapes``). A line of a known shape then costs a
+dictionary lookup and a few float() calls; the value checks run on every
+line (``parsers.progress_run``).
+
+Spans are offsets into the line given to the runner. Op layouts:
+
+- ``(PUT, a, b, comma, scale, kind, key_a, key_b, seconds, metric)``: a named value
+- ``(METRIC, a, b, comma, scale, key_a, key_b)``: a value that is only a metric
+- ``(STEP, a, b, total_a, total_b, only_if_unset)``: "step 12/500"
+- ``(RATE, a, b, comma, scale, kind, seconds)``: a value written before its
+  unit ("21.5 Ktok/s", "12 samples/s", "3.4 it/s", "96 ms/iter"), when no
+  named one came first
+- ``(TQDM, n_a, n_b, total_a, total_b, rate_a, rate_b, rate_scale, kind, inverse, elapsed_a, elapsed_b)``:
+  a tqdm bar's count, rate (``kind`` TOKENS, SAMPLES or STEPS_RATE;
+  ``inverse`` for ``s/it``) and elapsed counter
+- ``(TRY,)``: an attempt ends; its result stands if it found anything
+"""
+
+from __future__ import annotations
+
+import re
+
+from parsers import progress_keys as keys
+from parsers.numbers import SI, VALUE, floats
+
+PUT, STEP, RATE, TQDM, TRY, METRIC = range(6)
+
+# "step 12", "iteration 20/ 1000", "Step 5 [5/100]"
+STEP_WORD = re.compile(
+    r"(?<![a-z_/.\-])(?:[Ss]tep|STEP|[Ii]teration|ITERATION|[Ii]ter)\b[\s:=#]*([0-9]{1,18})(?![0-9.])"
+    r"(?:\s*/\s*([0-9]{1,18})(?![0-9])|\s*\[\s*[0-9]{1,18}\s*/\s*([0-9]{1,18})\s*\])?"
+)
+
+
+def span(m: re.Match[str], group: int | str, base: int = 0) -> tuple[int, int]:
+    """A group's span moved by ``base``; (-1, -1) when the group did not take part."""
+    if m.group(group) is None:
+        return -1, -1
+    return base + m.start(group), base + m.end(group)
+
+
+def stripped(text: str, a: int, b: int, chars: str | None = None) -> tuple[int, int]:
+    """The span of ``text[a:b].strip(chars)``."""
+    part = text[a:b]
+    a += len(part) - len(part.lstrip(chars))
+    return a, a + len(part.strip(chars))
+
+
+class Plan:
+    """Collects the ops of one line; ``base`` is where ``text`` sits in the line.
+
+    ``summary``: the line is an end-of-run summary (HF's ``train_runtime``
+    dict): its rates count, but its ``train_loss`` is the mean of the run,
+    not a step's loss, so step, total and loss keys are only metrics there.
+    """
+
+    __slots__ = ("ops", "base", "summary")
+
+    def __init__(self, base: int, summary: bool = False) -> None:
+        self.ops: list[tuple] = []
+        self.base = base
+        self.summary = summary
+
+    def put(self, text: str, key: tuple[int, int], num: tuple[int, int], scale: float | None, unit: str | None) -> None:
+        key_text = text[key[0]:key[1]]
+        kind, seconds = keys.classify(key_text, unit)
+        if self.summary and kind in (keys.STEP, keys.TOTAL, keys.LOSS):
+            kind = keys.OTHER
+        metric = key_text != key_text.upper()  # "DP=0", "W0531 18" are not metrics
+        if kind == keys.OTHER and not metric:
+            return
+        base = self.base
+        a, b, comma = base + num[0], base + num[1], "," in text[num[0]:num[1]]
+        if kind == keys.OTHER:  # the commonest op, and the simplest: its own code
+            self.ops.append((METRIC, a, b, comma, scale, base + key[0], base + key[1]))
+        else:
+            self.ops.append((PUT, a, b, comma, scale, kind, base + key[0], base + key[1], seconds, metric))
+
+    def value(self, text: str, key: tuple[int, int], value: tuple[int, int], key_pattern: re.Pattern[str]) -> None:
+        """``key`` = ``value`` if the key is a name and the value a number."""
+        m = VALUE.fullmatch(text[value[0]:value[1]])
+        if m is None or key_pattern.match(text[key[0]:key[1]]) is None or not floats(m.group("num")):
+            return
+        si = m.group("si")
+        num = (value[0] + m.start("num"), value[0] + m.end("num"))
+        self.put(text, key, num, SI[si] if si else None, m.group("unit"))
+
+    def step(self, text: str, only_if_unset: bool = False) -> None:
+        m = STEP_WORD.search(text)
+        if m is not None:
+            base = self.base
+            total = span(m, 2, base) if m.group(2) is not None else span(m, 3, base)
+            self.ops.append((STEP, base + m.start(1), base + m.end(1), *total, only_if_unset))
+
+
+def settle_counts(ops: list[tuple], line: str) -> list[tuple]:
+    """Token and sample counts whose names pair up (``consumed_tokens`` with
+    ``consumed_samples``) stay counts; every other count is only a metric."""
+    kinds = (keys.TOKEN_COUNT, keys.SAMPLE_COUNT)
+    counts = {id(op): keys.count_family(line[op[6]:op[7]]) for op in ops if op[0] == PUT and op[5] in kinds}
+    if not counts:
+        return ops
+    samples = {counts[id(op)] for op in ops if id(op) in counts and op[5] == keys.SAMPLE_COUNT}
+    family = next((counts[id(op)] for op in ops if id(op) in counts and op[5] == keys.TOKEN_COUNT
+                   and counts[id(op)] in samples), None)
+    out = []
+    for op in ops:
+        if id(op) in counts and counts[id(op)] != family:
+            _, a, b, comma, scale, _, key_a, key_b, _, metric = op
+            if metric:
+                out.append((METRIC, a, b, comma, scale, key_a, key_b))
+            continue
+        out.append(op)
+    return out
+
+
+def yields(op: tuple) -> bool:
+    """Whether an op can make a line progress: ``run`` returns None for a
+    line whose ops fill none of step, loss, tokens/s or a printed rate of
+    samples or steps (a line of metrics or of step times only)."""
+    code = op[0]
+    if code == PUT:
+        return op[5] in (keys.STEP, keys.LOSS, keys.TOKENS, keys.SAMPLES, keys.STEPS_RATE)
+    if code == RATE:
+        return op[5] in (keys.TOKENS, keys.SAMPLES, keys.STEPS_RATE)
+    return code in (STEP, TQDM)
