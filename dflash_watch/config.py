@@ -43,6 +43,10 @@ class RunConfig:
     preflight_timeout_s: float = 60.0
     auto_relaunch: bool = False
     max_restarts: int = 3
+    # Tokens in one optimizer step, or in one sample: turns a run's it/s or
+    # samples/s into tokens/s, so that a tokens/s baseline applies to it.
+    tokens_per_step: float | None = None
+    tokens_per_sample: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +211,8 @@ RUN_RANGES: dict[str, Range] = {
     "grace_s": NON_NEGATIVE,
     "preflight_timeout_s": POSITIVE,
     "max_restarts": Range(0.0, integer=True),
+    "tokens_per_step": POSITIVE,
+    "tokens_per_sample": POSITIVE,
 }
 GPU_RANGES: dict[str, Range] = {"interval_s": POSITIVE}
 
@@ -431,6 +437,10 @@ session = "dflash-train"
 grace_s = 30.0               # Ctrl-C, then this long, then SIGTERM, then SIGKILL
 auto_relaunch = false
 max_restarts = 3
+# Tokens per optimizer step / per sample: a run that prints only it/s or
+# samples/s (tqdm, HF Trainer) is then judged and shown in tokens/s.
+# tokens_per_step = 65536
+# tokens_per_sample = 1024
 # The job's GPUs: a process holding memory on them blocks a relaunch.
 # gpus = [0, 1, 2, 3, 4, 5, 6, 7]
 # preflight_timeout_s = 60.0 # how long relaunch waits for the old run to let go

@@ -44,6 +44,9 @@ class StreamState:
     steps: StepClock = field(default_factory=StepClock)
 
 
+# Rate units from the most telling: a chart keeps the best one the run prints.
+_UNIT_RANK = {"tok/s": 3, "samples/s": 2, "it/s": 1}
+
 # ``Monitor.gpu_unavailable`` when the user turned sampling off (not a
 # failure): views offer the matching fix.
 GPU_SAMPLING_OFF = "GPU sampling is off (--no-gpu, or [gpu] enabled = false)"
@@ -59,18 +62,27 @@ class Monitor:
         keep_lines: int = 2000,
         alert_history: int = 2000,
         keep_history: bool = True,
+        tokens_per_step: float | None = None,
+        tokens_per_sample: float | None = None,
     ) -> None:
         self.detector_config = detector_config or DetectorConfig()
         self.baseline = baseline
         self._tz = tz
         self._progress_pattern = progress_pattern
         self._detectors = self._build_detectors()
+        # A run that prints it/s or samples/s, with its tokens per step or
+        # per sample known from the config: judged and shown in tokens/s.
+        self._tokens_per = {"it/s": tokens_per_step, "samples/s": tokens_per_sample}
+        self._convert = any(v for v in self._tokens_per.values())
         self._streams: dict[str, StreamState] = {}
         self._listeners: list[AlertListener] = []
         self._lock = threading.RLock()
         self.alerts = AlertBook(alert_history)
         self.gpus = GpuHistory()
         self.throughput = SeriesHistory()
+        # The unit of ``throughput``'s values: the run's own ("it/s" for an
+        # HF Trainer run that prints no tokens).
+        self.throughput_unit = "tok/s"
         # False: no GPU/throughput history for views (``replay --json``
         # prints alerts only; the detectors keep their own state).
         self.keep_history = keep_history
@@ -260,13 +272,15 @@ class Monitor:
     def _handle_progress(self, event: Progress) -> list[Alert]:
         """``_handle`` for the most common event (one per training step),
         without the type tests."""
+        if self._convert:
+            event = self._in_tokens(event)
         t = event.time
         out = self._arrive(t)
         self.last_event_time = t
         self.progress_events += 1
         self.last_progress = event
-        if event.tokens_per_s is not None and self.keep_history:
-            self.throughput.append(t, event.tokens_per_s)
+        if self.keep_history:
+            self._remember_rate(t, event)
         return self._detect(event, out)
 
     def _handle(self, event: Event) -> list[Alert]:
@@ -275,10 +289,12 @@ class Monitor:
         if not isinstance(event, (Tick, Quiet)):
             self.last_event_time = t
         if isinstance(event, Progress):
+            if self._convert:
+                event = self._in_tokens(event)
             self.progress_events += 1
             self.last_progress = event
-            if event.tokens_per_s is not None and self.keep_history:
-                self.throughput.append(t, event.tokens_per_s)
+            if self.keep_history:
+                self._remember_rate(t, event)
         elif isinstance(event, GpuSample):
             if self.keep_history:
                 self.gpus.add(event)
@@ -295,6 +311,39 @@ class Monitor:
                 event = replace(event, signature=self.last_crash.signature)
             self.last_exit = event
         return self._detect(event, out)
+
+    def _remember_rate(self, t: float, event: Progress) -> None:
+        """The throughput chart's series: the rate the run prints, in its unit."""
+        rate = event.rate
+        if rate is None:
+            rate = event.tokens_per_s
+            if rate is None:
+                return
+            unit = "tok/s"
+        else:
+            unit = event.rate_unit or "tok/s"
+            if event.step is None and event.metric("train_runtime") is not None:
+                return  # HF's end-of-training average, not a point of the curve
+        if unit != self.throughput_unit:
+            # One unit per chart, the most telling one the run prints: tokens
+            # over samples over steps. A lesser unit beside it is another
+            # loop's (an eval bar's it/s between training's tok/s lines).
+            if self.throughput.count and _UNIT_RANK.get(unit, 0) <= _UNIT_RANK.get(self.throughput_unit, 0):
+                return
+            if self.throughput.count:
+                self.throughput = SeriesHistory()
+            self.throughput_unit = unit
+        self.throughput.append(t, rate)
+
+    def _in_tokens(self, event: Progress) -> Progress:
+        """``event`` in tokens/s where the config says how many tokens its unit is."""
+        if event.tokens_per_s is not None or event.rate is None:
+            return event
+        per = self._tokens_per.get(event.rate_unit or "")
+        if not per:
+            return event
+        tps = event.rate * per
+        return replace(event, tokens_per_s=tps, rate=tps, rate_unit="tok/s")
 
     def _arrive(self, t: float) -> list[Alert]:
         """An input at time ``t``: the deadlines before it first, then the clock."""

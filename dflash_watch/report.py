@@ -7,6 +7,7 @@ that an escape sequence read from a log can never act on the terminal.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from typing import Any
 
@@ -30,9 +31,15 @@ def format_time(t: float | None, tz: Any = None) -> str:
         return f"{t:.0f}"
 
 
-def format_rate(tokens_per_s: float | None) -> str:
-    """Ktok/s as the detectors' messages say it; '-' when there is none."""
-    return "-" if tokens_per_s is None else fmt_rate(tokens_per_s)
+def format_rate(rate: float | None, unit: str | None = "tok/s") -> str:
+    """A rate as the detectors' messages say it, in any unit; '-' when there is none.
+
+    ``format_rate(21500)`` is '21.5 Ktok/s', ``format_rate(1.2, "it/s")``
+    '1.2 it/s'. Non-finite values (a rate parsed from 'inf') read '-' too.
+    """
+    if rate is None or not math.isfinite(rate):
+        return "-"
+    return fmt_rate(rate, unit or "tok/s")
 
 
 def format_alert(alert: Alert, tz: Any = None) -> str:
@@ -56,7 +63,9 @@ def format_summary(monitor: Any, tz: Any = None) -> str:
         if p.total_steps:
             step += f"/{p.total_steps}"
         lines.append(f"  last step      {step}  (loss {p.loss if p.loss is not None else '-'})")
-    lines.append(f"  throughput     last {format_rate(monitor.throughput.last_value)}, baseline {format_rate(monitor.baseline_tokens_per_s)}")
+    unit = getattr(monitor, "throughput_unit", "tok/s")
+    base = format_rate(monitor.baseline_tokens_per_s) if unit == "tok/s" else "-"
+    lines.append(f"  throughput     last {format_rate(monitor.throughput.last_value, unit)}, baseline {base}")
     lines.append(f"  GPUs sampled   {len(monitor.gpus.gpus)}")
     lines.append(f"  recompiles     {monitor.recompiles}")
     fired = [a for a in monitor.alerts.history if a.state == "firing"]

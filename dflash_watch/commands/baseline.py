@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import fail
-from .common import ClearError, SettingsError, detector_config_from, parse_tz, progress_pattern_from
+from .common import ClearError, SettingsError, detector_config_from, expand_logs, parse_tz, progress_pattern_from
 
 DEFAULT_OUT = "dflash-baseline.json"
 TOKENS = "tok/s"
@@ -201,17 +201,10 @@ def parse_time(text: str, tz: Any, flag: str) -> float:
 
 def _expand(patterns: tuple[str, ...]) -> list[str]:
     """The config's logs: globs as ``watch`` reads them, each matching something."""
-    out: list[str] = []
     for pattern in patterns:
-        pattern = os.path.expanduser(pattern)
-        if glob.has_magic(pattern):
-            matched = sorted(glob.glob(pattern))
-            if not matched:
-                raise SettingsError(f"logs {pattern!r} in the config match no file")
-            out.extend(matched)
-        else:
-            out.append(pattern)
-    return out
+        if glob.has_magic(pattern) and not glob.glob(os.path.expanduser(pattern)):
+            raise SettingsError(f"logs {pattern!r} in the config match no file")
+    return expand_logs(patterns)
 
 
 def _save(args: argparse.Namespace) -> int:
@@ -256,7 +249,8 @@ def _save(args: argparse.Namespace) -> int:
 
     def replay_window(w: Window) -> Any:
         monitor = _window_monitor(
-            w, detector_config=detector_config, tz=tz, progress_pattern=pattern, keep_lines=0
+            w, detector_config=detector_config, tz=tz, progress_pattern=pattern, keep_lines=0,
+            tokens_per_step=config.run.tokens_per_step, tokens_per_sample=config.run.tokens_per_sample,
         )
         notices[:] = replay(logs, gpu_samples=samples, monitor=monitor, tz=tz, progress_pattern=pattern).notices
         return monitor

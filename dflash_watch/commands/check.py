@@ -10,19 +10,9 @@ Exit 0 healthy, 1 alerts firing, 2 could not check (CONTRACTS section 1).
 from __future__ import annotations
 
 import argparse
-import glob
 import sys
 import time
 from typing import Any, TextIO
-
-
-def _expand(patterns: tuple[str, ...]) -> list[str]:
-    """Config and flags may name globs (`logs/rank*.log`): the files they match now."""
-    paths: list[str] = []
-    for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        paths.extend(p for p in matches if p not in paths)
-    return paths
 
 
 def _describe(alert: Any) -> str:
@@ -33,7 +23,7 @@ def _describe(alert: Any) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    from .common import ClearError, load_run_settings
+    from .common import ClearError, expand_logs, load_run_settings, monitor_kwargs
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -47,7 +37,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except ClearError as exc:
         return fail(str(exc))
     config = settings.config
-    logs = _expand(config.logs)
+    logs = expand_logs(config.logs)
     if not logs and not config.gpu.samples_file:
         if config.logs:
             return fail(f"no file matches {', '.join(config.logs)}")
@@ -57,10 +47,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     from ..replay import ReplayInputError, replay
 
     monitor = Monitor(
-        detector_config=settings.detector_config,
-        baseline=settings.baseline,
-        tz=settings.tz,
-        progress_pattern=settings.progress_pattern,
+        **monitor_kwargs(settings),
         keep_lines=0,
         keep_history=False,
     )

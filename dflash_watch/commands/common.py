@@ -84,3 +84,31 @@ def load_run_settings(args: argparse.Namespace) -> RunSettings:
         tz=tz,
         progress_pattern=progress_pattern_from(config.progress_regex),
     )
+
+
+def monitor_kwargs(settings: RunSettings) -> dict[str, Any]:
+    """What every command's Monitor takes from the settings (one place)."""
+    run = settings.config.run
+    return {
+        "detector_config": settings.detector_config,
+        "baseline": settings.baseline,
+        "tz": settings.tz,
+        "progress_pattern": settings.progress_pattern,
+        "tokens_per_step": run.tokens_per_step,
+        "tokens_per_sample": run.tokens_per_sample,
+    }
+
+
+def expand_logs(patterns: tuple[str, ...] | list[str]) -> list[str]:
+    """Log names and globs (`logs/rank*.log`) as the files they name now, in
+    order, each once; a name without a wildcard is kept as it is (a missing
+    file is the reader's error to report)."""
+    import glob
+    import os
+
+    paths: list[str] = []
+    for pattern in patterns:
+        pattern = os.path.expanduser(pattern)
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        paths.extend(p for p in matches if p not in paths)
+    return paths

@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from .common import SettingsError, load_run_settings
+from .common import SettingsError, load_run_settings, monitor_kwargs
 
 DEFAULT_SESSION = "dflash-train"
 
@@ -86,10 +86,7 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
     from ..monitor import GPU_SAMPLING_OFF, Monitor
 
     monitor = Monitor(
-        detector_config=settings.detector_config,
-        baseline=settings.baseline,
-        tz=settings.tz,
-        progress_pattern=settings.progress_pattern,
+        **monitor_kwargs(settings),
         keep_lines=keep_lines,
     )
     job, control_note = build_job(args, config, monitor)

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from . import fail
-from .common import ClearError, load_run_settings
+from .common import ClearError, load_run_settings, monitor_kwargs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,10 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_inputs([*args.logs, *args.gpu_samples])
         monitor = Monitor(
-            detector_config=settings.detector_config,
-            baseline=settings.baseline,
-            tz=settings.tz,
-            progress_pattern=settings.progress_pattern,
+            **monitor_kwargs(settings),
             keep_lines=0,
             keep_history=not args.json,
         )

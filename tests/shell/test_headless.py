@@ -176,3 +176,24 @@ def test_headless_and_watch_share_one_session_builder() -> None:
     assert "build_live" in inspect.getsource(headless.run)
     assert "build_live" in inspect.getsource(watch.run)
     assert os.path.exists(ROOT / "dflash_watch" / "commands" / "live_setup.py")
+
+
+def test_tokens_per_step_from_the_config_turns_it_per_s_into_tokens(tmp_path: Path) -> None:
+    """A run printing only it/s, with `[run] tokens_per_step`, is judged in tokens/s:
+    a tokens/s baseline file applies to it."""
+    from dflash_watch.monitor import Monitor
+    from parsers.events import Progress
+
+    monitor = Monitor(tokens_per_step=4096.0)
+    monitor.feed_events([Progress(100.0, "l:1", step=1, rate=5.0, rate_unit="it/s")])
+    last = monitor.last_progress
+    assert last is not None and last.tokens_per_s == 5.0 * 4096 and last.rate_unit == "tok/s"
+    # Without the key the run keeps its own unit.
+    plain = Monitor()
+    plain.feed_events([Progress(100.0, "l:1", step=1, rate=5.0, rate_unit="it/s")])
+    assert plain.last_progress is not None and plain.last_progress.tokens_per_s is None
+    # From a config file, through the command line (the key loads and is range-checked).
+    cfg = tmp_path / "dflash-watch.toml"
+    cfg.write_text("[run]\ntokens_per_step = -1\n")
+    out = _check(tmp_path, "--config", str(cfg), "--log", str(tmp_path / "x.log"))
+    assert out.returncode == 2 and "tokens_per_step" in out.stderr

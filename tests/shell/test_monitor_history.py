@@ -46,3 +46,24 @@ def test_the_cli_replays_json_without_history(monkeypatch) -> None:  # noqa: ANN
     monkeypatch.setattr("sys.stdout", out)
     assert command.run(args) == 0
     assert made == [False] and out.getvalue().count("\n") == 3  # the log alone: no GPU samples
+
+
+def test_the_throughput_series_is_the_runs_own_rate_in_its_unit() -> None:
+    """An HF Trainer run prints it/s, not tokens: the chart follows that, and
+    its end-of-training average is not a point of the curve."""
+    from dflash_watch.monitor import Monitor
+    from parsers.events import Progress
+
+    monitor = Monitor()
+    monitor.feed_events([Progress(100.0 + i, f"l:{i}", step=i, rate=3.0 + i, rate_unit="it/s") for i in range(5)])
+    assert monitor.throughput_unit == "it/s" and monitor.throughput.count == 5
+    assert monitor.throughput.last_value == 7.0
+    summary = Progress(200.0, "l:9", rate=1.5, rate_unit="samples/s", metrics=(("train_runtime", 99.0),))
+    monitor.feed_events([summary])
+    assert monitor.throughput_unit == "it/s" and monitor.throughput.count == 5
+    # A run that (also) logs tokens/s: the chart is in tok/s from then on,
+    # and an eval bar's it/s beside it is not a point of it.
+    monitor.feed_events([Progress(300.0, "l:10", step=1, tokens_per_s=21500.0)])
+    assert monitor.throughput_unit == "tok/s" and monitor.throughput.count == 1
+    monitor.feed_events([Progress(301.0, "l:11", step=3, rate=9.8, rate_unit="it/s")])
+    assert monitor.throughput_unit == "tok/s" and monitor.throughput.last_value == 21500.0
