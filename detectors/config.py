@@ -28,15 +28,27 @@ class DetectorConfig:
     mem_settle_s: float = 60.0
     # ...or, for a GPU that never settles, this long after the job appeared.
     mem_warmup_max_s: float = 900.0
-    # Below this much used memory the GPU runs no job; falling to it from a
-    # working level is a relaunch, and a new warm-up follows.
+    # Below this much used memory the GPU runs no job. Falling to it is a
+    # relaunch (a new warm-up follows) only when the job's processes changed
+    # (GpuSample.processes) or, where no process list is sampled, when no
+    # progress line came while memory sat there: a drafter whose memory drops
+    # to near zero between steps is swinging, not relaunching.
     mem_idle_gib: float = 1.5
+    # The flat band also follows the run's own noise: at least this many
+    # times the sample-to-sample noise (a robust sigma of the differences),
+    # so that a small card whose noise exceeds the fixed band stays flat.
+    # 0 turns it off (the fixed band alone).
+    mem_noise_band_factor: float = 8.0
+    # Without a process list, an idle stretch that lasts this long with no
+    # progress line in it is a relaunch even before memory comes back.
+    mem_relaunch_idle_s: float = 60.0
 
     # -- memory_volatility ---------------------------------------------------
     # Fires when memory turned around (up then down, or down then up, each
     # leg wider than the flat band) this many times within the window.
     volatility_min_turns: int = 4
-    volatility_window_s: float = 150.0
+    # 240 s: four turns of a square wave with a 2-minute period span 180 s.
+    volatility_window_s: float = 240.0
     # Resolves when memory has been flat again for this long.
     volatility_resolve_s: float = 180.0
 
@@ -79,12 +91,28 @@ class DetectorConfig:
     throughput_learn_s: float = 300.0
     # A silence this long, or the step going backwards, is a relaunch.
     throughput_restart_gap_s: float = 120.0
+    # ...and at least this many of the run's own report intervals: a run
+    # that reports every 300 s is not relaunched at every report. The
+    # learning (at least 5 reports), smoothing (at least 3 reports) and
+    # sustain (at least 2 low reports) budgets scale with the interval too.
+    throughput_restart_gap_intervals: float = 5.0
+    # A learned baseline rises to a faster steady phase: the smoothed rate
+    # stayed this fraction above it for throughput_learn_s (and 5 reports).
+    throughput_rise_frac: float = 0.15
+    # Times going back by less than this are clocks of several ranks
+    # interleaving (jitter); more is a backward clock jump (NTP, DST),
+    # which the detectors step over instead of reading it as a relaunch.
+    clock_jitter_s: float = 2.0
     # The same step reported again within this long is another rank's copy.
     duplicate_step_s: float = 30.0
 
     # -- stall -------------------------------------------------------------
     stall_min_s: float = 120.0
     stall_factor: float = 5.0
+    # Before the run has shown one interval between progress lines its
+    # cadence is unknown: the silence limit is this (a run logging every
+    # 150 or 300 s must not stall between its first two lines).
+    stall_first_s: float = 600.0
 
     # -- crash / fx_tracing ---------------------------------------------------
     crash_dedupe_s: float = 30.0
@@ -117,14 +145,27 @@ def fmt_bytes(num_bytes: float) -> str:
     return f"{num_bytes / MIB:.0f} MiB"
 
 
-def fmt_rate(tokens_per_s: float) -> str:
-    """21500 -> '21.5 Ktok/s': the unit training logs and dashboards use."""
-    v = abs(tokens_per_s)
-    if v >= 1e6:
-        return f"{tokens_per_s / 1e6:.2f} Mtok/s"
-    if v >= 1e3:
-        return f"{tokens_per_s / 1e3:.1f} Ktok/s"
-    return f"{tokens_per_s:.0f} tok/s"
+def fmt_rate(rate: float, unit: str = "tok/s") -> str:
+    """21500 -> '21.5 Ktok/s'; (1.234, 'it/s') -> '1.2 it/s'.
+
+    Tokens keep the K/M prefixes glued to the unit, as training logs and
+    dashboards write them; other units (it/s, samples/s) are counts small
+    enough to read plainly, with the digits their size needs.
+    """
+    v = abs(rate)
+    if unit == "tok/s":
+        if v >= 1e6:
+            return f"{rate / 1e6:.2f} Mtok/s"
+        if v >= 1e3:
+            return f"{rate / 1e3:.1f} Ktok/s"
+        return f"{rate:.0f} tok/s"
+    if v >= 1e5:
+        return f"{rate / 1e3:.0f}K {unit}"
+    if v >= 100:
+        return f"{rate:.0f} {unit}"
+    if v >= 1 or v == 0:
+        return f"{rate:.1f} {unit}"
+    return f"{rate:.2g} {unit}"
 
 
 def fmt_duration(seconds: float) -> str:

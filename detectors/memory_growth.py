@@ -10,6 +10,13 @@ jump (a single step to a new level carries all of it, a leak spreads it).
 Only armed GPUs (warm-up over, see ``memory.GpuPhase``) are fitted, and a
 relaunch empties the ring, so the warm-up ramp never looks like a leak.
 
+A bounded sawtooth (memory climbs, then falls back to where it started,
+net zero) is not a leak. A climb that falls back to its start resolves at
+once, and the highest level memory reached before falling back becomes a
+ceiling: a later climb that stays under it (the next tooth) never fires; a
+leak breaks through it. A first tooth that climbs like a leak for longer
+than the window is one until it falls back (nothing could tell it apart).
+
 A rate below ``growth_rate_gib_per_h`` (less the tolerance) does not fire,
 however clean: 1 GiB/h on an 80 GiB GPU is a day of headroom, and the
 threshold is the user's to lower.
@@ -19,32 +26,46 @@ from __future__ import annotations
 
 from collections import deque
 
-from parsers.events import Event, GpuSample
+from parsers.events import Event, GpuSample, Progress
 
 from .base import Alert, Episode
 from .config import GIB, DetectorConfig, fmt_duration, fmt_gib
-from .memory import RELAUNCH, GpuPhase, gpu_total
+from .memory import RELAUNCH, GpuPhase, MemoryModel
 
 NAME = "memory_growth"
 
 
 class _Gpu:
-    __slots__ = ("phase", "episode", "bucket", "acc", "n", "ring", "slope", "source")
+    __slots__ = (
+        "phase", "episode", "bucket", "acc", "n", "ring", "slope", "source", "peak", "ceiling", "base",
+    )
 
-    def __init__(self, gpu: int, config: DetectorConfig, total: float, size: int) -> None:
-        self.phase = GpuPhase(config, total)
+    def __init__(self, gpu: int, phase: GpuPhase, size: int) -> None:
+        self.phase = phase
         self.episode = Episode(NAME, gpu=gpu)
         self.bucket: int | None = None
         self.acc = 0.0
         self.n = 0
         self.ring: deque[tuple[float, float]] = deque(maxlen=size)
         self.slope = 0.0
+        # The highest bucket since the last fall-back, and the highest one
+        # before it: memory that went there and came back.
+        self.peak: float | None = None
+        self.ceiling: float | None = None
+        self.base = 0.0  # where the open episode's climb started
 
     def clear(self) -> None:
         self.bucket = None
         self.acc = 0.0
         self.n = 0
         self.ring.clear()
+        self.peak = self.ceiling = None
+
+    def fell_back(self, mean: float) -> None:
+        """Memory dropped from its peak: the peak is a ceiling it came back from."""
+        if self.peak is not None and (self.ceiling is None or self.peak > self.ceiling):
+            self.ceiling = self.peak
+        self.peak = mean
 
 
 class _Fit:
@@ -111,11 +132,14 @@ def fit(ring: deque[tuple[float, float]], robust_above: float = float("-inf")) -
 
 class MemoryGrowth:
     name = NAME
+    # Progress reaches the shared model through memory_volatility; built
+    # alone, this detector arms on flat memory or the warm-up cap.
     accepts = (GpuSample,)
     timed = False
 
-    def __init__(self, config: DetectorConfig | None = None) -> None:
+    def __init__(self, config: DetectorConfig | None = None, memory: MemoryModel | None = None) -> None:
         self.config = c = config or DetectorConfig()
+        self.memory = memory or MemoryModel(c)
         self._bucket_s = c.growth_bucket_s
         self._size = max(4, int(round(c.growth_window_s / c.growth_bucket_s)))
         self._fire_rate = c.growth_rate_gib_per_h * (1.0 - c.growth_rate_tolerance) * GIB / 3600.0
@@ -128,22 +152,25 @@ class MemoryGrowth:
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is not GpuSample:
+            if type(event) is Progress:
+                self.memory.progress(event)  # when fed directly, not via a DetectorSet
+            return []
+        phase = self.memory.observe(event)
+        if phase is None:
             return []
         x = event.used_bytes
-        if x is None:
-            return []
         g = self._gpus.get(event.gpu)
         if g is None:
-            g = self._gpus[event.gpu] = _Gpu(event.gpu, self.config, gpu_total(x, event.total_bytes), self._size)
+            g = self._gpus[event.gpu] = _Gpu(event.gpu, phase, self._size)
         t = event.time
-        state = g.phase.observe(t, x)
-        if not g.phase.armed:
+        state = phase.state
+        if not phase.armed:
             if state == RELAUNCH:
                 g.clear()
                 if g.episode.active:
                     return g.episode.resolve(
                         t,
-                        f"GPU {event.gpu} memory fell to {fmt_gib(x)}: the job restarted, the climb is gone",
+                        f"GPU {event.gpu} memory at {fmt_gib(x)}: the job restarted, the climb is gone",
                         event.source,
                         {"used_bytes": x, "reason": "relaunch"},
                     )
@@ -157,11 +184,25 @@ class MemoryGrowth:
         if g.bucket is not None and g.n:
             mean = g.acc / g.n
             ring = g.ring
+            peak = g.peak if g.peak is not None else mean
+            if g.episode.active and peak - mean > phase.band and mean <= g.base + 0.25 * (peak - g.base):
+                # Back where the climb started: bounded, not a leak.
+                g.fell_back(mean)
+                ring.clear()
+                ring.append(((g.bucket + 0.5) * self._bucket_s, mean))
+                g.bucket = b
+                g.acc = float(x)
+                g.n = 1
+                return self._fell_back(g, event, mean)
             if ring and abs(mean - ring[-1][1]) > self._reset_jump and not g.episode.active:
                 # A jump this big in one bucket is a phase change (a warm-up
                 # stair, an eval, a new level), never a leak's pace: the
                 # climb has to prove itself on a fresh window.
+                if mean < ring[-1][1]:
+                    g.fell_back(mean)
                 ring.clear()
+            if g.peak is None or mean > g.peak:
+                g.peak = mean
             ring.append(((g.bucket + 0.5) * self._bucket_s, mean))
             if len(ring) >= ring.maxlen:
                 out = self._judge(g, event)
@@ -169,6 +210,14 @@ class MemoryGrowth:
         g.acc = float(x)
         g.n = 1
         return out
+
+    def _fell_back(self, g: _Gpu, event: GpuSample, mean: float) -> list[Alert]:
+        msg = (
+            f"GPU {event.gpu} memory fell back to {fmt_gib(mean)} from {fmt_gib(g.ceiling or mean)}: "
+            f"the climb was bounded (a sawtooth), not a leak"
+        )
+        evidence = {"gpu": event.gpu, "level_bytes": mean, "peak_bytes": g.ceiling, "reason": "fell back"}
+        return g.episode.resolve(event.time, msg, event.source, evidence)
 
     def _judge(self, g: _Gpu, event: GpuSample) -> list[Alert]:
         ep = g.episode
@@ -181,6 +230,9 @@ class MemoryGrowth:
         if not ep.active:
             if f.slope >= self._fire_rate and f.r2 >= self.config.growth_min_r2 and f.step_share <= self.config.growth_max_step_share:
                 level = g.ring[-1][1]
+                if g.ceiling is not None and level <= g.ceiling + g.phase.band:
+                    return []  # the next tooth of a sawtooth: memory was here and came back
+                g.base = g.ring[0][1]
                 free = g.phase.total - level
                 hours_left = free / (f.slope * 3600.0) if f.slope > 0 else float("inf")
                 msg = (

@@ -3,7 +3,10 @@
 A job that sits at 97% for ten seconds is one fragmentation away from an
 OOM; a brief touch (the allocator growing, then freeing) is not. Hysteresis
 (fire at ``pressure_frac``, resolve below ``pressure_resolve_frac``) keeps a
-job that hovers at the threshold from flapping.
+job that hovers at the threshold from flapping. Pressure is judged on any
+sample, warm-up or not (an OOM does not wait for the warm-up), but the
+per-GPU bookkeeping is the shared ``memory.MemoryModel``'s, like the other
+two memory detectors'.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from parsers.events import Event, GpuSample
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_duration, fmt_gib
+from .memory import MemoryModel
 
 NAME = "memory_pressure"
 
@@ -30,8 +34,9 @@ class MemoryPressure:
     accepts = (GpuSample,)
     timed = False
 
-    def __init__(self, config: DetectorConfig | None = None) -> None:
+    def __init__(self, config: DetectorConfig | None = None, memory: MemoryModel | None = None) -> None:
         self.config = c = config or DetectorConfig()
+        self.memory = memory or MemoryModel(c)
         self._hi = c.pressure_frac
         self._lo = c.pressure_resolve_frac
         self._sustain = c.pressure_sustain_s
@@ -47,6 +52,7 @@ class MemoryPressure:
         total = event.total_bytes
         if used is None or not total:
             return []
+        phase = self.memory.observe(event)
         g = self._gpus.get(event.gpu)
         if g is None:
             g = self._gpus[event.gpu] = _Gpu(event.gpu)
@@ -83,6 +89,9 @@ class MemoryPressure:
             "free_bytes": total - used,
             "since": g.above_since,
             "threshold": self._hi,
+            # Near full during the warm-up (compile's peak) reads differently
+            # from near full in steady training: the shared model knows which.
+            "warming_up": phase is not None and not phase.armed,
         }
         if event.processes:
             top = sorted(event.processes, key=lambda p: p.used_bytes, reverse=True)[:4]

@@ -12,17 +12,36 @@ step is one turn and a lone spike two, while the warm-up ramp comes before
 arming and counts none. The
 detector fires when ``min_turns`` turns fall within ``window_s``, and
 resolves once memory has been flat for ``resolve_s``.
+
+Warm-up, the flat band (which follows the run's own noise) and relaunches
+are the shared ``memory.MemoryModel``'s: progress lines end the warm-up
+(so the detector accepts them), and a drop to near zero while the job's
+processes stay is a swing, not a relaunch.
+
+Example: a square wave between 30 and 60 GiB with a 90 s period, after a
+progress line, fires on its fourth turn.
+
+>>> from parsers.events import GpuSample, Progress
+>>> det = MemoryVolatility()
+>>> fired = []
+>>> for i in range(400):
+...     gib = 60 if (i // 45) % 2 == 0 else 30
+...     fired += det.update(GpuSample(float(i), 0, gib << 30, 80 << 30))
+...     if i == 10:
+...         fired += det.update(Progress(float(i), "log:1", step=1))
+>>> [(a.state, a.time) for a in fired]
+[('firing', 180.0)]
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from parsers.events import Event, GpuSample
+from parsers.events import Event, GpuSample, Progress
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_clock, fmt_duration, fmt_gib
-from .memory import ARMED, RELAUNCH, GpuPhase, gpu_total
+from .memory import ARMED, RELAUNCH, GpuPhase, MemoryModel
 
 NAME = "memory_volatility"
 
@@ -30,8 +49,8 @@ NAME = "memory_volatility"
 class _Gpu:
     __slots__ = ("phase", "episode", "dir", "ext", "z_lo", "z_hi", "turns", "lo", "hi", "since", "source")
 
-    def __init__(self, gpu: int, config: DetectorConfig, total: float) -> None:
-        self.phase = GpuPhase(config, total)
+    def __init__(self, gpu: int, config: DetectorConfig, phase: GpuPhase) -> None:
+        self.phase = phase
         self.episode = Episode(NAME, gpu=gpu)
         self.turns: deque[tuple[float, float]] = deque(maxlen=max(8, config.volatility_min_turns))
         self.reset(0.0)
@@ -48,11 +67,12 @@ class _Gpu:
 
 class MemoryVolatility:
     name = NAME
-    accepts = (GpuSample,)
+    accepts = (GpuSample, Progress)
     timed = False
 
-    def __init__(self, config: DetectorConfig | None = None) -> None:
+    def __init__(self, config: DetectorConfig | None = None, memory: MemoryModel | None = None) -> None:
         self.config = config or DetectorConfig()
+        self.memory = memory or MemoryModel(self.config)
         self._gpus: dict[int, _Gpu] = {}
         self._min_turns = self.config.volatility_min_turns
         self._window = self.config.volatility_window_s
@@ -63,21 +83,23 @@ class MemoryVolatility:
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is not GpuSample:
+            if type(event) is Progress:
+                self.memory.progress(event)
+            return []
+        phase = self.memory.observe(event)
+        if phase is None:
             return []
         x = event.used_bytes
-        if x is None:
-            return []
         g = self._gpus.get(event.gpu)
         if g is None:
-            g = self._gpus[event.gpu] = _Gpu(event.gpu, self.config, gpu_total(x, event.total_bytes))
+            g = self._gpus[event.gpu] = _Gpu(event.gpu, self.config, phase)
         t = event.time
-        phase = g.phase
-        state = phase.observe(t, x)
+        state = phase.state
         if not phase.armed:
             if state == RELAUNCH and g.episode.active:
                 return g.episode.resolve(
                     t,
-                    f"GPU {event.gpu} memory fell to {fmt_gib(x)}: the job restarted; watching its warm-up again",
+                    f"GPU {event.gpu} memory at {fmt_gib(x)}: the job restarted; watching its warm-up again",
                     event.source,
                     {"used_bytes": x, "reason": "relaunch"},
                 )
@@ -162,6 +184,7 @@ class MemoryVolatility:
             "turns": len(recent),
             "window_s": self._window,
             "flat_band_bytes": g.phase.band,
+            "noise_band": g.phase.band > g.phase.band_floor,
             "was_flat_bytes": was[0] if was else None,
             "was_flat_spread_bytes": was[1] if was else None,
             "total_bytes": g.phase.total,

@@ -15,6 +15,7 @@ from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progre
 from .base import Alert, Detector
 from .config import DetectorConfig
 from .crash import CrashDetector, CrashEpisode
+from .memory import MemoryModel
 from .memory_growth import MemoryGrowth
 from .memory_pressure import MemoryPressure
 from .memory_volatility import MemoryVolatility
@@ -40,10 +41,14 @@ def _inf_if_none(t: float | None) -> float:
 def build_detectors(config: DetectorConfig | None = None, baseline_tokens_per_s: float | None = None) -> list[Detector]:
     """One of each detector this package implements, sharing one config."""
     config = config or DetectorConfig()
+    # One per-GPU memory model read by the three memory detectors: each
+    # sample is worked out once, and what one learns (warm-up over, a
+    # relaunch) the others know.
+    memory = MemoryModel(config)
     return [
-        MemoryVolatility(config),
-        MemoryGrowth(config),
-        MemoryPressure(config),
+        MemoryVolatility(config, memory=memory),
+        MemoryGrowth(config, memory=memory),
+        MemoryPressure(config, memory=memory),
         ThroughputDrop(config, baseline_tokens_per_s=baseline_tokens_per_s),
         Stall(config),
         CrashDetector(config, name="fx_tracing"),

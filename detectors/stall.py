@@ -3,13 +3,41 @@
 "Usual" is the median of the recent intervals between progress lines that
 carry a new step (copies of a step from other ranks are not progress), or
 the log's own seconds-per-step when it says so, whichever is longer. The
-threshold is ``max(stall_min_s, stall_factor x usual)``; ``deadline()`` is
-the last progress plus that threshold, so a replay inserts a Tick at that
-very time and the alert is stamped with the moment the stall became true.
+threshold is ``max(stall_min_s, stall_factor x usual)``, so it follows the
+run's own cadence (a run logging every 300 s waits 25 min, not 2); before
+the run has shown one interval its cadence is unknown and the threshold is
+``stall_first_s``. ``deadline()`` is the last progress plus that threshold,
+so a replay inserts a Tick at that very time and the alert is stamped with
+the moment the stall became true.
 
-A dead or finished job is not a stall: after a Crash, a ProcessExit or the
-last step (step == total) the detector stops watching (and resolves an open stall, which the crash now explains) until
-progress resumes.
+A Tick exactly at the deadline is the replay asking "did time pass?": the
+answer is the next input. A progress line that continues the run at once
+after a forward clock jump (NTP, DST spring-forward: tqdm's own elapsed
+counter moved on by much less than the stamps, or the stamps jumped by
+whole hours) is no stall; anything else (another tick, a GPU sample, a
+crash, a later progress line) fires it, stamped at the deadline. So does
+any new progress right after a bar's last step (the next epoch's bar, the
+next stage's lines): the
+pause between bars is an eval, a save or the next stage's start-up.
+
+A dead job is not a stall: after a Crash or a ProcessExit the detector
+stops watching (and resolves an open stall, which the crash now explains)
+until progress resumes. Nor is a finished one: the first bar that reaches
+its total (``10/10``) ends the watch until progress resumes. But once a
+bar's end was followed by more progress (``100/100``, then ``1/100``: the
+run has epochs), the end of a bar is not the end of the run: the silence
+after it is watched too, with the longer ``stall_first_s`` limit (an eval
+or a save comes there; a loader hang too).
+
+Example: reports every 10 s, then silence.
+
+>>> det = Stall()
+>>> for i in range(10):
+...     _ = det.update(Progress(10.0 * i, "log:%d" % i, step=i))
+>>> det.deadline()
+210.0
+>>> det.update(Tick(210.0)), [a.state for a in det.update(Tick(211.0))]
+([], ['firing'])
 """
 
 from __future__ import annotations
@@ -21,7 +49,7 @@ from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progre
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration
-from .throughput import sorted_median
+from .steps import sorted_median
 
 NAME = "stall"
 _INTERVALS_KEPT = 32
@@ -42,35 +70,86 @@ class Stall:
         self._last_source = ""
         self._rank: int | None = None
         self._step_seconds: float | None = None
+        self._last_elapsed: float | None = None
+        self._last_total: int | None = None
+        self._bars_after_end = 0  # bars that ended and were followed by more progress
         self._watching = False
         self._deadline: float | None = None
-        self.threshold = self.config.stall_min_s
+        # A Tick came exactly at the deadline: fire unless the next input is
+        # progress that shows the silence was a clock jump.
+        self._pending: float | None = None
+        self.threshold = self.config.stall_first_s
         self.usual: float | None = None
+        self.clock_jumps = 0  # forward jumps of the stamps stepped over
 
     def deadline(self) -> float | None:
-        return self._deadline if self._watching and not self.episode.active else None
+        if self._watching and not self.episode.active and self._pending is None:
+            return self._deadline
+        return None
 
     def update(self, event: Event) -> list[Alert]:
         t = event.time
+        out: list[Alert] = []
+        jumped = False
+        if self._pending is not None:
+            if isinstance(event, Progress) and self._is_clock_jump(event):
+                jumped = True
+                self.clock_jumps += 1
+            elif isinstance(event, Progress) and self._next_bar(event):
+                jumped = True  # the pause between two bars: no step interval either
+            else:
+                out = self._fire(self._pending)
+            self._pending = None
         if isinstance(event, Progress):
-            return self._progress(event)
+            return out + self._progress(event, jumped)
         if isinstance(event, (Crash, ProcessExit)):
             self._watching = False
             if self.episode.active:
                 what = "crashed" if isinstance(event, Crash) else f"exited ({event.kind})"
-                return self.episode.resolve(
+                return out + self.episode.resolve(
                     t,
                     f"the silence ended with the job {what}; no longer a stall",
                     event.source,
                     {"reason": "job stopped"},
                 )
-            return []
+            return out
         d = self._deadline
         if d is not None and t >= d and self._watching and not self.episode.active:
-            return self._fire(t)
-        return []
+            if t == d and type(event) is Tick:
+                self._pending = d
+                return out
+            return out + self._fire(t)
+        return out
 
-    def _progress(self, p: Progress) -> list[Alert]:
+    def _next_bar(self, p: Progress) -> bool:
+        """A new bar right after the last one ended: the pause between them
+        (an eval, a save, the next stage's start-up) is no stall. Live, ticks
+        confirm a silence there after ``stall_first_s``; in a replay the
+        stamps around a bar dated by its own durations say too little."""
+        return (
+            self._last_total is not None
+            and self._last_step is not None
+            and self._last_step + 1 >= self._last_total
+            # Any progress but a copy of that last step: a bar starting again,
+            # another bar (a redrawn bar may show only its newest state), the
+            # next stage's lines (with or without stamps of their own).
+            and not (p.step == self._last_step and p.total_steps == self._last_total)
+        )
+
+    def _is_clock_jump(self, p: Progress) -> bool:
+        """Progress right after the deadline: did the stamps jump rather than time pass?"""
+        last_t = self._last_t
+        if last_t is None or not p.clocked or (p.step is not None and p.step == self._last_step):
+            return False
+        gap = p.time - last_t
+        if p.elapsed_s is not None and self._last_elapsed is not None:
+            # tqdm's own counter: the truth about how long the step took.
+            return 0.0 <= p.elapsed_s - self._last_elapsed < 0.5 * gap
+        usual = self.usual or 0.0
+        hours = round((gap - usual) / 3600.0)
+        return hours >= 1 and abs(gap - usual - 3600.0 * hours) <= max(2.0 * usual, 5.0)
+
+    def _progress(self, p: Progress, jumped: bool = False) -> list[Alert]:
         t = p.time
         if not p.clocked:
             # Its time is an earlier line's: silence cannot be measured on
@@ -81,25 +160,35 @@ class Stall:
             if self.episode.active:
                 return self.episode.resolve(t, "progress resumed (lines without timestamps)", p.source, {"step": p.step})
             return []
-        if p.rank is not None and (self._rank is None or p.rank < self._rank):
-            self._rank = p.rank
-        if p.step is None:
-            if p.rank is not None and p.rank != self._rank:
+        step = p.step
+        last_step = self._last_step
+        if step is None:
+            rank = p.rank
+            if rank is not None:
+                if self._rank is None or rank < self._rank:
+                    self._rank = rank
+                elif rank != self._rank:
+                    return []  # without steps, only the lowest rank is followed
+        elif last_step is not None and self._watching:
+            if step == last_step:
+                return []  # another rank's copy of the same step: not progress
+            if (
+                step < last_step
+                and self._last_t is not None
+                and t - self._last_t <= self.config.duplicate_step_s
+                and not (self._last_total and last_step + 1 >= self._last_total)
+            ):
+                # An older step's copy from a lagging rank, or ranks' lines
+                # interleaved by stamps that jitter: not progress either.
                 return []
-        elif self._last_step is not None and p.step == self._last_step and self._watching:
-            return []  # another rank's copy of the same step: not progress
         if p.step_seconds is not None and p.step_seconds > 0:
             self._step_seconds = p.step_seconds
         out: list[Alert] = []
         last_t = self._last_t
-        if (
-            last_t is not None
-            and self._watching
-            and not self.episode.active
-            and t > last_t
-            and t - last_t < self.threshold
-            and (p.step is None or self._last_step is None or p.step > self._last_step)
-        ):
+        if last_t is not None and self._watching and t > last_t and not jumped:
+            # Every interval counts, long ones too (the median of 32 shrugs
+            # off a real stall): a run that slows its cadence must be able
+            # to teach the new one instead of stalling at every line.
             interval = t - last_t
             if len(self._intervals) == _INTERVALS_KEPT:
                 self._sorted.remove(self._intervals.popleft())
@@ -114,21 +203,49 @@ class Stall:
                 p.source,
                 {"silence_s": gap, "step": p.step},
             )
+        if (
+            self._last_total
+            and self._last_step is not None
+            and self._last_step + 1 >= self._last_total
+            and p.step is not None
+            and (p.step < self._last_step or p.total_steps != self._last_total)
+        ):
+            self._bars_after_end += 1  # a bar ended and a new one began: epochs
         self._last_t = t
         self._last_step = p.step
+        self._last_total = p.total_steps
+        self._last_elapsed = p.elapsed_s
         self._last_source = p.source
         self._watching = True
         usual = sorted_median(self._sorted) if self._sorted else 0.0
         if self._step_seconds is not None and self._step_seconds > usual:
             usual = self._step_seconds
         self.usual = usual or None
-        self.threshold = max(self.config.stall_min_s, self.config.stall_factor * usual)
-        self._deadline = t + self.threshold
+        if usual:
+            self.threshold = max(self.config.stall_min_s, self.config.stall_factor * usual)
+        else:
+            self.threshold = max(self.config.stall_min_s, self.config.stall_first_s)
         if p.total_steps and p.step is not None and p.step + 1 >= p.total_steps:
-            # The last step: what follows (final eval, saving, the next
-            # stage of a pipeline) is not a stall of this run.
-            self._watching = False
+            if self._bars_after_end:
+                # The run has shown bars that ended and went on (epochs): this
+                # end is most likely one more epoch's. An eval, a save or the
+                # next epoch's loader follows and takes longer than a step;
+                # still watched (a hang between epochs is a hang), with the
+                # first-line limit.
+                self.threshold = max(self.threshold, self.config.stall_first_s)
+            else:
+                # The first bar to end: the run finished, as far as anyone
+                # can tell (however long ago). Progress after it re-arms.
+                self._watching = False
+        self._deadline = t + self.threshold
         return out
+
+    def flush(self) -> list[Alert]:
+        """The data ended right after a deadline tick: the silence was real."""
+        if self._pending is None:
+            return []
+        t, self._pending = self._pending, None
+        return self._fire(t)
 
     def _fire(self, t: float) -> list[Alert]:
         last_t = self._last_t if self._last_t is not None else t

@@ -1,18 +1,49 @@
-"""throughput_drop: tokens/s stays below the baseline by more than a fraction.
+"""throughput_drop: the run's rate stays below its baseline by more than a fraction.
+
+The rate is ``rate_of(event)``: the run's own, in its own unit (tok/s,
+samples/s, it/s), judged in that unit. A unit change after the run stopped
+or went silent (a relaunch with another logger) is a new run to learn;
+reports in another unit while the run's own keep coming (an eval bar in
+it/s beside tok/s step lines) are another source and are not judged. A given baseline (a baseline
+file, the dashboard's ``b`` key via ``set_baseline``) is in tokens/s and
+applies only to tok/s rates.
 
 The budget is "fire within 120 s of a sustained drop, never for a dip
-shorter than 90 s". A rolling median over ``smooth_s`` (20 s, at least three
-reports) swallows one odd report; it crosses the threshold about
-``smooth_s / 2`` after the drop starts and crosses back about the same time
-after it ends, so a dip of D seconds keeps it low for about D seconds. The
-detector fires once it has been low for ``sustain_s`` (90 s): a dip shorter
-than 90 s never fires, and a drop fires about 10 + 90 s (+ one report
-interval) after it starts, inside the 120 s budget.
+shorter than 90 s" at the usual cadence of a report every few seconds. A
+rolling median over ``smooth_s`` (20 s, at least three reports) swallows one
+odd report; it crosses the threshold about ``smooth_s / 2`` after the drop
+starts and crosses back about the same time after it ends, so a dip of D
+seconds keeps it low for about D seconds. The detector fires once it has
+been low for ``sustain_s`` (90 s): a dip shorter than 90 s never fires, and
+a drop fires about 10 + 90 s (+ one report interval) after it starts.
 
-The baseline is the given one (a baseline file) or learned: the median over
-``learn_s`` after the warm-up (the first reports after each (re)start are
-compile time and never count). Duplicate copies of a step from several
-ranks are dropped so that eight ranks do not weigh eight times.
+Budgets follow the run's own reporting interval (the median of the recent
+ones): a run that reports every 300 s is relaunched only after a silence of
+``restart_gap_intervals`` intervals, warms up for fewer reports, learns over
+at least 5 reports and smooths over at least 3, so it fires after a few of
+its reports instead of never.
+
+The baseline is the given one or learned: the median over ``learn_s`` after
+the warm-up (the first reports after each (re)start are compile time and
+never count). A learned baseline rises to a faster steady phase (the
+smoothed rate stayed ``rise_frac`` above it for ``learn_s``): a slow first
+minutes must not become the reference the rest of the run is judged by.
+Durations are measured on a ``Timeline``: stamps of eight ranks that jitter
+by milliseconds, and clocks set back by NTP or DST, neither restart nor
+blind it. Duplicate copies of a step from several ranks are dropped so that
+eight ranks do not weigh eight times.
+
+Example: 2 it/s for ten minutes, then 0.8 it/s.
+
+>>> det = ThroughputDrop()
+>>> out = []
+>>> for i in range(200):
+...     rate = 2.0 if i < 120 else 0.8
+...     out += det.update(Progress(5.0 * i, "log:%d" % i, step=i, rate=rate, rate_unit="it/s"))
+>>> [(a.state, a.time, a.evidence["unit"]) for a in out]
+[('firing', 700.0, 'it/s')]
+>>> out[0].message.split(" since")[0]
+'throughput 0.8 it/s is 60% below baseline 2.0 it/s'
 """
 
 from __future__ import annotations
@@ -26,68 +57,17 @@ from parsers.events import Crash, Event, ProcessExit, Progress
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
+from .steps import StepDeduper, sorted_median
+from .timeline import Timeline
+
+__all__ = ["NAME", "StepDeduper", "ThroughputDrop", "sorted_median"]
 
 NAME = "throughput_drop"
 _WINDOW_MAX = 1024  # reports in the smoothing window at most
-
-
-def sorted_median(values: list[float]) -> float:
-    """statistics.median of an already sorted, non-empty list (same result).
-
-    Windows here keep their values sorted as they slide (``bisect.insort``),
-    so the median of every report is an index, not a sort.
-    """
-    n = len(values)
-    i = n // 2
-    if n % 2:
-        return values[i]
-    return (values[i - 1] + values[i]) / 2
-
-
-class StepDeduper:
-    """Drops the copies of a step that other ranks print within seconds.
-
-    A step seen again much later is a relaunch replaying it from a
-    checkpoint: a real new measurement, so it passes. Without step numbers
-    only the lowest rank seen is followed.
-    """
-
-    __slots__ = ("_recent", "_times", "_window", "_rank")
-
-    _KEEP = 64  # steps remembered
-
-    def __init__(self, window_s: float) -> None:
-        # The last steps in arrival order, and the times of each step among
-        # them: one dict lookup per report instead of a scan of all 64.
-        self._recent: deque[int] = deque()
-        self._times: dict[int, deque[float]] = {}
-        self._window = window_s
-        self._rank: int | None = None
-
-    def is_copy(self, p: Progress) -> bool:
-        rank = p.rank
-        if rank is not None and (self._rank is None or rank < self._rank):
-            self._rank = rank
-        step = p.step
-        if step is None:
-            return rank is not None and rank != self._rank
-        times = self._times.get(step)
-        if times is not None:
-            for t in times:
-                if p.time - t <= self._window:
-                    return True
-        else:
-            times = self._times[step] = deque()
-        times.append(p.time)
-        self._recent.append(step)
-        if len(self._recent) > self._KEEP:
-            # Forget the oldest entry, which is also the oldest time of its step.
-            old = self._recent.popleft()
-            old_times = self._times[old]
-            old_times.popleft()
-            if not old_times:
-                del self._times[old]
-        return False
+_INTERVALS_KEPT = 16  # recent report intervals, for the run's cadence
+_INTERVAL_EVERY = 8  # reports between re-reads of the cadence
+_LEARN_MAX = 4096
+TOKENS = "tok/s"
 
 
 class ThroughputDrop:
@@ -99,16 +79,29 @@ class ThroughputDrop:
         self.config = c = config or DetectorConfig()
         self.given_baseline = baseline_tokens_per_s if baseline_tokens_per_s and baseline_tokens_per_s > 0 else None
         self.baseline: float | None = self.given_baseline
+        self.unit: str | None = None  # the unit of the rates judged (None: none seen yet)
         self.episode = Episode(NAME)
         self._dedupe = StepDeduper(c.duplicate_step_s)
+        self._clock = Timeline(c.clock_jitter_s)
+        self._intervals: deque[float] = deque(maxlen=_INTERVALS_KEPT)
+        self._since_interval = 0
+        self.interval: float | None = None  # the run's usual report interval
+        # What the interval decides, kept until it changes (once per report
+        # otherwise): the silence that is a relaunch, the warm-up reports.
+        self._gap_limit: float | None = None
+        self._warm_n = c.throughput_warmup_events
+        self._rise_factor = 1.0 + c.throughput_rise_frac
         self._learn: list[float] = []
         self._learn_start: float | None = None
+        self._rise: list[float] = []
+        self._rise_since: float | None = None
         self._window: deque[tuple[float, float]] = deque()
         self._sorted: list[float] = []  # the window's values in order, for its median
         self._start: float | None = None  # time of the first report of this (re)start
         self._seen = 0  # reports since then
-        self._last_t: float | None = None
+        self._last_t: float | None = None  # on the Timeline
         self._last_step: int | None = None
+        self._last_total: int | None = None
         self._stopped = True
         self._low_since: float | None = None
         self._drop_start: float | None = None
@@ -116,12 +109,38 @@ class ThroughputDrop:
         self._worst: float | None = None
         self._episode_start: float | None = None
         self.smoothed: float | None = None
+        self.restarts = 0  # (re)starts seen, the first one included
 
     def deadline(self) -> float | None:
         return None
 
     def learned_baseline(self) -> float | None:
-        return None if self.given_baseline is not None else self.baseline
+        """The tokens/s baseline this run taught, if it did (None for other units)."""
+        if self.given_baseline is not None or self.unit not in (None, TOKENS):
+            return None
+        return self.baseline
+
+    def learned_rate(self) -> tuple[float | None, str]:
+        """(baseline, unit) in the run's own unit, given or learned."""
+        return self.baseline, self.unit or TOKENS
+
+    def set_baseline(self, tokens_per_s: float | None) -> None:
+        """A new reference in tokens/s (the dashboard's ``b`` key), at once.
+
+        The next report is judged against it; None forgets the given one
+        and learns again. A run measured in another unit keeps its own
+        learned baseline (tokens/s say nothing about it/s).
+        """
+        v = tokens_per_s if tokens_per_s and tokens_per_s > 0 else None
+        self.given_baseline = v
+        if self.unit not in (None, TOKENS):
+            return
+        self.baseline = v
+        self._learn = []
+        self._learn_start = None
+        self._rise = []
+        self._rise_since = None
+        self._low_since = self._high_since = None
 
     def update(self, event: Event) -> list[Alert]:
         if isinstance(event, Progress):
@@ -142,42 +161,101 @@ class ThroughputDrop:
         self._stopped = False
         self._start = t
         self._seen = 0
+        self.restarts += 1
         self._window.clear()
         self._sorted.clear()
         self._low_since = self._drop_start = self._high_since = None
+        self._rise = []
+        self._rise_since = None
+
+    def _new_unit(self, unit: str, p: Progress) -> list[Alert]:
+        """Another logger: what was learned in the old unit says nothing."""
+        self.unit = unit
+        self.baseline = self.given_baseline if unit == TOKENS else None
+        self._learn = []
+        self._learn_start = None
+        self._stopped = True  # restarts at this report
+        if self.episode.active:
+            return self.episode.resolve(
+                p.time,
+                f"throughput is now reported in {unit}: learning a new baseline",
+                p.source,
+                {"reason": "unit changed", "unit": unit},
+            )
+        return []
 
     def _progress(self, p: Progress) -> list[Alert]:
-        v = p.tokens_per_s
+        # rate_of(p), inline: this runs once per training step.
+        v = p.rate
+        if v is None:
+            v, unit = p.tokens_per_s, TOKENS
+        else:
+            unit = p.rate_unit or TOKENS
         if v is None or not math.isfinite(v) or v < 0 or not p.clocked:
             # An unclocked line's time is an earlier line's: a "sustained"
             # drop cannot be timed on it.
             return []
         if self._dedupe.is_copy(p):
             return []
-        t = p.time
+        out: list[Alert] = []
         c = self.config
-        relaunched = (
-            self._stopped
-            or (self._last_t is not None and t - self._last_t >= c.throughput_restart_gap_s)
-            or (p.step is not None and self._last_step is not None and p.step < self._last_step)
-        )
+        interval = self.interval
+        gap_limit = self._gap_limit
+        last_t = self._last_t
+        if unit != self.unit:
+            if self.unit is None:
+                self.unit = unit
+                if unit != TOKENS:
+                    self.baseline = None
+            else:
+                # Another unit while the run's own reports keep coming is
+                # another progress source (an eval bar in it/s beside tok/s
+                # step lines): not this run's rate. After the run stopped or
+                # went silent, it is a relaunch with another logger.
+                gap = None if last_t is None else p.time + self._clock.offset - last_t
+                running = not self._stopped and gap is not None and (gap_limit is None or gap < gap_limit)
+                if running:
+                    return []
+                out = self._new_unit(unit, p)
+        clock = self._clock
+        t = p.time + clock.offset
+        if clock.last is not None and t < clock.last:
+            t = clock.at(p.time, interval or 0.0)  # jitter or a backward jump
+        else:
+            clock.last = t
+        step = p.step
+        last_step = self._last_step
+        back = step is not None and last_step is not None and step < last_step
+        interleaved = False
+        if back and self._last_total and last_step + 1 >= self._last_total and step <= 1:
+            back = False  # the next epoch's bar (100/100, then 0/100): not a relaunch
+        elif back and last_t is not None and t - last_t <= c.clock_jitter_s:
+            # Ranks' lines interleaved by their stamps: a step's first copy
+            # came just after the next step's. A relaunch takes seconds.
+            back = False
+            interleaved = True
+        silent = gap_limit is not None and last_t is not None and t - last_t >= gap_limit
+        relaunched = self._stopped or back or silent
+        if last_t is not None and t > last_t and not relaunched:
+            self._add_interval(t - last_t)
         self._last_t = t
-        if p.step is not None:
-            self._last_step = p.step
+        if step is not None and not interleaved:
+            self._last_step = step
+            self._last_total = p.total_steps
         if relaunched:
             self._restart(t)
         self._seen += 1
-        if self._seen <= c.throughput_warmup_events or t - self._start < c.throughput_warmup_s:
-            return []
+        if self._seen <= self._warm_n or t - self._start < c.throughput_warmup_s:  # type: ignore[operator]
+            return out
         if self.baseline is None:
             if self._learn_start is None:
                 self._learn_start = t
-            if len(self._learn) < 4096:
+            if len(self._learn) < _LEARN_MAX:
                 self._learn.append(v)
             if t - self._learn_start >= c.throughput_learn_s and len(self._learn) >= 5:
                 self.baseline = float(median(self._learn))
                 self._learn = []
-            return []
+            return out
 
         w = self._window
         ordered = self._sorted
@@ -191,6 +269,9 @@ class ThroughputDrop:
         med = sorted_median(ordered)
         self.smoothed = med
         base = self.baseline
+        if self._rise_since is not None or med > self._rise_factor * base:
+            self._track_rise(t, v, med, base)
+            base = self.baseline
         if med < (1.0 - c.throughput_drop_frac) * base:
             self._high_since = None
             if self._low_since is None:
@@ -198,52 +279,102 @@ class ThroughputDrop:
                 thr = (1.0 - c.throughput_drop_frac) * base
                 self._drop_start = next((tt for tt, x in w if x < thr), t)
                 self._worst = med
-            elif med < self._worst:
+            elif med < self._worst:  # type: ignore[operator]
                 self._worst = med
             if not self.episode.active and t - self._low_since >= c.throughput_sustain_s:
-                return self._fire(p, med)
-            return []
+                return out + self._fire(p, med, t)
+            return out
         self._low_since = None
         if not self.episode.active:
-            return []
+            return out
         if med >= c.throughput_recover_frac * base:
             if self._high_since is None:
                 self._high_since = t
             if t - self._high_since >= c.throughput_recover_s:
-                return self._resolve(p, med)
+                return out + self._resolve(p, med, t)
         else:
             self._high_since = None
-        return []
+        return out
 
-    def _fire(self, p: Progress, med: float) -> list[Alert]:
+    def _add_interval(self, dt: float) -> None:
+        """One more report interval; the run's cadence is their median,
+        re-read every few reports once it is known (it changes slowly)."""
+        w = self._intervals
+        w.append(dt)
+        self._since_interval += 1
+        if self.interval is not None and self._since_interval < _INTERVAL_EVERY:
+            return
+        self._since_interval = 0
+        interval = median(w)
+        if interval != self.interval:
+            c = self.config
+            self.interval = interval
+            self._gap_limit = max(c.throughput_restart_gap_s, c.throughput_restart_gap_intervals * interval)
+            self._warm_n = min(c.throughput_warmup_events, max(1, math.ceil(c.throughput_warmup_s / interval)))
+
+    def _track_rise(self, t: float, v: float, med: float, base: float) -> None:
+        """A learned baseline follows the run up to a faster steady phase."""
+        if self.given_baseline is not None and self.unit == TOKENS:
+            return
+        if med <= self._rise_factor * base:
+            self._rise_since = None
+            self._rise = []
+            return
+        if self._rise_since is None:
+            self._rise_since = t
+        if len(self._rise) < _LEARN_MAX:
+            self._rise.append(v)
+        if t - self._rise_since >= self.config.throughput_learn_s and len(self._rise) >= 5:
+            self.baseline = float(median(self._rise))
+            self._rise = []
+            self._rise_since = None
+
+    def _values(self, med: float, base: float, worst: float | None = None) -> dict:
+        """Evidence numbers: tok/s keeps its contract keys, other units say theirs."""
+        if self.unit in (None, TOKENS):
+            d = {"tokens_per_s": med, "baseline_tokens_per_s": base}
+            if worst is not None:
+                d["worst_tokens_per_s"] = worst
+        else:
+            d = {"rate": med, "baseline_rate": base}
+            if worst is not None:
+                d["worst_rate"] = worst
+        d["unit"] = self.unit or TOKENS
+        return d
+
+    def _fire(self, p: Progress, med: float, t: float) -> list[Alert]:
         base = self.baseline
+        unit = self.unit or TOKENS
         below = 1.0 - med / base
-        since = self._drop_start if self._drop_start is not None else p.time
-        source = "given" if self.given_baseline is not None else "learned"
-        self._episode_start = since
+        since_t = self._drop_start if self._drop_start is not None else t
+        since = self._clock.raw(since_t)
+        source = "given" if self.given_baseline is not None and unit == TOKENS else "learned"
+        self._episode_start = since_t
         msg = (
-            f"throughput {fmt_rate(med)} is {below:.0%} below baseline {fmt_rate(base)} "
-            f"since {fmt_clock(since, self.config.tz)} ({fmt_duration(p.time - since)})"
+            f"throughput {fmt_rate(med, unit)} is {below:.0%} below baseline {fmt_rate(base, unit)} "
+            f"since {fmt_clock(since, self.config.tz)} ({fmt_duration(t - since_t)})"
         )
         if p.step is not None:
             msg += f", at step {p.step}"
-        evidence = {
-            "tokens_per_s": med,
-            "baseline_tokens_per_s": base,
-            "baseline_source": source,
-            "below_fraction": round(below, 4),
-            "threshold_fraction": self.config.throughput_drop_frac,
-            "since": since,
-            "step": p.step,
-        }
+        evidence = self._values(med, base)
+        evidence.update(
+            {
+                "baseline_source": source,
+                "below_fraction": round(below, 4),
+                "threshold_fraction": self.config.throughput_drop_frac,
+                "since": since,
+                "step": p.step,
+                "interval_s": self.interval,
+            }
+        )
         return self.episode.fire(p.time, "warning", msg, p.source, evidence)
 
-    def _resolve(self, p: Progress, med: float) -> list[Alert]:
+    def _resolve(self, p: Progress, med: float, t: float) -> list[Alert]:
         base = self.baseline
-        started = self._episode_start if self._episode_start is not None else p.time
+        unit = self.unit or TOKENS
+        started = self._episode_start if self._episode_start is not None else t
         msg = (
-            f"throughput recovered to {fmt_rate(med)} ({med / base:.0%} of baseline {fmt_rate(base)}); "
-            f"it had been down to {fmt_rate(self._worst or med)} for about {fmt_duration(p.time - started)}"
+            f"throughput recovered to {fmt_rate(med, unit)} ({med / base:.0%} of baseline {fmt_rate(base, unit)}); "
+            f"it had been down to {fmt_rate(self._worst or med, unit)} for about {fmt_duration(t - started)}"
         )
-        evidence = {"tokens_per_s": med, "baseline_tokens_per_s": base, "worst_tokens_per_s": self._worst}
-        return self.episode.resolve(p.time, msg, p.source, evidence)
+        return self.episode.resolve(p.time, msg, p.source, self._values(med, base, self._worst))

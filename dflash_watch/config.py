@@ -182,7 +182,7 @@ DETECTOR_KEYS: dict[str, Threshold] = {
     "throughput_warmup_s": Threshold(NON_NEGATIVE, "... and the first seconds are warm-up"),
     "throughput_learn_s": Threshold(POSITIVE, "without a baseline file: the median of this long after warm-up"),
     "throughput_restart_gap_s": Threshold(POSITIVE, "a silence this long (or a step back) is a relaunch ..."),
-    "throughput_restart_gap_intervals": Threshold(POSITIVE, "... and this many report intervals"),
+    "throughput_restart_gap_intervals": Threshold(Range(1.0), "... and this many report intervals"),
     "throughput_rise_frac": Threshold(POSITIVE, "a learned baseline rises to a phase this share faster"),
     "clock_jitter_s": Threshold(NON_NEGATIVE, "time going back less than this is ranks interleaving"),
     "duplicate_step_s": Threshold(NON_NEGATIVE, "the same step again within this long is another rank's copy"),

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from parsers.events import Crash, Event, Frame, GpuSample, ProcessExit, Progress, Recompile
+from parsers.events import Crash, Event, Frame, GpuProcess, GpuSample, ProcessExit, Progress, Recompile
 
 T0 = 1764410400.0  # 2025-11-29 10:00:00 UTC
 GIB = float(1 << 30)
@@ -79,6 +79,15 @@ class MemProfile:
     # Relaunches: memory falls to idle at each time, stays there down_s, ramps again.
     relaunch_at_s: tuple[float, ...] = ()
     relaunch_down_s: float = 40.0
+    # Exact square waves instead of random swings (swing_* times and levels).
+    square: bool = False
+    # A bounded sawtooth from leak_start_s: up sawtooth_gib over each
+    # period, then back at once (net zero over every period).
+    sawtooth_period_s: float | None = None
+    sawtooth_gib: float = 0.0
+    # The job's pid on this GPU (samples then list its processes); each
+    # relaunch is a new pid, and idle stretches of a relaunch list none.
+    pid: int | None = None
 
 
 def _ramp(u: np.ndarray, level: float, idle: float) -> np.ndarray:
@@ -96,10 +105,15 @@ def memory_series(p: MemProfile, t: np.ndarray, rng: np.random.Generator) -> np.
     if p.leak_start_s is not None:
         end = p.leak_end_s if p.leak_end_s is not None else np.inf
         grown = np.clip(np.minimum(t, end) - p.leak_start_s, 0.0, None) * p.leak_gib_per_h / 3600.0
+        if p.sawtooth_period_s is not None:
+            grown = grown * 0.0
         if p.leak_staircase_mib > 0:
             q = p.leak_staircase_mib / 1024.0
             grown = np.floor(grown / q) * q
         level = level + grown
+    if p.sawtooth_period_s is not None and p.leak_start_s is not None:
+        u = np.clip(t - p.leak_start_s, 0.0, None) / p.sawtooth_period_s
+        level = level + np.where(t >= p.leak_start_s, p.sawtooth_gib * (u - np.floor(u)), 0.0)
     y = level.copy()
     if p.swing_start_s is not None:
         end = p.swing_end_s if p.swing_end_s is not None else np.inf
@@ -111,6 +125,8 @@ def memory_series(p: MemProfile, t: np.ndarray, rng: np.random.Generator) -> np.
         lowhalf = (kk % 2) == 1
         mid = 0.5 * (p.swing_low_gib + p.level_gib)
         swung = np.where(lowhalf, np.minimum(draws[kk], mid), np.maximum(draws[kk], mid))
+        if p.square:
+            swung = np.where(lowhalf, p.swing_low_gib, level)
         on = (t >= p.swing_start_s) & (t < end)
         y = np.where(on, swung, y)
     # Warm-up ramps: the first start and every relaunch.
@@ -143,12 +159,23 @@ def gpu_samples(
         used = (memory_series(p, t, rng) * GIB).astype(np.int64)
         cols.append((gpu, used.tolist(), int(p.total_gib * GIB)))
     times = (t0 + t).tolist()
+    procs: dict[int, list] = {}
+    for gpu, p in profiles.items():
+        if p.pid is None:
+            continue
+        k = np.searchsorted(np.asarray(p.relaunch_at_s, dtype=float), t, side="right")
+        down = np.zeros_like(t, dtype=bool)
+        for r in p.relaunch_at_s:
+            down |= (t >= r) & (t < r + p.relaunch_down_s)
+        procs[gpu] = [() if d else (GpuProcess(p.pid + int(n), 0, "python", job=True),) for n, d in zip(k, down)]
     events: list[Event] = []
     append = events.append
     for i, ti in enumerate(times):
         for gpu, used, total in cols:
             if none_every and i % none_every == gpu % none_every:
                 append(GpuSample(ti, gpu, None, None))
+            elif gpu in procs:
+                append(GpuSample(ti, gpu, used[i], total, processes=procs[gpu][i]))
             else:
                 append(GpuSample(ti, gpu, used[i], total))
     labels = []
@@ -156,7 +183,7 @@ def gpu_samples(
         if p.swing_start_s is not None:
             end = t0 + p.swing_end_s if p.swing_end_s is not None else None
             labels.append(Label("memory_volatility", t0 + p.swing_start_s, end, gpu))
-        if p.leak_start_s is not None and p.leak_gib_per_h > 0:
+        if p.leak_start_s is not None and p.leak_gib_per_h > 0 and p.sawtooth_period_s is None:
             end = t0 + p.leak_end_s if p.leak_end_s is not None else None
             labels.append(Label("memory_growth", t0 + p.leak_start_s, end, gpu))
     return Scenario(events, labels)
@@ -185,6 +212,27 @@ class ProgressProfile:
     ranks: int = 1  # every rank prints each step
     step_seconds: float | None = None
     label_dips: bool = True  # dips >= 90 s are labelled throughput_drop
+    # The unit the run logs its rate in ("tok/s", "it/s", "samples/s"):
+    # other units go to Progress.rate / rate_unit, tokens_per_s stays None.
+    unit: str = "tok/s"
+    # (from_s, unit, rate): the run logs in another unit, at that rate, from
+    # then on (a relaunch with another logger).
+    unit_changes: tuple[tuple[float, str, float], ...] = ()
+    # Ranks' stamps jitter uniformly by +- this and arrive shuffled.
+    rank_jitter_s: float = 0.0
+    # Events in stamp order, as a replay merges per-rank files: with fast
+    # steps and jitter, a step's first copy can come after the next step's.
+    merged_by_time: bool = False
+    # (at_s, delta_s): from at_s on, the stamps are off by delta_s (a clock
+    # jump: NTP, DST); times in the profile stay true time.
+    clock_jumps: tuple[tuple[float, float], ...] = ()
+    # Each epoch is a tqdm bar of this many steps (1..epoch_steps/epoch_steps).
+    epoch_steps: int | None = None
+    epoch_pause_s: float = 0.0  # silence after each epoch's last step (an eval)
+    elapsed: bool = False  # carry tqdm's elapsed counter (true seconds since start_s)
+    # The first slow_start_s after start_s run at this factor (a slow start).
+    slow_start_s: float = 0.0
+    slow_start_factor: float = 1.0
 
 
 def progress(p: ProgressProfile, duration_s: float, *, seed: int = 0, t0: float = T0, source: str = "train.log") -> Scenario:
@@ -218,24 +266,47 @@ def progress(p: ProgressProfile, duration_s: float, *, seed: int = 0, t0: float 
         for start, dur, f in p.dips:
             if start <= t < start + dur:
                 factor *= f
+        if t < p.start_s + p.slow_start_s:
+            factor *= p.slow_start_factor
         step += 1
         since_start += 1
-        tps = p.tokens_per_s * factor
-        for rank in range(p.ranks):
+        unit, rate = p.unit, p.tokens_per_s
+        for at, u, r in p.unit_changes:
+            if t >= at:
+                unit, rate = u, r
+        tps = rate * factor
+        shift = sum(d for at, d in p.clock_jumps if t >= at)
+        if p.epoch_steps:
+            shown, total = (step - 1) % p.epoch_steps + 1, p.epoch_steps
+        else:
+            shown, total = step, 100000
+        order = rng.permutation(p.ranks) if p.rank_jitter_s else range(p.ranks)
+        for rank in order:
+            rank = int(rank)
+            jitter = rng.uniform(-p.rank_jitter_s, p.rank_jitter_s) if p.rank_jitter_s else 0.01 * rank
+            value = tps * (1.0 + 0.002 * rank)
             events.append(
                 Progress(
-                    time=t0 + t + 0.01 * rank,
+                    time=t0 + t + shift + jitter,
                     source=f"{source}:{line}",
-                    step=step,
-                    total_steps=100000,
-                    tokens_per_s=tps * (1.0 + 0.002 * rank),
+                    step=shown,
+                    total_steps=total,
+                    tokens_per_s=value if unit == "tok/s" else None,
                     loss=2.0,
                     rank=rank if p.ranks > 1 else None,
                     step_seconds=p.step_seconds,
+                    rate=None if unit == "tok/s" else value,
+                    rate_unit=None if unit == "tok/s" else unit,
+                    elapsed_s=(t - p.start_s) if p.elapsed else None,
                 )
             )
             line += 1
         t += p.interval_s
+        if p.epoch_steps and p.epoch_pause_s and shown == p.epoch_steps:
+            t += p.epoch_pause_s
+    if p.merged_by_time:
+        events.sort(key=lambda e: e.time)
+    # Otherwise jittered or jumped stamps stay in the log's order, which is the truth.
     return Scenario(events, labels)
 
 

@@ -151,3 +151,51 @@ def test_gpu_sample_update_is_cheap():
             update(e)
         per = (time.perf_counter() - t) / len(scenario.events)
         assert per < 20e-6, (type(det).__name__, per)
+
+
+# -- the shared memory model ------------------------------------------------------------
+
+
+def test_three_detectors_share_one_model_and_each_sample_is_observed_once():
+    from detectors.memory import MemoryModel
+
+    model = MemoryModel(DetectorConfig())
+    dets = [MemoryVolatility(memory=model), MemoryGrowth(memory=model), MemoryPressure(memory=model)]
+    ds = DetectorSet(dets)
+    for i in range(100):
+        ds.update(GpuSample(T0 + i, 0, int(60 * GIB) + (i % 3) * (1 << 20), int(80 * GIB)))
+    phase = model.gpus[0]
+    assert dets[0]._gpus[0].phase is phase and dets[1]._gpus[0].phase is phase
+    assert len(phase.diffs) == 99  # one difference per sample, not three
+    # Alone, a detector keeps a model of its own.
+    assert MemoryVolatility().memory is not MemoryGrowth().memory
+
+
+def test_a_swinging_gpu_whose_processes_change_is_a_relaunch_and_resolves():
+    from parsers.events import GpuProcess, Progress
+
+    det = MemoryVolatility(DetectorConfig(tz="UTC"))
+    alerts = []
+    old, new = (GpuProcess(100, 0, "python", job=True),), (GpuProcess(200, 0, "python", job=True),)
+    for i in range(600):
+        t = T0 + i
+        if i % 5 == 0 and i < 300:
+            alerts += det.update(Progress(t, "log:1", step=i))
+        if i < 300:
+            gib, procs = (60 if (i // 10) % 2 else 0.5), old  # swinging to near zero, the same pid
+        elif i < 340:
+            gib, procs = 0.3, ()  # the job died: its pid is gone
+        else:
+            gib, procs = 40, new
+        alerts += det.update(GpuSample(t, 0, int(gib * GIB), int(80 * GIB), processes=procs))
+    assert [a.state for a in alerts] == ["firing", "resolved"]
+    assert alerts[1].time == T0 + 300 and alerts[1].evidence["reason"] == "relaunch"
+
+
+def test_pressure_evidence_says_whether_the_gpu_was_warming_up():
+    det = MemoryPressure()
+    total = int(80 * GIB)
+    alerts = []
+    for i in range(30):
+        alerts += det.update(GpuSample(T0 + i, 0, int(0.98 * total), total))
+    assert alerts[0].evidence["warming_up"] is True

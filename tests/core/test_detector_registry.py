@@ -56,10 +56,15 @@ def test_routing_and_deadline():
     assert ds.deadline() is None
     assert ds.update(Tick(T0)) == []
     ds.update(Progress(T0, "log:1", step=1))
-    assert ds.deadline() == T0 + 120.0
-    assert ds.update(GpuSample(T0 + 1, 0, None, None)) == []
-    (alert,) = ds.update(Tick(T0 + 120.0))
-    assert alert.detector == "stall" and ds.deadline() is None
+    # One line: the run's cadence is unknown yet, the limit is stall_first_s.
+    assert ds.deadline() == T0 + DetectorConfig().stall_first_s
+    ds.update(Progress(T0 + 10, "log:2", step=2))
+    assert ds.deadline() == T0 + 10 + 120.0
+    assert ds.update(GpuSample(T0 + 11, 0, None, None)) == []
+    # A tick at the deadline asks; the next input (here a later tick) answers.
+    assert ds.update(Tick(T0 + 130.0)) == [] and ds.deadline() is None
+    (alert,) = ds.update(Tick(T0 + 131.0))
+    assert alert.detector == "stall" and alert.time == T0 + 130.0 and ds.deadline() is None
     assert ds.get("stall") is not None and ds.get("nope") is None
 
 

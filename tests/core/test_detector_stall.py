@@ -84,3 +84,46 @@ def test_crash_after_the_stall_fired_resolves_it():
     alerts = drive(DetectorSet([Stall()]), scenario.events, until=T0 + 3000)
     assert [a.state for a in alerts] == ["firing", "resolved"]
     assert alerts[1].time == T0 + 1500.0
+
+
+# -- cadence, epochs, clocks --------------------------------------------------------
+
+
+def test_a_run_logging_every_300_s_does_not_flap():
+    from tests.core.synthetic import ProgressProfile as P
+
+    scenario = progress(P(interval_s=300.0), 20000.0)
+    det = Stall(DetectorConfig(tz="UTC"))
+    assert drive(DetectorSet([det]), scenario.events) == []
+    assert det.usual == 300.0 and det.threshold == 1500.0
+
+
+def test_a_tick_at_the_deadline_waits_for_the_next_input():
+    det = Stall()
+    for i in range(10):
+        det.update(Progress(T0 + 10 * i, "log:1", step=i))
+    d = det.deadline()
+    assert det.update(Tick(d)) == [] and det.deadline() is None
+    # The stamps jumped forward by an hour and the run went on at once: no stall.
+    assert det.update(Progress(d + 3600 - 120 + 10, "log:2", step=10)) == []
+    assert det.clock_jumps == 1 and det.deadline() is not None
+    # A real silence: the next input (here the data's end) confirms it.
+    d = det.deadline()
+    assert det.update(Tick(d)) == []
+    (alert,) = det.flush()
+    assert alert.state == "firing" and alert.time == d
+
+
+def test_tqdm_elapsed_tells_a_clock_jump_from_a_stall():
+    det = Stall()
+    for i in range(10):
+        det.update(Progress(T0 + 10 * i, "log:1", step=i, elapsed_s=10.0 * i))
+    d = det.deadline()
+    det.update(Tick(d))
+    assert det.update(Progress(T0 + 1234, "log:2", step=10, elapsed_s=100.0)) == []  # 10 s of tqdm time
+    det = Stall()
+    for i in range(10):
+        det.update(Progress(T0 + 10 * i, "log:1", step=i, elapsed_s=10.0 * i))
+    det.update(Tick(det.deadline()))
+    alerts = det.update(Progress(T0 + 1234, "log:2", step=10, elapsed_s=1234.0))  # tqdm waited too
+    assert [a.state for a in alerts] == ["firing", "resolved"]

@@ -10,7 +10,7 @@ from detectors.config import DetectorConfig
 from detectors.registry import DetectorSet
 from detectors.throughput import ThroughputDrop
 from parsers.events import Crash, Progress
-from tests.core.synthetic import T0, ProgressProfile, drive, progress
+from tests.core.synthetic import T0, ProgressProfile, drive, progress, replace
 
 
 def run(profile, duration_s, *, seed=0, baseline=None, config=None):
@@ -85,3 +85,53 @@ def test_learned_baseline_ignores_warmup_and_checkpoints():
     profile = ProgressProfile(checkpoint_every_s=240.0, checkpoint_dip_s=60.0, warmup_reports=10)
     _, det, _ = run(profile, 1200.0)
     assert math.isclose(det.learned_baseline(), 21500.0, rel_tol=0.03)
+
+
+# -- units, the dashboard's baseline key, clocks ---------------------------------
+
+
+def test_it_per_s_run_says_its_unit_and_ignores_a_tokens_baseline():
+    profile = ProgressProfile(tokens_per_s=3.1, noise=0.0, dips=((3600.0, 900.0, 0.4),))
+    scenario = progress(replace(profile, unit="it/s"), 7200.0)
+    det = ThroughputDrop(DetectorConfig(tz="UTC"), baseline_tokens_per_s=21500.0)
+    alerts = drive(DetectorSet([det]), scenario.events)
+    fired, resolved = alerts
+    assert fired.message.startswith("throughput 1.2 it/s is 60% below baseline 3.1 it/s since ")
+    assert fired.evidence["unit"] == "it/s" and fired.evidence["baseline_source"] == "learned"
+    assert math.isclose(fired.evidence["baseline_rate"], 3.1) and "baseline_tokens_per_s" not in fired.evidence
+    assert "3.1 it/s" in resolved.message and resolved.evidence["unit"] == "it/s"
+    assert det.learned_baseline() is None and det.learned_rate() == (det.baseline, "it/s")
+
+
+def test_tok_per_s_evidence_keeps_its_contract_keys():
+    _, _, alerts = run(ProgressProfile(dips=((3600.0, 900.0, 0.2),)), 7200.0)
+    ev = alerts[0].evidence
+    assert {"tokens_per_s", "baseline_tokens_per_s", "baseline_source", "below_fraction", "since", "step"} <= set(ev)
+    assert ev["unit"] == "tok/s" and "rate" not in ev
+    assert "worst_tokens_per_s" in alerts[1].evidence
+
+
+def test_set_baseline_applies_at_once_and_none_learns_again():
+    det = ThroughputDrop(DetectorConfig(tz="UTC"))
+    alerts = []
+    t = T0
+    for i in range(120):  # 10 min at 20 Ktok/s: learned
+        alerts += det.update(Progress(t + 5 * i, "log:1", step=i, tokens_per_s=20000.0))
+    assert det.learned_baseline() == 20000.0 and alerts == []
+    det.set_baseline(40000.0)  # the `b` key: a faster run is the reference now
+    assert det.baseline == 40000.0 and det.learned_baseline() is None
+    for i in range(120, 150):
+        alerts += det.update(Progress(t + 5 * i, "log:1", step=i, tokens_per_s=20000.0))
+    (fired,) = alerts
+    assert fired.evidence["baseline_source"] == "given" and fired.time - (t + 5 * 120) <= 120
+    assert "50% below baseline 40.0 Ktok/s" in fired.message
+    det.set_baseline(None)
+    assert det.baseline is None and det.given_baseline is None
+
+
+def test_backward_clock_jump_neither_restarts_nor_blinds():
+    profile = replace(ProgressProfile(dips=((2500.0, 900.0, 0.2),)), clock_jumps=((2000.0, -3600.0),))
+    scenario, det, alerts = run(profile, 7200.0)
+    assert det.restarts == 1 and det._clock.jumps == 1
+    fired = alerts[0]
+    assert 90 <= fired.time - (T0 + 2500 - 3600) <= 120
