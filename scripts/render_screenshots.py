@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dflash_watch.tui.app import DashboardApp  # noqa: E402
-from dflash_watch.tui.scenes import UTC, SceneJob, build  # noqa: E402
+from dflash_watch.tui.scenes import UTC, SceneJob, build, hand_started  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class State:
     what: str
     keys: tuple[str, ...] = ()
     before: Callable[[DashboardApp], Awaitable[None]] | None = None
+    adopt: bool = False  # the pane was started by hand: `r` offers a takeover
 
 
 async def _select_first_alert(app: DashboardApp) -> None:
@@ -55,6 +56,9 @@ STATES = (
           keys=("down", "enter"), before=_select_first_alert),
     State("relaunch-confirm", "volatile", (120, 40), "r on a live job: the preflight before anything is killed",
           keys=("r",)),
+    State("takeover-confirm", "crashed", (120, 40),
+          "r on a crashed run started by hand in the pane: the pane, command and directory before the takeover",
+          keys=("r",), adopt=True),
     State("filter", "volatile", (120, 40), "/ filters the log", keys=("slash", *"bucket", "enter")),
     State("compact-80x24", "volatile", (80, 24), "the same run in an 80x24 terminal"),
     State("help", "healthy", (120, 40), "? lists every key", keys=("question_mark",)),
@@ -63,7 +67,7 @@ STATES = (
 
 async def render_svg(state: State, out: Path) -> Path:
     scene = build(state.scene)
-    job = SceneJob(scene.job_state)
+    job = SceneJob(scene.job_state, adoption=hand_started() if state.adopt else None)
     app = DashboardApp(scene.monitor, job=job, tz=UTC, clock=lambda: scene.now, bell_repeat_s=0)
     path = out / f"{state.name}.svg"
     async with app.run_test(size=state.size) as pilot:

@@ -4,6 +4,7 @@ Nothing here acts on the job unless asked: importing or quitting
 dflash-watch never touches a running training.
 """
 
+from .adopt import Adoption, Foreground
 from .autorelaunch import AutoRelaunchConfig, AutoRelauncher, AutoRelaunchPolicy, Decision
 from .job import (
     AlreadyRunning,
@@ -19,12 +20,14 @@ from .lock import JobLock, LockTimeout
 from .tmux import InvalidName, Tmux, TmuxError, TmuxMissing, TmuxServerGone, validate_name
 
 __all__ = [
+    "Adoption",
     "AlreadyRunning",
     "AutoRelaunchConfig",
     "AutoRelaunchPolicy",
     "AutoRelauncher",
     "ControlUnavailable",
     "Decision",
+    "Foreground",
     "InvalidName",
     "Job",
     "JobError",

@@ -12,10 +12,24 @@ Ctrl-C in the pane reaches the training directly. SIGINT/SIGTERM/SIGHUP sent
 to the wrapper are forwarded to that group, and the wrapper exits the way
 the child did (same code, or killed by the same signal).
 
+A shell command (``--shell COMMAND``, what ``start --cmd`` gives) runs in
+``bash -c`` with a small prologue, so that a pipeline reports the status of
+the *training*, not of its last stage: ``python train.py 2>&1 | tee
+train.log`` ends with tee's 0 in plain bash. An EXIT trap writes ``$?`` and
+``PIPESTATUS`` to a side file; the wrapper then records the first failing
+stage's status (``set -o pipefail`` would give the last failing one, which
+for ``train | tee`` is the same, but for ``train | grep`` would be grep's),
+and a stage status 128+N as death by signal N, as shells report it. The
+prologue also turns SIGTERM/SIGHUP into "exit once the running pipeline has
+ended", so bash neither dies before its children (leaving the training
+running behind a dead pane) nor goes on to the next command of a list.
+SIGINT keeps bash's own rule (die with the child when the child died of it).
+
 Standard library only, and run by file path (``python -I wrapper.py``), so
 it works in a training directory where dflash_watch is not importable.
 
-Usage: ``python -I wrapper.py --state FILE [--run-id ID] -- bash -c "COMMAND"``
+Usage: ``python -I wrapper.py --state FILE [--run-id ID] --shell "COMMAND"``
+or ``python -I wrapper.py --state FILE [--run-id ID] -- ARGV...``
 """
 
 from __future__ import annotations
@@ -31,6 +45,63 @@ import time
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STATE_VERSION = 1
+SIGNAL_STATUS = range(129, 128 + 65)  # a shell's status for "killed by signal status-128"
+
+# Runs before the user's command, in the same bash. $1 is the side file; it
+# is shifted away so the command sees no positional parameters, as in a
+# plain ``bash -c``. Variables are prefixed so they cannot meet the user's.
+# Each trap reads $? and PIPESTATUS in its first simple command (a trap
+# cannot run inside one). SIGTERM/SIGHUP arrive while the pipeline runs (the
+# same signal ends the training); their trap runs once it has ended, keeps
+# its statuses and exits. A mark tells the EXIT trap to write those, and
+# keeps a late SIGTERM from exiting before the EXIT trap has written.
+SHELL_PROLOGUE = "; ".join((  # one line: bash's "line N" in the command's own errors stays N + 1
+    "__dfw_status_file=$1", "shift", "__dfw_exiting=",
+    "__dfw_write() { trap '' TERM HUP; "
+    "[ \"$__dfw_was\" = term ] || { __dfw_rc=$__dfw_e; __dfw_ps=(\"${__dfw_ep[@]}\"); }; "
+    "printf '%s %s\\n' \"$__dfw_rc\" \"${__dfw_ps[*]}\" > \"$__dfw_status_file\" 2>/dev/null; }",
+    "trap '__dfw_e=$? __dfw_ep=(\"${PIPESTATUS[@]}\") __dfw_was=$__dfw_exiting __dfw_exiting=exit; __dfw_write' EXIT",
+    "trap '__dfw_t=$? __dfw_tp=(\"${PIPESTATUS[@]}\"); [ -n \"$__dfw_exiting\" ] || "
+    "{ __dfw_exiting=term __dfw_rc=$__dfw_t; __dfw_ps=(\"${__dfw_tp[@]}\"); exit \"$__dfw_t\"; }' TERM HUP",
+)) + "\n"
+
+
+def shell_argv(command: str, status_file: str) -> list[str]:
+    """``bash -c`` running ``command`` after the prologue (on its own line, so its syntax is untouched)."""
+    return ["bash", "-c", SHELL_PROLOGUE + command + "\n", "bash", status_file]
+
+
+def read_status_file(path: str) -> tuple[int, list[int]] | None:
+    """(bash's ``$?``, PIPESTATUS) as the EXIT trap wrote them, None if it did not."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            words = fh.read().split()
+    except (OSError, ValueError):
+        return None
+    try:
+        numbers = [int(w) for w in words]
+    except ValueError:
+        return None
+    return (numbers[0], numbers[1:]) if numbers else None
+
+
+def shell_outcome(code: int, side: tuple[int, list[int]] | None) -> tuple[int | None, int | None, list[int]]:
+    """(code, signal, stage statuses) of a ``--shell`` run whose bash exited with ``code``.
+
+    When bash's status is its last pipeline's (the script ran to its end,
+    or exited with that status), the first failing stage counts, and a
+    stage status 128+N is death by signal N. Otherwise bash's own status
+    counts (an explicit ``exit 7``, a syntax error, ``if false; then``).
+    """
+    if side is None:
+        return code, None, []
+    rc, stages = side
+    if rc != code or not stages or stages[-1] != code:
+        return code, None, stages
+    status = next((s for s in stages if s != 0), 0)
+    if status in SIGNAL_STATUS:
+        return None, status - 128, stages
+    return status, None, stages
 
 
 def write_state(path: str, record: dict) -> None:
@@ -64,15 +135,30 @@ def _give_terminal(fd: int | None, pgid: int) -> None:
         signal.signal(signal.SIGTTOU, old)
 
 
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dflash-watch-wrapper")
     parser.add_argument("--state", required=True, help="JSON file to record the run in")
     parser.add_argument("--run-id", default="", help="identifier of this run incarnation")
+    parser.add_argument("--shell", default=None, help="a shell command line, run by bash -c (pipelines report their first failing stage)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    status_file = None
+    if args.shell is not None:
+        if command:
+            parser.error("give either --shell COMMAND or an argv after --, not both")
+        status_file = f"{args.state}.pipestatus"
+        _unlink(status_file)
+        command = shell_argv(args.shell, status_file)
     if not command:
         parser.error("no command given after --")
 
@@ -87,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         "ended_at": None,
         "code": None,
         "signal": None,
-        "argv": command,
+        "argv": ["bash", "-c", args.shell] if args.shell is not None else command,
+        "command": args.shell,
         "cwd": os.getcwd(),
         "message": "",
     }
@@ -146,8 +233,18 @@ def main(argv: list[str] | None = None) -> int:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         record.update(state="killed", signal=sig, code=None)
+    elif status_file is not None:
+        code, sig, stages = shell_outcome(os.WEXITSTATUS(status), read_status_file(status_file))
+        record.update(state="killed" if sig else "exited", code=code, signal=sig)
+        if len(stages) > 1:
+            record["pipestatus"] = stages
+            if any(stages):
+                record["message"] = ("pipeline stage statuses " + " | ".join(map(str, stages))
+                                     + ": the first failing stage counts")
     else:
         record.update(state="exited", code=os.WEXITSTATUS(status), signal=None)
+    if status_file is not None:
+        _unlink(status_file)
     _give_terminal(tty, os.getpgrp())
     write_state(args.state, record)
 

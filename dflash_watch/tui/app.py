@@ -10,7 +10,8 @@ nobody keeps open for a week:
   waiting for that lock: a deadlock. So the listener only appends to a
   deque, and the timer turns new alerts into toasts and the bell.
 - Job actions (tmux, grace periods of 30 s) run in thread workers and
-  report each step back with ``call_from_thread`` (they hold no lock).
+  report each step back with ``call_from_thread`` (they hold no lock):
+  ``job_actions.py``.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from textual.widgets import Footer, Static
 from detectors.base import Alert
 from ..baseline import save_baseline
 from ..report import format_rate
-from .preflight import Preflight, preflight
+from .baseline_guard import BASELINE_WINDOW_S, refusal as baseline_refusal
+from .job_actions import JobActions
 from .reading import locked
-from .screens.confirm import ConfirmScreen
 from .screens.evidence import EvidenceScreen
 from .screens.help import HelpScreen
 from .text import plain, set_static, split_source
@@ -52,7 +53,7 @@ _TOAST_SEVERITY = {"critical": "error", "warning": "warning", "info": "informati
 _CRASH_DETECTORS = ("crash", "fx_tracing", "process_exit")
 
 
-class DashboardApp(App[int]):
+class DashboardApp(JobActions, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "dflash-watch"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
@@ -67,6 +68,10 @@ class DashboardApp(App[int]):
         Binding("f", "next_file", "next log", show=False),
         Binding("p", "toggle_follow", "pause log", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
+        # Enter anywhere the focused widget has no use for it (the log view,
+        # where focus starts): the evidence of the highlighted alert, which
+        # is the most severe and newest one until the user moves the cursor.
+        Binding("enter", "open_alert", "evidence", show=False),
         Binding("q", "quit_dashboard", "quit"),
     ]
 
@@ -231,7 +236,7 @@ class DashboardApp(App[int]):
         elif self.control_note:
             second.append(f" restart it yourself: {self.control_note}   ", style="yellow")
         second.append(" Enter ", style="bold black on cyan")
-        second.append(" on an alert: its evidence and log line")
+        second.append(" the highlighted alert: its evidence and log line")
         text = Text("\n", no_wrap=True, overflow="ellipsis").join([first, second])
         set_static(banner, text, layout=True)
         banner.add_class("-shown")
@@ -308,7 +313,24 @@ class DashboardApp(App[int]):
         self.redraw(force=True)
 
     def on_alert_chosen(self, message: AlertChosen) -> None:
-        alert = message.alert
+        self.open_evidence(message.alert)
+
+    def action_open_alert(self) -> None:
+        if len(self.screen_stack) > 1:
+            return  # a dialog or the help is up: Enter is theirs
+        panel = self.alerts_panel
+        if not panel.rows:
+            panel.update_view(self.monitor)
+        alert = panel.selected or (panel.rows[0][0] if panel.rows else None)
+        if alert is None:
+            self.notify("no alerts yet: Enter shows an alert's evidence", timeout=3)
+            return
+        self.open_evidence(alert)
+
+    def open_evidence(self, alert: Alert) -> None:
+        """The alert's evidence, the log view pointed at its line first."""
+        if isinstance(self.screen, EvidenceScreen):
+            return
         note = self.jump_to_source(alert.source)
         self.push_screen(EvidenceScreen(alert, self.tz, jumped=note))
 
@@ -331,11 +353,22 @@ class DashboardApp(App[int]):
 
     # -- the baseline -----------------------------------------------------------------
     def action_baseline(self) -> None:
-        baseline = self.monitor.capture_baseline()
+        """Save the recent window as the baseline and judge the rest of this session by it.
+
+        Refused (nothing saved, nothing applied) when the window was not
+        healthy: see ``baseline_guard``.
+        """
+        why = baseline_refusal(self.monitor, BASELINE_WINDOW_S)
+        if why is not None:
+            self.notify(why, title="baseline", severity="warning", timeout=12, markup=False)
+            return
+        baseline = self.monitor.capture_baseline(BASELINE_WINDOW_S)
         if baseline is None:
             self.notify("no throughput seen yet: a baseline needs progress lines with tokens/s",
                         severity="warning", markup=False)
             return
+        self.monitor.set_baseline(baseline)  # at once: this session is judged by it from now on
+        self.redraw(force=True)
         self._save_baseline(baseline, self.baseline_path)
 
     @work(thread=True, group="baseline")
@@ -343,143 +376,16 @@ class DashboardApp(App[int]):
         try:
             save_baseline(baseline, path)
         except OSError as exc:
-            self.call_from_thread(self.notify, f"could not save the baseline to {path}: {exc}",
-                                  severity="error", markup=False)
+            self.call_from_thread(self.notify, f"baseline applied to this session, but could not save it to "
+                                  f"{path}: {exc}", severity="error", markup=False)
             return
         where = str(Path(path).resolve())
         self.call_from_thread(
             self.notify,
-            f"baseline {format_rate(baseline.throughput_tokens_per_s)} saved to {where} "
-            f"(used by the next run of dflash-watch with --baseline {path})",
+            f"baseline {format_rate(baseline.throughput_tokens_per_s)} applied now and saved to {where} "
+            f"(the next run of dflash-watch takes it with --baseline {path})",
             title="baseline saved", timeout=10, markup=False,
         )
-
-    # -- job actions --------------------------------------------------------------------
-    def _control_ready(self, what: str) -> bool:
-        if self.job is None or self.control_note:
-            self.notify(f"cannot {what}: {self.control_note or 'no job configured'}", severity="warning", markup=False)
-            return False
-        if self.busy:
-            self.notify(f"cannot {what}: {self.busy} still in progress", severity="warning", markup=False)
-            return False
-        return True
-
-    def action_start(self) -> None:
-        if not self._control_ready("start"):
-            return
-        self.busy = "start"
-        self._run_job_action("start")
-
-    def action_abort(self) -> None:
-        if not self._control_ready("abort"):
-            return
-        self.busy = "abort (checking)"
-        self._check_then("abort")
-
-    def action_relaunch(self) -> None:
-        if not self._control_ready("relaunch"):
-            return
-        self.busy = "relaunch (preflight)"
-        self._check_then("relaunch")
-
-    @work(thread=True, group="job")
-    def _check_then(self, action: str) -> None:
-        """A fresh status and the preflight, off the event loop; then ask or act."""
-        try:
-            state = self.job.status()
-            facts = preflight(self.job, state, self.monitor)
-        except Exception as exc:
-            self.call_from_thread(self._job_failed, action, exc)
-            return
-        self.monitor.set_job_state(state)
-        self.call_from_thread(self._decide, action, facts)
-
-    def _decide(self, action: str, facts: Preflight) -> None:
-        self.busy = None
-        if action == "abort":
-            if not facts.alive:
-                self.notify(f"nothing to abort: {plain(facts.state.line())}", markup=False)
-                return
-            body = facts.text()
-            self.push_screen(ConfirmScreen("Abort the training job?", body, yes_label="Abort (y)"),
-                             lambda yes: self._confirmed("abort", yes))
-            return
-        if not facts.ok:
-            self.notify("relaunch blocked, nothing was stopped: " + "; ".join(facts.blockers),
-                        title="relaunch: preflight", severity="error", timeout=15, markup=False)
-            return
-        if not facts.alive:
-            self.notify(facts.text().plain, title="relaunch: preflight", timeout=8, markup=False)
-            self.busy = "relaunch"
-            self._run_job_action("relaunch")
-            return
-        self.push_screen(ConfirmScreen("Relaunch: stop the running job and start it again?", facts.text(),
-                                       yes_label="Relaunch (y)"),
-                         lambda yes: self._confirmed("relaunch", yes))
-
-    def _confirmed(self, action: str, yes: bool | None) -> None:
-        if not yes:
-            self.notify(f"{action} cancelled: nothing was touched", timeout=4)
-            return
-        if self.busy:
-            self.notify(f"cannot {action}: {self.busy} still in progress", severity="warning")
-            return
-        self.busy = action
-        self._run_job_action(action)
-
-    @work(thread=True, group="job")
-    def _run_job_action(self, action: str) -> None:
-        job = self.job
-        was = getattr(self.monitor.job_state, "state", None)
-
-        def step(message: str) -> None:
-            self.call_from_thread(self._step, action, message)
-
-        try:
-            if action == "start":
-                state = job.start(on_step=step)
-            elif action == "abort":
-                state = job.abort(None, on_step=step)
-            else:
-                state = job.relaunch(None, on_step=step)
-        except Exception as exc:
-            self.call_from_thread(self._job_failed, action, exc)
-            return
-        self.monitor.set_job_state(state)
-        if action == "relaunch" or (action == "start" and was in ("exited", "killed")):
-            self.monitor.job_relaunched(self.clock())
-        self.call_from_thread(self._job_done, action, state)
-
-    def _step(self, action: str, message: str) -> None:
-        self.steps.append(f"{action}: {message}")
-        self.notify(plain(message), title=action, timeout=6, markup=False)
-
-    def _job_done(self, action: str, state: Any) -> None:
-        self.busy = None
-        line = state.line() if hasattr(state, "line") else str(state)
-        self.steps.append(f"{action}: done: {line}")
-        self.notify(plain(line), title=f"{action} done", timeout=8, markup=False)
-        self.redraw(force=True)
-
-    def _job_failed(self, action: str, exc: BaseException) -> None:
-        self.busy = None
-        pids = getattr(exc, "pids", None)
-        message = plain(str(exc)) or type(exc).__name__
-        if pids:
-            message += f" (blocking pids: {', '.join(map(str, pids))})"
-        self.steps.append(f"{action}: failed: {message}")
-        self.notify(message, title=f"{action} failed", severity="error", timeout=20, markup=False)
-        self.redraw(force=True)
-
-    @work(thread=True, group="status")
-    def _refresh_job(self) -> None:
-        try:
-            if self.session is not None:
-                self.session.refresh_job_state()
-            else:
-                self.monitor.set_job_state(self.job.status())
-        except Exception as exc:  # status is advisory: say it, keep watching
-            self.monitor.note(f"job status failed: {exc}")
 
     # -- command palette -------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

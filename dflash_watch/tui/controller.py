@@ -45,3 +45,19 @@ class JobController(Protocol):
     def abort(self, grace_s: float | None = None, on_step: StepFn | None = None) -> Any: ...
 
     def relaunch(self, grace_s: float | None = None, on_step: StepFn | None = None) -> Any: ...
+
+
+@runtime_checkable
+class PaneAdopter(Protocol):
+    """Optional: a controller that can take over a pane the user started by hand.
+
+    ``adoption(state)`` says what a takeover would run (None: nothing to
+    take over, a plain relaunch does); ``take_over`` does it, only after the
+    user confirmed. The dashboard asks for these with ``getattr``: a
+    controller without them (the demo's child job) just relaunches.
+    """
+
+    def adoption(self, state: Any = None) -> Any: ...
+
+    def take_over(self, adoption: Any, grace_s: float | None = None, command: str | None = None,
+                  on_step: StepFn | None = None) -> Any: ...

@@ -156,12 +156,13 @@ class SceneJob:
     records what was asked, touching nothing (satisfies ``JobController``)."""
 
     def __init__(self, state: Any, *, available: bool = True, spec: SceneSpec | None = None,
-                 fail: dict[str, BaseException] | None = None) -> None:
+                 fail: dict[str, BaseException] | None = None, adoption: Any = None) -> None:
         self.state = state
         self.spec = spec or SceneSpec()
         self._available = available
         self.fail = dict(fail or {})
         self.calls: list[str] = []
+        self._adoption = adoption  # set: the pane was started by hand (a takeover scene)
 
     @property
     def available(self) -> bool:
@@ -192,3 +193,23 @@ class SceneJob:
 
     def relaunch(self, grace_s: float | None = None, on_step: Any = None) -> Any:
         return self._act("relaunch", on_step, [f"respawned pane %3 in {self.spec.session}"], "running")
+
+    def adoption(self, state: Any = None) -> Any:
+        self.calls.append("adoption")
+        return self._adoption
+
+    def take_over(self, adoption: Any, grace_s: float | None = None, command: str | None = None,
+                  on_step: Any = None) -> Any:
+        return self._act("take_over", on_step, [f"took over pane {adoption.pane} in {self.spec.session}"], "running")
+
+
+def hand_started(pane: str = "%3") -> Any:
+    """The takeover of a crashed run the user typed at a prompt in ``pane`` (for scenes and tests)."""
+    from ..control.adopt import Adoption
+
+    return Adoption(
+        session="dflash-train", pane=pane, pane_pid=48190,
+        command="torchrun --nproc-per-node 8 train_dflash.py --config llama70b.yaml 2>&1 | tee train.log",
+        cwd="/home/ml/dflash", source="the last command line in the pane's history (the training already ended)",
+        certain=False, replaces="the shell bash (pid 48190)", env=(("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"),),
+    )

@@ -102,3 +102,23 @@ def set_static(widget: Any, text: Text, *, layout: bool = False) -> bool:
     widget._dfw_shown = text
     widget.update(text, layout=layout)
     return True
+
+
+def fmt_rate_unit(value: float | None, unit: str, compact: bool = False) -> str:
+    """A rate in the run's own unit: '21.5 Ktok/s', '3.1 it/s', '412 samples/s'.
+
+    Tokens keep the detectors' wording (``report.format_rate``). Other units
+    keep three significant digits: an it/s run lives between 0.1 and 10.
+    ``compact`` (the header's narrow form) drops "tok/s", the usual unit,
+    and keeps any other: "3.1" alone would read as tokens.
+    """
+    from ..report import format_rate
+
+    if value is None:
+        return "-"
+    if unit == "tok/s":
+        text = format_rate(value)
+        return text.replace(" Ktok/s", "K").replace(" Mtok/s", "M").replace(" tok/s", "") if compact else text
+    v = abs(value)
+    number = f"{value / 1000:.1f}K" if v >= 10_000 else f"{value:.0f}" if v >= 100 else f"{value:.3g}"
+    return f"{number} {unit}"

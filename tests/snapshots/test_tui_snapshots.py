@@ -8,13 +8,13 @@ with ``pytest tests/snapshots --snapshot-update`` and look at the report.
 from __future__ import annotations
 
 from dflash_watch.tui.app import DashboardApp
-from dflash_watch.tui.scenes import UTC, SceneJob, build
+from dflash_watch.tui.scenes import UTC, SceneJob, build, hand_started
 
 
-def app_for(kind: str) -> DashboardApp:
+def app_for(kind: str, adoption=None) -> DashboardApp:
     scene = build(kind)
-    return DashboardApp(scene.monitor, job=SceneJob(scene.job_state), tz=UTC, clock=lambda: scene.now,
-                        bell_repeat_s=0)
+    return DashboardApp(scene.monitor, job=SceneJob(scene.job_state, adoption=adoption), tz=UTC,
+                        clock=lambda: scene.now, bell_repeat_s=0)
 
 
 def test_healthy_run(snap_compare):
@@ -46,3 +46,15 @@ def test_relaunch_confirmation_on_a_live_job(snap_compare):
 
 def test_small_terminal_80x24(snap_compare):
     assert snap_compare(app_for("volatile"), terminal_size=(80, 24))
+
+
+def test_takeover_confirmation_of_a_hand_started_run(snap_compare):
+    app = app_for("crashed", adoption=hand_started())
+
+    async def press_r(pilot):
+        await pilot.press("r")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=press_r)

@@ -14,13 +14,16 @@ KEYS = (
     ("s", "start the job in its tmux session (when it is not running)"),
     ("a", "abort: Ctrl-C, then SIGTERM after the grace period, then SIGKILL (asks first)"),
     ("r", "relaunch: one key when the job is dead; asks first when it is alive; "
-          "shows the preflight (who holds the GPUs) before anything is killed"),
-    ("b", "save the last 10 minutes as the baseline of a good run"),
+          "shows the preflight (who holds the GPUs) before anything is killed; "
+          "a run started by hand in the pane is taken over (asks, naming the command and directory)"),
+    ("b", "save the last 10 minutes as the baseline of a good run and judge this session by it "
+          "(refused when alerts fired or the job was down in them)"),
     ("m", "acknowledge firing alerts: the bell stops, the alerts stay listed"),
     ("/", "filter the log view (Enter keeps the filter, Esc clears it)"),
     ("f", "next log file (rank logs); the command palette lists them all"),
     ("End / p", "follow the log tail again / pause or resume following"),
-    ("Enter", "on an alert: its evidence, and the log jumps to the line it cites"),
+    ("Enter", "the highlighted alert (the newest most severe at first): its evidence, "
+              "and the log jumps to the line it cites"),
     ("Tab", "move between the alerts, the log and the filter"),
     ("ctrl+p", "command palette: every action and every log file by name"),
     ("?", "this help"),

@@ -1,4 +1,4 @@
-"""The status line: job state, uptime, restarts, step and ETA, tokens/s vs baseline, alerts.
+"""The status line: job state, uptime, restarts, step and ETA, the rate vs baseline, alerts.
 
 Every field reads the Monitor (``job_state`` as the live session last saw
 it, ``last_progress``, ``throughput``, ``alerts``); the only thing kept
@@ -14,9 +14,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from ..reading import locked
-from ..text import fmt_duration, plain
-from ...report import format_rate
+from ..reading import current_rate, locked
+from ..text import fmt_duration, fmt_rate_unit, plain
 
 _STATE = {
     "running": ("● running", "bold green"),
@@ -24,11 +23,6 @@ _STATE = {
     "killed": ("✖ killed", "bold red"),
     "absent": ("○ absent", "bold yellow"),
 }
-
-
-def _rate(value: float | None, compact: bool) -> str:
-    text = format_rate(value)
-    return text.replace(" Ktok/s", "K").replace(" Mtok/s", "M").replace(" tok/s", "") if compact else text
 
 
 def job_text(state: Any, control: str | None, now: float, compact: bool = False) -> Text:
@@ -71,8 +65,8 @@ class StatusHeader(Static):
 
     def update_view(self, monitor: Any, firing: list, unacked: int, now: float) -> None:
         with locked(monitor):
-            facts = (monitor.job_state, monitor.last_progress, monitor.throughput.last_value,
-                     monitor.baseline_tokens_per_s, monitor.restarts,
+            rate, unit, baseline = current_rate(monitor)
+            facts = (monitor.job_state, monitor.last_progress, rate, unit, baseline, monitor.restarts,
                      float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3)))
         width = self.size.width or self.app.size.width
         out = self._line(*facts, firing, unacked, now, compact=False)
@@ -82,7 +76,7 @@ class StatusHeader(Static):
             self._shown = out
             self.update(out, layout=False)
 
-    def _line(self, state: Any, progress: Any, rate: float | None, baseline: float | None, restarts: int,
+    def _line(self, state: Any, progress: Any, rate: float | None, unit: str, baseline: float | None, restarts: int,
                  frac: float, firing: list, unacked: int, now: float, *, compact: bool) -> Text:
         sep = (" │ ", "dim")
         out = job_text(state, self.control, now, compact=compact)
@@ -91,9 +85,9 @@ class StatusHeader(Static):
         out.append(*sep)
         out.append_text(self._step_text(progress))
         out.append(*sep)
-        out.append(_rate(rate, compact), style="bold")
+        out.append(fmt_rate_unit(rate, unit, compact), style="bold")
         if baseline:
-            out.append(f" vs {_rate(baseline, compact)}", style="cyan")
+            out.append(f" vs {fmt_rate_unit(baseline, unit, compact)}", style="cyan")
             if rate is not None:
                 delta = rate / baseline - 1.0
                 out.append(f" {delta:+.0%}", style="bold red" if delta <= -frac else "yellow" if delta < -0.05 else "green")

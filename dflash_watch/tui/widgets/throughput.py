@@ -1,4 +1,7 @@
-"""Tokens/s over time, the baseline drawn as a line, drops marked in red.
+"""The run's rate over time, the baseline drawn as a line, drops marked in red.
+
+The rate and its unit are the run's own (``reading.current_rate``: tok/s,
+it/s, samples/s), so a run that counts iterations is not shown as "-".
 
 "Below baseline" is marked with the detector's own threshold
 (``throughput_drop_frac``), so a red point on the chart means the same as
@@ -16,9 +19,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from ..reading import locked
-from ..text import fmt_clock, set_static
-from ...report import format_rate
+from ..reading import current_rate, locked
+from ..text import fmt_clock, fmt_rate_unit, set_static
 from .plot import PlotextChart
 
 WINDOW_S = 3600.0
@@ -40,8 +42,10 @@ class ThroughputPanel(Vertical):
         self.border_title = "throughput"
         # Held, not queried on every redraw.
         self._info = Static("", classes="tp-info")
-        self._chart = PlotextChart(placeholder="no tokens/s in the log yet: the chart starts with the first "
-                                   "progress line that reports a rate (or set progress_regex in the config)")
+        self._chart = PlotextChart(placeholder="no rate in the log yet: the chart starts with the first "
+                                   "progress line that reports one (tok/s, it/s, samples/s; or set "
+                                   "progress_regex in the config)")
+        self.unit = "tok/s"  # the unit shown last (tests read it)
 
     def compose(self) -> ComposeResult:
         yield self._info
@@ -53,16 +57,17 @@ class ThroughputPanel(Vertical):
             series = monitor.throughput
             count = series.count
             last_time = series.last_time
-            last_value = series.last_value
-            baseline = monitor.baseline_tokens_per_s
+            last_value, unit, baseline = current_rate(monitor)
+            chart_baseline = baseline  # the series is in ``unit`` whenever it has points
             frac = float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3))
             due = time.monotonic() - self._last_chart >= self.chart_interval_s
-            key = (count, last_time, baseline, drop is not None)
+            key = (count, last_time, chart_baseline, drop is not None)
             window = series.window(WINDOW_S) if count and due and key != self._seen else None
+        self.unit = unit
         info = Text(no_wrap=True, overflow="ellipsis")
-        info.append(format_rate(last_value), style="bold")
+        info.append(fmt_rate_unit(last_value, unit), style="bold")
         if baseline:
-            info.append(f"  baseline {format_rate(baseline)}", style="cyan")
+            info.append(f"  baseline {fmt_rate_unit(baseline, unit)}", style="cyan")
             if last_value is not None:
                 delta = last_value / baseline - 1.0
                 info.append(f"  {delta:+.0%}", style="red" if delta <= -frac else "yellow" if delta < -0.05 else "green")
@@ -80,7 +85,7 @@ class ThroughputPanel(Vertical):
             return
         self._seen = key
         self._last_chart = time.monotonic()
-        chart.set_plot(key, self._drawer(window, last_time, baseline, frac))
+        chart.set_plot(key, self._drawer(window, last_time, chart_baseline, frac))
 
     def _drawer(self, window, end: float, baseline: float | None, frac: float):
         times, lows, highs, means = window

@@ -1,0 +1,34 @@
+"""The ways a job action can fail, each a type the CLI maps to an exit code.
+
+Kept apart from the Job so that the dashboard and the CLI can catch them
+without importing tmux or /proc code.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .state import JobState
+
+
+class ControlUnavailable(RuntimeError):
+    """Job control is off (tmux missing); monitoring is unaffected."""
+
+
+class JobError(RuntimeError):
+    """A start/abort/relaunch could not be done; the message says why in one line."""
+
+
+class AlreadyRunning(JobError):
+    def __init__(self, state: "JobState") -> None:
+        super().__init__(f"already running in {state.session} (pid {state.pid}); use relaunch to restart it")
+        self.state = state
+
+
+class RelaunchRefused(JobError):
+    """Processes of the old run still hold the job's GPUs (or are still alive)."""
+
+    def __init__(self, message: str, pids: tuple[int, ...]) -> None:
+        super().__init__(message)
+        self.pids = pids

@@ -1,0 +1,68 @@
+"""Whether the recent window may become the baseline (the `b` key).
+
+A baseline is the profile of a *good* run: every later "throughput
+dropped" and "what changed" is measured against it. Saving a window in
+which the run was already degraded (an alert firing, or firing for part of
+it and resolved since) or dead would make the bad state the norm and
+silence the very alerts that should fire. So `b` refuses such a window and
+says why, naming what fired.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from detectors.base import Alert
+
+from .reading import locked
+
+BASELINE_WINDOW_S = 600.0
+# Alerts that say nothing about the run's health (a learned baseline, a unit change).
+_HARMLESS = frozenset({"info"})
+
+
+def _label(alert: Alert) -> str:
+    what = alert.detector + (f"/{alert.kind}" if alert.kind else "") + (f" gpu{alert.gpu}" if alert.gpu is not None else "")
+    return what
+
+
+def fired_in_window(monitor: Any, window_s: float = BASELINE_WINDOW_S) -> list[Alert]:
+    """Alerts (warning or critical) firing now, or firing at some time in the window. Under ``locked``."""
+    book = monitor.alerts
+    now = monitor.now
+    start = (now - window_s) if now is not None else None
+    out: dict[tuple, Alert] = {}
+    for alert in book.firing():
+        if alert.severity not in _HARMLESS:
+            out[(alert.detector, alert.gpu, alert.kind)] = alert
+    if start is not None:
+        for alert in book.history:
+            # A firing in the window, or a resolve in it (it fired until then).
+            if alert.time >= start and alert.severity not in _HARMLESS:
+                out.setdefault((alert.detector, alert.gpu, alert.kind), alert)
+    return list(out.values())
+
+
+def refusal(monitor: Any, window_s: float = BASELINE_WINDOW_S) -> str | None:
+    """Why the last ``window_s`` must not become the baseline, or None when it may."""
+    with locked(monitor):
+        state = monitor.job_state
+        last_exit = monitor.last_exit
+        now = monitor.now
+        fired = fired_in_window(monitor, window_s)
+        unit = getattr(monitor, "throughput_unit", "tok/s")
+    minutes = f"{window_s / 60:g} minutes"
+    if unit != "tok/s":
+        # The baseline file holds tokens/s (CONTRACTS section 6); an it/s median there would lie.
+        return (f"not saved: this run reports {unit}, not tokens/s, and a baseline holds tokens/s; "
+                "the throughput detector learns this run's own baseline after warm-up")
+    if state is not None and getattr(state, "state", "running") != "running":
+        line = state.line() if hasattr(state, "line") else state.state
+        return f"not saved: the job is not running ({line}); a baseline is the profile of a healthy run"
+    if last_exit is not None and now is not None and last_exit.time >= now - window_s:
+        return f"not saved: the job ended ({last_exit.kind}) within the last {minutes}; save once it ran well that long"
+    if fired:
+        names = ", ".join(sorted({_label(a) for a in fired}))
+        return (f"not saved: alerts fired in the last {minutes} ({names}); a baseline must come from a "
+                "healthy window (acknowledging does not change that)")
+    return None
