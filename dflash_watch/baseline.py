@@ -23,6 +23,18 @@ class Baseline:
     def to_dict(self) -> dict[str, Any]:
         return {"version": 1, "throughput_tokens_per_s": self.throughput_tokens_per_s, **self.extra}
 
+    @property
+    def unit(self) -> str:
+        """The unit of the saved rate: a run that printed only it/s or
+        samples/s saves that rate with ``throughput_unit`` beside it."""
+        unit = self.extra.get("throughput_unit")
+        return unit if isinstance(unit, str) and unit else "tok/s"
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """The tokens/s reference, or None when the saved rate is in another unit."""
+        return self.throughput_tokens_per_s if self.unit == "tok/s" else None
+
 
 def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     p = Path(path)

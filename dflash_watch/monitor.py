@@ -117,7 +117,7 @@ class Monitor:
 
     # -- wiring -----------------------------------------------------------
     def _build_detectors(self) -> DetectorSet:
-        tps = self.baseline.throughput_tokens_per_s if self.baseline else None
+        tps = self.baseline.tokens_per_s if self.baseline else None
         return DetectorSet(build_detectors(self.detector_config, baseline_tokens_per_s=tps))
 
     def subscribe(self, listener: AlertListener) -> None:
@@ -410,8 +410,8 @@ class Monitor:
 
     @property
     def baseline_tokens_per_s(self) -> float | None:
-        if self.baseline is not None:
-            return self.baseline.throughput_tokens_per_s
+        if self.baseline is not None and self.baseline.tokens_per_s is not None:
+            return self.baseline.tokens_per_s
         return self._detectors.learned_baseline()
 
     def set_baseline(self, baseline: Baseline | None) -> None:
@@ -422,7 +422,7 @@ class Monitor:
         """
         with self._lock:
             self.baseline = baseline
-            tps = baseline.throughput_tokens_per_s if baseline else None
+            tps = baseline.tokens_per_s if baseline else None
             detector = self._detectors.get("throughput_drop")
             if detector is not None and hasattr(detector, "set_baseline"):
                 detector.set_baseline(tps)
@@ -445,6 +445,10 @@ class Monitor:
             if len(means) == 0:
                 return None
             extra: dict[str, Any] = {"window_s": window_s, "captured_at": self.now}
+            if self.throughput_unit != "tok/s":
+                # The chart's series is in the run's own unit (CONTRACTS 6
+                # only adds keys): say which, so it is never read as tokens.
+                extra["throughput_unit"] = self.throughput_unit
             memory = {}
             for gpu in self.gpus.gpus:
                 series = self.gpus.used(gpu)
