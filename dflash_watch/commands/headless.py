@@ -87,12 +87,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     try:
         while not stop.wait(0.2) and not printer.broken:
             printer.notices(monitor)
-        # What is pending: lines written but not read yet, the traceback
-        # that ended a log, crash copies held back to merge ranks.
-        session.drain(timeout=2.0)
     finally:
-        session.stop()
-        monitor.finish()
+        # What is pending: lines written but not read yet, the traceback
+        # that ended a log, crash copies held back to merge ranks. A failure
+        # here is said on stderr; the watcher still leaves as asked (exit 0).
+        for step in (lambda: session.drain(timeout=2.0), session.stop, monitor.finish):
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - leaving must not fail
+                monitor.note(f"while stopping: {type(exc).__name__}: {exc}")
         printer.notices(monitor)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
