@@ -1,237 +1,362 @@
-"""crash and fx_tracing: a fatal traceback or error, one alert per crash.
+"""crash and fx_tracing: a fatal traceback or error, one alert per incident.
 
-Design of the rank dedupe: eight ranks of a torchrun job print the same
-traceback within a second or two. The first copy opens an episode; the
-alert is held for ``crash_hold_s`` of data time (a deadline, so a live tick
-or a replay tick releases it) and then sent once, stamped with the FIRST
-copy's time (the traceback's last line), with every rank and the count
-seen so far in its evidence. At the end of the data ``flush()`` sends what
-is still held, so a log that ends with the crash (the usual case) keeps its
-most important alert. Copies that arrive later, within ``crash_dedupe_s``
-of the first, only update the episode record (``episodes()``, for the TUI's
-"on 8 ranks"). A copy is the same signature, or the same exception type and
-message up to its numbers: interleaved ranks garble signatures.
+An *incident* is everything one failure prints. In a torchrun job that is
+the root-cause rank's traceback; the same traceback from other ranks
+(copies); the consequences on the surviving ranks ("Connection closed by
+peer", NCCL watchdog timeouts, ``terminate called after throwing``); the
+agent's ``Sending process N closing signal SIGTERM`` to the siblings and its
+``failed (exitcode: 1)`` line; and torch elastic's ChildFailedError report.
+All of it is ONE alert whose message is the root cause (the first failing
+crash that is not a consequence), with the rest in its evidence.
 
-One instance watches one detector name (``crash`` or ``fx_tracing``).
+- *Copies*: the same signature, or the same exception type and message up
+  to its numbers (interleaved ranks garble signatures), within
+  ``crash_dedupe_s`` of the incident's first crash.
+- *Consequences* (``parsers.signatures.COLLATERAL_CAUSES``, an NCCL
+  timeout, the report): join the most recent incident within the window; with
+  none they start one themselves (a report or a watchdog timeout may be
+  all a log holds). A root-worthy crash that arrives while such an incident
+  is still held becomes its root. ``WEAK_CAUSES`` never alert on their own.
+- The alert is held for ``crash_hold_s`` of data time from the moment the
+  first crash *arrived* (the detector's clock: the latest event time seen;
+  a crash's own time may be a stale timestamp of a log that stamps only
+  some lines), so the copies' ranks are in the evidence. A ``Quiet`` (live:
+  no log is growing) ends that hold at once: the copies are in. Only a
+  verdict still open waits (next paragraph), at most ``SURVIVE_WINDOW_S``.
+  ``flush()`` at the end of the data sends the rest. Copies and
+  consequences arriving after the alert was sent, within the window,
+  update the incident (``episodes()``) without a new alert.
+
+Caught tracebacks, decided so that live and replay agree: a ``crash``
+incident whose root is a Python traceback (frames; not a signal, a
+segfault or a consequence) and that no consequence joined is *survived*
+when two progress lines of the same file and rank follow the exception
+line (one is not enough: tqdm redraws its bar once more when a dying
+process closes it), each naming a later step than that stream reported
+before the crash (a relaunch into the same file starts again lower), with
+data times within ``SURVIVE_WINDOW_S`` of the incident's arrival. Then it
+is a warning, not critical. The verdict reads only data times and line
+order, so chunk boundaries do not change it; and a Quiet does not either:
+it ends the rank-merge hold but never the survival window, so a progress
+line inside the window is always weighed before the alert leaves.
+
+A critical traceback whose stream reaches later steps after all (after the
+window: slow steps) was caught too: its signature is learned, and a
+repeat gets ``KNOWN_CAUGHT_WINDOW_S`` for its progress. Every survived
+repeat of a signature adds to its first episode instead of alerting, and at
+most ``SURVIVED_ALERTS_MAX`` survived warnings are ever sent, so the firing
+alerts stay bounded however many arrive over days.
+
+One instance watches one detector name (``crash`` or ``fx_tracing``);
+fx_tracing incidents are never "survived": a tracing collision kills the
+thread it hits, whatever the others do.
 """
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict, deque
-from dataclasses import dataclass
 
-from parsers.events import Crash, Event, Tick
+from parsers.events import Crash, Event, Progress, Quiet, Tick
 
 from .base import Alert
 from .config import DetectorConfig
+from .crash_incident import (
+    PROOF_LINES,
+    CrashEpisode,
+    Incident,
+    is_collateral,
+    message_key,
+    same_class,
+    signature_of,
+    stream_of,
+    weigh,
+)
+from .crash_text import KIND_LABELS, describe, incident_alert
 
-KIND_LABELS = {
-    "cuda_oom": "CUDA out of memory",
-    "nccl_timeout": "NCCL timeout",
-    "missing_module": "missing Python module",
-    "cuda_error": "CUDA error",
-    "compile_error": "torch.compile failed",
-    "killed": "training killed from outside",
-    "exception": "",
-}
+__all__ = ["CrashDetector", "CrashEpisode", "KIND_LABELS", "describe", "message_key", "signature_of"]
 
-_REMEDY = None
-
-
-def _remedy(detector: str, kind: str | None, cause: str | None) -> str:
-    """parsers.remedies is optional: a crash alert must never fail on it."""
-    global _REMEDY
-    if _REMEDY is None:
-        try:
-            from parsers.remedies import remedy as fn
-        except Exception:
-            fn = False
-        _REMEDY = fn
-    if not _REMEDY:
-        return ""
-    try:
-        return _REMEDY(detector, kind, cause) or ""
-    except Exception:
-        return ""
-
-
-@dataclass(frozen=True, slots=True)
-class CrashEpisode:
-    """One crash as seen across ranks: what ``episodes()`` returns."""
-
-    detector: str
-    kind: str
-    signature: str
-    first_time: float
-    last_time: float
-    ranks: tuple[int, ...]
-    count: int
-    alert: Alert
-
-
-class _Record:
-    __slots__ = ("first_time", "last_time", "ranks", "count", "alert", "crash", "sent")
-
-    def __init__(self, first_time: float, crash: Crash) -> None:
-        self.first_time = first_time
-        self.last_time = first_time
-        self.ranks: list[int] = []
-        self.count = 0
-        self.crash = crash
-        self.alert: Alert | None = None
-        self.sent = False
-
-    def add(self, c: Crash) -> None:
-        self.count += 1
-        self.last_time = max(self.last_time, c.time)
-        if c.rank is not None and c.rank not in self.ranks and len(self.ranks) < 1024:
-            self.ranks.append(c.rank)
-
-    def snapshot(self, detector: str, kind: str, signature: str) -> CrashEpisode:
-        return CrashEpisode(
-            detector, kind, signature, self.first_time, self.last_time, tuple(sorted(self.ranks)), self.count, self.alert
-        )
-
-
-def signature_of(c: Crash) -> str:
-    return c.signature or f"{c.exc_type}:{c.message[:120]}"
-
-
-_DIGITS = re.compile(r"\d+")
-
-
-def message_key(c: Crash) -> str:
-    """A second notion of "the same crash": ranks that print at once
-    interleave their frames, so one crash can reach us under several
-    signatures. The same exception type with the same message, up to the
-    numbers in it (the rank's GPU, its free bytes), within the window, is a
-    copy too."""
-    exc = c.exc_type.rsplit(".", 1)[-1]
-    return f"msg|{c.detector}|{c.kind}|{exc}|{_DIGITS.sub('#', ' '.join(c.message.split()))[:160]}"
-
-
-def describe(c: Crash, detector: str) -> str:
-    """One human line: what happened, where, in the log's own words."""
-    where = f" on rank {c.rank}" if c.rank is not None else ""
-    text = " ".join(c.message.split())
-    if len(text) > 240:
-        text = text[:237] + "..."
-    if detector == "fx_tracing":
-        head = f"FX symbolic tracing collided with torch.compile{where}: {c.exc_type}: {text}"
-    elif c.kind == "cuda_oom":
-        body = text
-        for prefix in ("CUDA out of memory. ", "CUDA out of memory.", "CUDA out of memory"):
-            if body.startswith(prefix):
-                body = body[len(prefix) :].lstrip(" :")
-                break
-        if body[:1].isupper():
-            body = body[0].lower() + body[1:]
-        head = f"CUDA out of memory{where}: {body}" if body else f"CUDA out of memory{where}"
-    elif c.kind == "killed":
-        cause = f" ({c.cause.replace('_', ' ')})" if c.cause else ""
-        head = f"training killed from outside{cause}{where}: {text}"
-    else:
-        label = KIND_LABELS.get(c.kind, "")
-        head = f"{label}{where}: {c.exc_type}: {text}" if label else f"{c.exc_type}{where}: {text}"
-    if c.frames:
-        f = c.frames[-1]
-        head += f" (in {f.function}, {f.file.rsplit('/', 1)[-1]}:{f.line})"
-    return head
+# Survived (caught) tracebacks: at most this many warnings over the
+# detector's life, and this many signatures remembered to fold repeats into.
+SURVIVED_ALERTS_MAX = 32
+_SURVIVED_KEEP = 256
+# Bounds of the detector's memory.
+_KEYS_MAX = 256
+_STREAMS_MAX = 256
+_PAST_KEEP = 32
+_PROGRESS_KEEP = 16
+_WATCH_KEEP = 8
+# Progress of the crash's own stream within this long (data time) after the
+# crash was first seen means the program caught it and went on. Short: a
+# crash that ends a live log is an alert this soon after its Quiet.
+# Proposed DetectorConfig field: ``crash_survive_s``.
+SURVIVE_WINDOW_S = 1.0
+# A signature the program already survived once gets this long for its next
+# progress (slow steps): a repeat then adds to that episode, no new alert.
+# Proposed DetectorConfig field: ``crash_caught_window_s``.
+KNOWN_CAUGHT_WINDOW_S = 300.0
+# A consequence this few lines after an incident's last line in the same
+# file joins it whatever the stamps say (one torchrun report, a few ranks'
+# tracebacks).
+_LINE_WINDOW = 300
 
 
 class CrashDetector:
-    accepts = (Crash, Tick)
+    accepts = (Crash, Tick, Quiet, Progress)
 
     def __init__(self, config: DetectorConfig | None = None, name: str = "crash") -> None:
         self.config = config or DetectorConfig()
         self.name = name
-        self._open: OrderedDict[str, _Record] = OrderedDict()
-        self._past: deque[tuple[str, str, _Record]] = deque(maxlen=32)
-        self._held: list[tuple[str, _Record]] = []
+        if name != "crash":
+            # Only ``crash`` judges caught tracebacks: fx_tracing needs no
+            # progress, the most common event of all.
+            self.accepts = (Crash, Tick, Quiet)
+        self._open: OrderedDict[str, Incident] = OrderedDict()
+        self._recent: deque[Incident] = deque(maxlen=_PAST_KEEP)
+        self._past: deque[Incident] = deque(maxlen=_PAST_KEEP)
+        self._held: list[Incident] = []
+        # Signatures known to be caught (survived once): their first episode.
+        self._survived: OrderedDict[str, Incident] = OrderedDict()
+        self._survived_alerts = 0
+        # (file, rank) -> critical survivable incidents not yet proven fatal.
+        self._watch: dict[tuple[str, int | None], list[Incident]] = {}
+        # (file, rank) -> its last few progress lines as (line, step).
+        self._progress: OrderedDict[tuple[str, int | None], deque[tuple[int, int | None]]] = OrderedDict()
+        self._clock = float("-inf")
 
     def deadline(self) -> float | None:
         if not self._held:
             return None
-        return self._held[0][1].first_time + self.config.crash_hold_s
+        return min(inc.deadline for inc in self._held)
 
     def episodes(self) -> list[CrashEpisode]:
-        """The recent crashes, oldest first, with every rank seen so far."""
-        return [rec.snapshot(self.name, kind, sig) for kind, sig, rec in self._past if rec.alert is not None]
+        """The recent incidents, oldest first, with every rank seen so far."""
+        return [inc.snapshot(self.name) for inc in self._past if inc.alert is not None]
 
     def flush(self) -> list[Alert]:
         """The data ended: send every held alert now."""
-        return self._release(float("inf"))
+        out: list[Alert] = []
+        for inc in list(self._held):
+            out.extend(self._send(inc))
+        self._held.clear()
+        return out
+
+    # -- events ---------------------------------------------------------------
+
+    def update(self, event: Event) -> list[Alert]:
+        t = event.time
+        if t > self._clock:
+            self._clock = t
+        if type(event) is Progress:
+            if self.name == "crash":
+                self._saw_progress(event)
+            return self._release(t) if self._held else []
+        if isinstance(event, Tick):
+            return self._release(self._clock) if self._held else []
+        if isinstance(event, Quiet):
+            return self._quiet() if self._held else []
+        if not isinstance(event, Crash) or event.detector != self.name:
+            return []
+        out = self._release(self._clock) if self._held else []
+        self._merge(event)
+        if self.config.crash_hold_s <= 0:
+            out.extend(self._release(self._clock))
+        return out
+
+    def _saw_progress(self, p: Progress) -> None:
+        # Once per training step: keep it to a split, a lookup and an append.
+        file, _, number = p.source.rpartition(":")
+        line = int(number) if number.isdigit() else -1
+        key = (file, p.rank)
+        seen = self._progress.get(key)
+        if seen is None:
+            seen = self._progress[key] = deque(maxlen=_PROGRESS_KEEP)
+            if len(self._progress) > _STREAMS_MAX:
+                self._progress.popitem(last=False)
+        seen.append((line, p.step))
+        if self._held:
+            for inc in self._held:
+                if inc.survived is None and inc.survivable(self.name) and stream_of(inc.root)[:2] == key:
+                    weigh(inc, line, p.step, p.time <= inc.window_end)
+                    if inc.proof >= PROOF_LINES:
+                        self._survives(inc, p.source)
+        watched = self._watch.get(key)
+        if watched:
+            # Critical crashes of this stream the program lived through after
+            # all (its steps went on later than the window): their signature
+            # is a known caught one from now on. (A crash before any step is
+            # a start-up failure: later steps are a relaunch's.)
+            for inc in watched:
+                if inc.base_step is not None:
+                    weigh(inc, line, p.step, False)
+                    if inc.proof_late >= PROOF_LINES:
+                        self._learn_caught(inc)
+            self._watch[key] = [
+                inc for inc in watched if inc.signature not in self._survived and not inc.disproved
+            ]
+
+    def _merge(self, c: Crash) -> None:
+        window = self.config.crash_dedupe_s
+        t = c.time
+        while self._open:
+            inc = next(iter(self._open.values()))
+            if t - inc.first_time <= window:
+                break
+            self._open.popitem(last=False)
+        sig = signature_of(c)
+        alias = message_key(c)
+        inc = self._open.get(sig) or self._open.get(alias)
+        if inc is not None and t - inc.first_time <= window:
+            if is_collateral(c):
+                inc.add_collateral(c)  # another rank's copy of a consequence
+            else:
+                inc.add_copy(c)
+            return
+        recent = self._latest(c, by_lines=is_collateral(c))
+        if recent is not None and same_class(recent.root, c):
+            recent.add_copy(c)  # garbled copies of one error interleave differently
+            self._remember(recent, sig, alias)
+            return
+        if is_collateral(c):
+            if recent is not None:
+                recent.add_collateral(c)
+                self._remember(recent, sig, alias)
+                return
+        elif recent is not None and not recent.sent and (
+            (recent.root_collateral and self._may_promote(recent, c))
+            or (c.kind == "host_oom" and recent.root.kind == "killed")
+        ):
+            # The root cause after its consequences (or the OOM killer's line
+            # that explains a SIGKILL): it names the incident.
+            recent.promote(c, sig)
+            self._remember(recent, sig, alias)
+            return
+        known = self.name == "crash" and sig in self._survived
+        window = KNOWN_CAUGHT_WINDOW_S if known else SURVIVE_WINDOW_S
+        inc = Incident(c, sig, max(t, self._clock), self.config.crash_hold_s, window)
+        inc.known = known
+        if not inc.survivable(self.name):
+            inc.window_end = inc.arrival  # no verdict to wait for
+            inc.deadline = inc.arrival + self.config.crash_hold_s
+        if not inc.root_collateral and self.name == "crash":
+            # A progress line of its stream already read (events of one
+            # chunk come sorted by time, a survivor's next line may be first).
+            file, rank, line = stream_of(c)
+            seen = self._progress.get((file, rank)) or ()
+            steps = [step for at, step in seen if at < line and step is not None]
+            inc.base_step = max(steps) if steps else None
+            for at, step in seen:
+                # (Read before the crash although later in the file: events
+                # of one time come in file order, the crash when it ended.)
+                weigh(inc, at, step, True)
+                if inc.proof >= PROOF_LINES:
+                    self._survives(inc, f"{file}:{at}")
+                    break
+        self._remember(inc, sig, alias)
+        self._recent.append(inc)
+        self._held.append(inc)
+
+    def _survives(self, inc: Incident, source: str) -> None:
+        """Decided: the program went on. Only the rank-merge hold remains."""
+        inc.survived = source
+        inc.deadline = min(inc.deadline, inc.arrival + self.config.crash_hold_s)
+
+    def _latest(self, c: Crash, by_lines: bool) -> Incident | None:
+        """The most recent incident that ``c`` may join: within the window in
+        data time, or, for a consequence (``by_lines``) in the same file,
+        within ``_LINE_WINDOW`` lines of its last line. A traceback carries
+        the stamp of the last stamped line before it, minutes stale in a log
+        that stamps only its logger lines, while torch elastic's lines after
+        it carry their own; a second crash of its own is another incident
+        however close its lines (a relaunch into the same file)."""
+        if not self._recent:
+            return None
+        inc = self._recent[-1]
+        if abs(c.time - inc.first_time) <= self.config.crash_dedupe_s:
+            return inc
+        if by_lines:
+            file, _, line = stream_of(c)
+            if file == inc.file and 0 <= line - inc.last_line <= _LINE_WINDOW:
+                return inc
+        return None
+
+    @staticmethod
+    def _may_promote(inc: Incident, c: Crash) -> bool:
+        """Can ``c`` be the root cause of ``inc``, whose consequences reached
+        us first? From the same file only if printed before all of them (a
+        rank's traceback is held until its end is known, so torch elastic's
+        lines after it may be read first); a crash printed after torch
+        elastic's report is the next stage's. From another file, yes while
+        no report has closed the incident."""
+        file, _, line = stream_of(c)
+        if file == inc.file:
+            return line < inc.first_line
+        return inc.report is None
+
+    def _remember(self, inc: Incident, *keys: str) -> None:
+        for key in keys:
+            self._open[key] = inc
+            self._open.move_to_end(key)
+        while len(self._open) > _KEYS_MAX:
+            self._open.popitem(last=False)
+
+    # -- sending --------------------------------------------------------------
 
     def _release(self, now: float) -> list[Alert]:
         out: list[Alert] = []
-        hold = self.config.crash_hold_s
-        while self._held and now >= self._held[0][1].first_time + hold:
-            sig, rec = self._held.pop(0)
-            rec.alert = self._alert(rec, sig)
-            rec.sent = True
-            out.append(rec.alert)
+        due = [inc for inc in self._held if now >= inc.deadline]
+        for inc in due:
+            self._held.remove(inc)
+            out.extend(self._send(inc))
         return out
 
-    def update(self, event: Event) -> list[Alert]:
-        if isinstance(event, Tick):
-            return self._release(event.time) if self._held else []
-        if not isinstance(event, Crash) or event.detector != self.name:
-            return []
-        t = event.time
-        out = self._release(t) if self._held else []
-        window = self.config.crash_dedupe_s
-        while self._open:
-            sig, rec = next(iter(self._open.items()))
-            if t - rec.first_time <= window:
-                break
-            self._open.popitem(last=False)
-        sig = signature_of(event)
-        alias = message_key(event)
-        rec = self._open.get(sig) or self._open.get(alias)
-        if rec is not None:
-            rec.add(event)
-            return out
-        rec = _Record(t, event)
-        rec.add(event)
-        self._open[sig] = rec
-        self._open[alias] = rec
-        while len(self._open) > 256:
-            self._open.popitem(last=False)
-        self._past.append((event.kind, sig, rec))
-        self._held.append((sig, rec))
-        return out + self._release(t) if self.config.crash_hold_s <= 0 else out
+    def _quiet(self) -> list[Alert]:
+        """No log is growing: the other ranks' copies are in, so the merge hold
+        is over; what waits still is only a verdict not yet decided (the
+        survival window, in data time, see the docstring)."""
+        out: list[Alert] = []
+        for inc in list(self._held):
+            if inc.sealed or inc.survived is not None or not inc.survivable(self.name):
+                inc.deadline = self._clock
+            else:
+                inc.deadline = min(inc.deadline, inc.window_end)
+        return self._release(self._clock)
 
-    def _alert(self, rec: _Record, sig: str) -> Alert:
-        cfg = self.config
-        c = rec.crash
-        message = describe(c, self.name)
-        remedy = _remedy(self.name, c.kind, c.cause)
-        if self.name == "fx_tracing" and remedy:
-            message += "\n" + remedy
-        frames = [f"{f.file}:{f.line} in {f.function}" for f in c.frames[-cfg.crash_frames :]]
-        evidence = {
-            "exc_type": c.exc_type,
-            "message": c.message[:2000],
-            "signature": sig,
-            "kind": c.kind,
-            "cause": c.cause,
-            "ranks": sorted(rec.ranks),
-            "count": rec.count,
-            "frames": frames,
-            "traceback": "\n".join(c.text[-cfg.crash_traceback_lines :])[:8000],
-            "thread": c.thread,
-            "remedy": remedy or None,
-        }
-        return Alert(
-            time=c.time,
-            detector=self.name,
-            state="firing",
-            # Ctrl-C is the user's own hand: worth a line, not a red alarm.
-            severity="warning" if c.cause == "keyboard_interrupt" else "critical",
-            message=message,
-            source=c.source,
-            gpu=None,
-            kind=c.kind if self.name == "crash" else None,
-            evidence=evidence,
-        )
+    def _learn_caught(self, inc: Incident) -> None:
+        """``inc`` was sent critical, but its stream went on to a later step:
+        a caught traceback after all. Its repeats fold into its episode."""
+        if inc.signature not in self._survived:
+            inc.survived = inc.survived or "later progress"
+            self._survived[inc.signature] = inc
+            if len(self._survived) > _SURVIVED_KEEP:
+                self._survived.popitem(last=False)
+
+    def _send(self, inc: Incident) -> list[Alert]:
+        inc.sent = True
+        if inc.silent:
+            return []  # only the agent's own lines, no failure of its own
+        if inc.survived is None and inc.survivable(self.name):
+            # Critical now; watch its stream for proof that it lived on.
+            key = stream_of(inc.root)[:2]
+            watched = self._watch.setdefault(key, [])
+            watched.append(inc)
+            del watched[:-_WATCH_KEEP]
+            if len(self._watch) > _STREAMS_MAX:
+                self._watch.pop(next(iter(self._watch)))
+        if inc.survived is not None and inc.survivable(self.name):
+            first = self._survived.get(inc.signature)
+            if first is not None:
+                # The same caught traceback again: one episode for all of them.
+                self._survived.move_to_end(inc.signature)
+                first.count += inc.count
+                first.last_time = max(first.last_time, inc.last_time)
+                inc.folded = first
+                return []
+            self._survived[inc.signature] = inc
+            if len(self._survived) > _SURVIVED_KEEP:
+                self._survived.popitem(last=False)
+            if self._survived_alerts >= SURVIVED_ALERTS_MAX:
+                return []
+            self._survived_alerts += 1
+        inc.alert = incident_alert(inc, self.name, self.config)
+        self._past.append(inc)
+        return [inc.alert]

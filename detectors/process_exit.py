@@ -2,17 +2,27 @@
 
 ``kind`` is the contract's ``crash`` / ``clean`` / ``killed``: critical for
 the first two that stop a run against its will, info for a clean finish.
+
+An exit code says little ("exited with code 1"); the log usually said why a
+moment before. So the detector also takes the Crash events and names the
+last one read (its root cause, not a consequence such as torch elastic's
+report) when the process exits soon after it: kind, exception and rank.
 """
 
 from __future__ import annotations
 
 import signal as _signal
 
-from parsers.events import Event, ProcessExit
+from parsers.events import Crash, Event, ProcessExit
+from parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
 
 from .base import Alert
 
 NAME = "process_exit"
+# A crash read this long (data time) before the exit is the exit's reason;
+# an older one belongs to an earlier incarnation or was survived. Proposed
+# DetectorConfig field: ``exit_crash_window_s``.
+EXIT_CRASH_WINDOW_S = 1800.0
 
 
 def signal_name(number: int) -> str:
@@ -24,19 +34,39 @@ def signal_name(number: int) -> str:
 
 class ProcessExitDetector:
     name = NAME
-    accepts = (ProcessExit,)
+    accepts = (ProcessExit, Crash)
     timed = False
 
     def __init__(self, config: object | None = None) -> None:
         self.config = config
+        self._crash: Crash | None = None  # the last root-cause crash read
+
+    def _saw(self, c: Crash) -> None:
+        if c.cause in WEAK_CAUSES:
+            return  # the agent's own lines name no error
+        consequence = c.cause in COLLATERAL_CAUSES or short_type(c.exc_type) == "ChildFailedError"
+        last = self._crash
+        if consequence and last is not None and c.time - last.time <= 60.0:
+            return  # torch elastic's account of the crash already kept
+        self._crash = c
+
+    def _reason(self, e: ProcessExit) -> Crash | None:
+        c = self._crash
+        if c is None or e.kind == "clean" or e.time - c.time > EXIT_CRASH_WINDOW_S:
+            return None
+        return c
 
     def deadline(self) -> float | None:
         return None
 
     def update(self, event: Event) -> list[Alert]:
+        if isinstance(event, Crash):
+            self._saw(event)
+            return []
         if not isinstance(event, ProcessExit):
             return []
         e = event
+        crash = self._reason(e)
         if e.kind == "clean":
             severity = "info"
             msg = f"training process exited cleanly (exit code {e.code if e.code is not None else 0})"
@@ -52,9 +82,20 @@ class ProcessExitDetector:
                 msg = f"training process crashed on {signal_name(e.signal)} (signal {e.signal})"
             else:
                 msg = f"training process crashed (exit code {e.code})" if e.code is not None else "training process crashed"
-        if e.signature and e.kind != "clean":
+        if crash is not None:
+            where = f" on rank {crash.rank}" if crash.rank is not None else ""
+            name = crash.exc_type or crash.kind
+            if e.kind == "crash" and e.signal is None and e.code is not None:
+                msg = f"training process exited with code {e.code}"
+            msg += f" after a crash: {name} ({crash.kind}){where}"
+        elif e.signature and e.kind != "clean":
             msg += f"; last error: {e.signature}"
         evidence = {"code": e.code, "signal": e.signal, "signature": e.signature}
+        if crash is not None:
+            evidence["crash"] = {
+                "kind": crash.kind, "cause": crash.cause, "exc_type": crash.exc_type, "rank": crash.rank,
+                "source": crash.source, "signature": crash.signature, "time": crash.time,
+            }
         return [
             Alert(
                 time=e.time,

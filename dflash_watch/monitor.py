@@ -17,14 +17,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from detectors.base import Alert
 from detectors.config import DetectorConfig
 from detectors.registry import DetectorSet, build_detectors
 from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Quiet, Recompile, Tick
-from parsers.step_clock import StepClock
 from parsers.stream import LogStream
 
 from .alertbook import AlertBook
@@ -41,7 +40,6 @@ class StreamState:
     stream: LogStream
     generation: int
     lines: int = 0
-    steps: StepClock = field(default_factory=StepClock)
 
 
 # Rate units from the most telling: a chart keeps the best one the run prints.
@@ -144,7 +142,7 @@ class Monitor:
                 state = StreamState(stream, generation)
                 self._streams[path] = state
             self.quiet_since = None
-            events = state.steps.apply(state.stream.feed(text, first_lineno, now))
+            events = state.stream.feed(text, first_lineno, now)
             # Live, a progress line without a timestamp of its own happened
             # when we read it (``now``, the data's clock run on by the wall),
             # not when the last logger line was stamped. Not so before any
@@ -206,7 +204,7 @@ class Monitor:
             state = self._streams.get(path)
             if state is None:
                 return []
-            return self.feed_events(state.steps.apply(state.stream.flush(now)))
+            return self.feed_events(state.stream.flush(now))
 
     def flush_logs(self, now: float) -> list[Alert]:
         """Close what every log's parser still holds open (a traceback that
@@ -214,7 +212,7 @@ class Monitor:
         with self._lock:
             events: list[Event] = []
             for state in self._streams.values():
-                events.extend(state.steps.apply(state.stream.flush(now)))
+                events.extend(state.stream.flush(now))
             if len(events) > 1:
                 events.sort(key=_event_time)
             return self.feed_events(events)

@@ -3,8 +3,9 @@
 Each input file becomes a lazy, time-ordered stream of events (parsed chunk
 by chunk, so memory does not grow with the log); the streams are merged by
 time and fed to one Monitor, which inserts the detectors' deadlines as
-ticks. Lines without any timestamp take the file's modification time: the
-only honest time we have for them.
+ticks. Lines before a file's first timestamp take that stamp; a file with
+none runs on tqdm's elapsed counter or its step times, from the file's
+modification time (the only honest start there is).
 
 Events go to the Monitor a batch at a time (a chunk's worth), not one by
 one: the per-call cost would otherwise be paid ~100k times per million
@@ -24,7 +25,6 @@ from typing import Any, TextIO
 
 from detectors.base import Alert
 from parsers.events import Event
-from parsers.step_clock import StepClock
 from parsers.stream import LogStream
 
 from .monitor import Monitor, _display_name, _year
@@ -82,17 +82,16 @@ def log_batches(
     except OSError as exc:
         raise ReplayInputError(f"{path}: {exc.strerror or exc}") from None
     stream = LogStream(
-        _display_name(path), tz=tz, progress_pattern=progress_pattern, default_year=_year(fallback, tz)
+        _display_name(path), tz=tz, progress_pattern=progress_pattern, default_year=_year(fallback, tz), replay=True
     )
-    steps = StepClock()
     for item in read_chunks(path):
         if isinstance(item, Chunk):
-            events = steps.apply(stream.feed(item.text, item.first_lineno, fallback))
+            events = stream.feed(item.text, item.first_lineno, fallback)
             if events:
                 yield events
         elif notices is not None:
             notices.append(item.message)
-    events = steps.apply(stream.flush(fallback))
+    events = stream.flush(fallback)
     if ends is not None and stream.last_time is not None:
         ends.append(stream.last_time)
     if events:

@@ -69,6 +69,20 @@ _KIND = {
         "memory, CPU offload); for scheduler kills check the time limit and make the job checkpoint and "
         "resume."
     ),
+    "host_oom": (
+        "Host (CPU) memory ran out: an allocation on the CPU failed (DefaultCPUAllocator, MemoryError) or the "
+        "kernel's OOM killer ended a rank.\n"
+        "Remedies: fewer dataloader workers or a smaller prefetch_factor, less pinned memory, load checkpoints "
+        "with mmap=True / map_location to the GPU, shard CPU offload, check the host for other memory users "
+        "(free -g, dmesg | grep -i oom)."
+    ),
+    "segfault": (
+        "The process died in native code (segmentation fault, abort or bus error): a CUDA extension, a compiled "
+        "kernel, a C++ exception in a background thread, or a driver problem; Python printed no traceback.\n"
+        "Remedies: run with PYTHONFAULTHANDLER=1 (or python -X faulthandler) to get the Python stack of the "
+        "crash; rerun with CUDA_LAUNCH_BLOCKING=1; suspect recently changed extensions (flash-attn, apex, "
+        "custom ops) built against another torch; a SIGBUS often means /dev/shm is too small (docker --shm-size)."
+    ),
     "exception": (
         "The training script raised an exception.\n"
         "Remedies: read the last exception and the innermost frames; fix and relaunch from the last checkpoint."
@@ -120,6 +134,17 @@ _CAUSE = {
     "invalid_device_ordinal": (
         "A rank asked for a GPU index that does not exist: more processes per node than visible GPUs.\n"
         "Remedies: match --nproc_per_node to the number of GPUs in CUDA_VISIBLE_DEVICES."
+    ),
+    "sigabrt": (
+        "The process aborted (SIGABRT): usually C++'s std::terminate after an uncaught exception, e.g. NCCL's "
+        "watchdog tearing the process down after a collective failed or timed out.\n"
+        "Remedies: look for the error just before 'terminate called after throwing' (often a watchdog timeout "
+        "on another rank); run with PYTHONFAULTHANDLER=1 for the Python stack."
+    ),
+    "peer_failure": (
+        "A collective failed because another rank went away (connection closed by peer): a consequence, the "
+        "root cause is that other rank's own error.\n"
+        "Remedies: find the first rank that failed (torch elastic's 'Root Cause' entry) and fix its error."
     ),
     "nccl_error": (
         "An NCCL collective failed.\nRemedies: rerun with NCCL_DEBUG=INFO; check that every rank runs the same "

@@ -27,6 +27,8 @@ from parsers.events import Frame
 MARKERS: tuple[tuple[str, str], ...] = (
     ("fx_nested", "Detected that you are using FX to symbolically trace a dynamo-optimized function"),
     ("fx_not_submodule", "module is not installed as a submodule"),
+    # Hugging Face's HFTracer (transformers/utils/fx.py) spells it with a capital M.
+    ("fx_not_submodule", "Module is not installed as a submodule"),
     ("fx_unexpected_key", "Unexpected key"),
     ("cuda_oom", "CUDA out of memory"),
     ("cuda_oom", "HIP out of memory"),
@@ -45,7 +47,32 @@ MARKERS: tuple[tuple[str, str], ...] = (
     ("sigkill", "Signal 9 (SIGKILL)"),
     ("sigterm", "Signal 15 (SIGTERM)"),
     ("nccl_error", "NCCL error"),
+    ("host_oom", "DefaultCPUAllocator: can't allocate memory"),
+    ("host_oom", "Out of memory: Killed process"),
+    # A collective failed because another rank died: a consequence, never
+    # the root cause of an incident (detectors/crash.py merges it).
+    ("peer_failure", "Connection closed by peer"),
+    ("peer_failure", "Connection reset by peer"),
+    ("peer_failure", "remote process exited or there was a network error"),
+    ("peer_failure", "NCCL communicator was aborted"),
+    ("peer_failure", "typically caused by a remote worker crashing"),
 )
+
+# Causes of crashes that follow from another rank's failure: the incident's
+# root cause is elsewhere (detectors/crash.py). ``child_failed`` is torch
+# elastic's report, ``peer_failure`` a collective whose peer died,
+# ``terminate`` C++'s std::terminate after an NCCL abort, ``torchrun_stopping``
+# the agent's SIGTERM to the surviving siblings, ``child_exit`` its
+# ``failed (exitcode: N)`` line.
+COLLATERAL_CAUSES = frozenset({"child_failed", "peer_failure", "terminate", "torchrun_stopping", "child_exit"})
+# Of those, the ones that say nothing by themselves: they join an incident
+# but never make an alert of their own.
+WEAK_CAUSES = frozenset({"torchrun_stopping", "child_exit"})
+
+# Exit codes (negative: the signal that ended the process) of a crash in
+# native code, and their cause names.
+SIGNAL_CAUSES = {-11: "sigsegv", -6: "sigabrt", -7: "sigbus", -8: "sigfpe", -4: "sigill"}
+SIGNAL_NAMES = {"SIGSEGV": "sigsegv", "SIGABRT": "sigabrt", "SIGBUS": "sigbus", "SIGFPE": "sigfpe", "SIGILL": "sigill"}
 
 # Exception class names (last dotted component) that make a compile error.
 _COMPILE_TYPES = frozenset({
@@ -57,7 +84,7 @@ _COMPILE_MODULES = ("torch._dynamo.exc.", "torch._inductor.exc.")
 
 # Frames of torch.fx's symbolic tracer that a foreign thread lands in when
 # the process-global ``nn.Module.__call__`` patch catches its module calls.
-_FX_TRACER_FILE = "_symbolic_trace.py"
+_FX_TRACER_FILES = ("_symbolic_trace.py", "transformers/utils/fx.py")
 _FX_TRACER_FUNCS = frozenset({"module_call_wrapper", "call_module", "path_of_module", "module_getattr_wrapper"})
 
 _DIGITS = re.compile(r"\d+")
@@ -90,6 +117,9 @@ class ChildReport:
     root_pid: int | None = None
     root_traceback: str | None = None
     failed_ranks: tuple[int, ...] = ()
+    # Failed ranks with exit code -15: the siblings torch elastic stopped
+    # itself after the root cause, not a signal from outside.
+    stopped_ranks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +150,13 @@ def fx_tracing_cause(chain: tuple[ExcLine, ...], frames: tuple[Frame, ...], mark
     if not ("fx_not_submodule" in markers or "fx_unexpected_key" in markers):
         return None
     in_tracer = any(
-        f.file.endswith(_FX_TRACER_FILE) and f.function in _FX_TRACER_FUNCS for f in frames
+        f.file.replace("\\", "/").endswith(_FX_TRACER_FILES) and f.function in _FX_TRACER_FUNCS for f in frames
     )
     if not in_tracer:
         return None
     for exc in chain:
         name = short_type(exc.exc_type)
-        if name == "NameError" and "not installed as a submodule" in exc.message:
+        if name == "NameError" and "not installed as a submodule" in exc.message.lower():
             return "foreign_module_call"
         if name == "AssertionError" and "Unexpected key" in exc.message:
             return "module_stack_corrupted"
@@ -150,9 +180,12 @@ def classify(
     if fx_cause is not None:
         return Classification("fx_tracing", "fx_tracing", fx_cause)
     if report is not None:
-        return _classify_child(report, markers)
+        return _classify_child(report)
     if "OutOfMemoryError" in names or "cuda_oom" in markers:
         return Classification("crash", "cuda_oom", None)
+    # MemoryError, and numpy's _ArrayMemoryError (a subclass of it).
+    if any(n.endswith("MemoryError") for n in names) or "host_oom" in markers:
+        return Classification("crash", "host_oom", None)
     if "nccl_timeout" in markers:
         return Classification("crash", "nccl_timeout", None)
     if "ModuleNotFoundError" in names or (
@@ -174,18 +207,28 @@ def classify(
         return Classification("crash", "exception", "keyboard_interrupt")
     if "disk_full" in markers:
         return Classification("crash", "exception", "disk_full")
+    if "peer_failure" in markers:
+        return Classification("crash", "exception", "peer_failure")
     if "nccl_error" in markers:
         return Classification("crash", "exception", "nccl_error")
     return Classification("crash", "exception", None)
 
 
-def _classify_child(report: ChildReport, markers: frozenset[str]) -> Classification:
+def _classify_child(report: ChildReport) -> Classification:
+    """Only the Root Cause entry counts: the Failures' -15s are the agent's own
+    SIGTERM to the siblings (see parsers/child_report.py)."""
     code = report.root_exitcode
     trace = report.root_traceback or ""
-    if code == -9 or "Signal 9" in trace or "sigkill" in markers:
+    if code == -9 or "Signal 9 " in trace:
         return Classification("crash", "killed", "sigkill")
-    if code == -15 or "Signal 15" in trace or "sigterm" in markers:
+    if code == -15 or "Signal 15 " in trace:
         return Classification("crash", "killed", "sigterm")
+    cause = SIGNAL_CAUSES.get(code) if code is not None else None
+    if cause is None:
+        named = re.search(r"\((SIG[A-Z]+)\)", trace)
+        cause = SIGNAL_NAMES.get(named.group(1)) if named else None
+    if cause is not None:
+        return Classification("crash", "segfault", cause)
     return Classification("crash", "exception", "child_failed")
 
 

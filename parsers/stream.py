@@ -12,7 +12,12 @@ line shape thousands of times: such lines are set aside and read together
 as columns (``_read_lanes``). benchmarks/bench_stream.py measures it.
 
 While the crash assembler is inside a traceback it must see every line, so
-then lines are fed one by one until it closes.
+then lines are fed one by one until it closes; the events of that stretch
+wait for its crash, which goes among them where its time puts it
+(``parsers.clock.placed``). Events leave in the file's order, unstamped
+step lines run on by their step times (``parsers.step_clock``), at times
+that never step back (``parsers.clock``): what a chunk gives never depends
+on where the chunk ended (tests/core/test_stream_chunks.py).
 """
 
 from __future__ import annotations
@@ -23,18 +28,21 @@ from datetime import tzinfo
 from itertools import accumulate, repeat
 from typing import Callable, Protocol, Sequence
 
+from parsers.clock import EventClock, placed
 from parsers.events import Crash, Event, Progress, Recompile
 from parsers.progress import (
     CANDIDATES,
+    FIELDS,
     ProgressPattern,
     column_plan,
     line_shape,
-    progress_columns,
-    progress_fields,
+    progress_values,
+    value_columns,
     progress_possible,
 )
 from parsers.ranks import split_rank
 from parsers.scanner import Scanner, make_scanner
+from parsers.step_clock import StepClock
 from parsers.timestamps import TimeParser
 
 # CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
@@ -56,12 +64,15 @@ _HINT_WINDOW = 2048
 # Per-shape literal flags: lines up to this long, this many shapes at most.
 _SHAPE_LINE_MAX = 2048
 _SHAPES_MAX = 512
+# Events held while a traceback stays open, at most (then they go out).
+_OPEN_HELD_MAX = 4096
 # Characters sampled from a stream's first chunk to tune its scanner.
 _SAMPLE_CHARS = 1 << 16
 
-# A shape whose progress lines are read as columns: its fast plan, and the
-# fraction digits of the ISO stamp its lines start with.
-_Lane = tuple[object, int]
+# A shape whose progress lines are read as columns: its fast plan, the
+# fraction digits of the stamp its lines start with, and the TimeParser
+# method that reads a run of those stamps (``iso_run`` or ``us_run``).
+_Lane = tuple[object, int, Callable[[list[str], int], list[float]]]
 
 
 class Assembler(Protocol):
@@ -87,10 +98,6 @@ def _has_digit(literal: str) -> bool:
     return any("0" <= c <= "9" for c in literal)
 
 
-def _time_key(event: Event) -> float:
-    return event.time
-
-
 class LogStream:
     """Parses one log file's lines; keeps the state text demands across feeds.
 
@@ -105,6 +112,13 @@ class LogStream:
     the reference that the column reading and the ASCII view are tested
     against. A stream is fed from one thread at a time (the Monitor holds
     its lock); streams of different files may scan at the same time.
+
+    Events leave in the file's order, at times that never step back
+    (``parsers.clock``): a rank's steps stay in order, and replay can merge
+    files by time. ``replay=True`` is a finished file on its own clock:
+    events before the first timestamp wait for it, and a log with none runs
+    on tqdm's elapsed counter. Live (False) they carry the fallback (arrival)
+    time, which the Monitor replaces.
     """
 
     def __init__(
@@ -118,6 +132,7 @@ class LogStream:
         triggers: Sequence[str] | None = None,
         scanner: str = "auto",
         fast: bool = True,
+        replay: bool = False,
     ) -> None:
         if assembler_factory is None:
             assembler_class, default_triggers = _default_assembler()
@@ -156,10 +171,15 @@ class LogStream:
         self._shaped_digit_literals = tuple(
             line_shape(t) for t in (*self._digit_progress, *self._digit_triggers)
         )
+        self._clock = EventClock(replay)
+        self._steps = StepClock()
         self._tuned = False  # anchors chosen from this log's own text yet?
         self._last_time: float | None = None
         self._own_count = 0  # lines seen with a timestamp of their own
         self._tail: tuple[str, int, int] = ("", 0, 1)
+        # Events since a traceback opened that it is still open for: they
+        # wait for its crash, which is placed among them by time (``placed``).
+        self._open_held: list[Event] = []
 
     @property
     def last_time(self) -> float | None:
@@ -185,6 +205,8 @@ class LogStream:
         """
         if not text:
             return []
+        if self._last_time is None:
+            self._clock.fallback(fallback_time)
         # One character outside ASCII (a tqdm block bar) makes the whole
         # chunk a wide str, and every search and slice of it slower. Lines
         # are found in an ASCII view instead, with '?' for each such
@@ -206,7 +228,10 @@ class LogStream:
             self._tuned = True
 
         ends = self._scanner.ends(view)
-        events: list[Event] = []
+        # Events of an open traceback's stretch come first, held from before.
+        events: list[Event] = self._open_held
+        self._open_held = []
+        open_at = 0 if events else None  # where that stretch starts in ``events``
         append = events.append
         assembler = self._assembler
         pattern = self._pattern
@@ -233,6 +258,14 @@ class LogStream:
         run_lanes: list[_Lane] = []
         while pos < n:
             is_open = assembler.is_open
+            if is_open:
+                if open_at is None:
+                    open_at = len(events)
+            elif open_at is not None:
+                # The stretch a traceback was open for is over: its crash
+                # goes where its time puts it among the events of the stretch.
+                events[open_at:] = placed(events[open_at:])
+                open_at = None
             if every_line or is_open:
                 start = pos
                 end = find("\n", start)
@@ -289,7 +322,7 @@ class LogStream:
                 if line[:1] == "[" or (has_cr and "\r" in line):
                     found = self._progress(line, has_cr)
                 else:
-                    found = progress_fields(line, None, pattern, shape)
+                    found = progress_values(line, None, pattern, shape)
                 if found is not None:
                     event, clock, covered = self._dated(found, text, covered, start, end, clock, line, lineno, fallback_time)
                     append(event)
@@ -318,18 +351,39 @@ class LogStream:
             latest = self._latest(text, covered, n)
             if latest is not None:
                 clock = latest
+        if open_at is not None:
+            if assembler.is_open and len(events) - open_at <= _OPEN_HELD_MAX:
+                self._open_held = events[open_at:]
+                del events[open_at:]
+            else:
+                events[open_at:] = placed(events[open_at:])
+        if events:
+            events = self._ordered(events)
         if clock is not None:
             self._last_time = clock
-        if len(events) > 1:
-            events.sort(key=_time_key)
+            if not assembler.is_open:
+                self._clock.settle()
         return events
 
     def flush(self, fallback_time: float) -> list[Event]:
-        """End of input: whatever the assembler still holds."""
-        time = self._last_time if self._last_time is not None else fallback_time
-        events = [self._own(e) for e in self._assembler.flush(time)]
-        events.sort(key=_time_key)
-        return events
+        """End of input: whatever the assembler still holds, and events that
+        waited for a clock (replay) at their own time."""
+        if self._last_time is None:
+            self._clock.fallback(fallback_time)
+            time = fallback_time
+        else:
+            time = self._last_time
+        held, self._open_held = self._open_held, []
+        events = self._clock.resolve(placed(held + [self._own(e) for e in self._assembler.flush(time)]))
+        clock = self._clock
+        return clock.hold(clock.on_dated(self._steps.apply, clock.flush() + events))
+
+    def _ordered(self, events: list[Event]) -> list[Event]:
+        """A chunk's events as they leave the stream: in the file's order,
+        unstamped step lines run on by their step times (``StepClock``), at
+        times that never step back (``EventClock``)."""
+        clock = self._clock
+        return clock.hold(clock.on_dated(self._steps.apply, clock.resolve(events)))
 
     # -- pieces -------------------------------------------------------------
 
@@ -342,16 +396,21 @@ class LogStream:
     def _lane(self, line: str, shape: bytes, flags: int) -> _Lane | None:
         """The column reading of ``line``'s shape, if its lines can have one:
         progress in a built-in format and nothing else (no trigger, no rank
-        prefix, no '\\r'), dated by a zone-less ISO stamp at the start."""
+        prefix, no '\\r'), dated by a zone-less ISO stamp or a US one
+        (``11/29/2026 10:00:00``, Python logging's) at the start."""
         if not self._fast or flags != _PROGRESS or self._pattern is not None:
             return None
         if shape[:1] == b"[" or b"\r" in shape:
             return None
         frac_len = TimeParser.iso_layout(shape)
+        run = self._times.iso_run
         if frac_len is None:
-            return None
+            frac_len = TimeParser.us_layout(shape)
+            run = self._times.us_run
+            if frac_len is None:
+                return None
         fast = column_plan(line, shape)
-        return None if fast is None else (fast, frac_len)
+        return None if fast is None else (fast, frac_len, run)
 
     def _read_lanes(
         self,
@@ -374,7 +433,7 @@ class LogStream:
         ``text`` (or ``text``): newlines are counted there.
 
         Each stretch of one shape is read as columns: numbers converted by
-        ``map``, stamps by ``TimeParser.iso_run``, line numbers by counting
+        ``map``, stamps by ``TimeParser.iso_run`` (or ``us_run``), line numbers by counting
         newlines between the lines. A line the columns cannot take (a value
         check fails, a stamp does not parse) and the rest of its stretch are
         read one at a time, exactly as ``feed`` reads any progress line.
@@ -387,21 +446,25 @@ class LogStream:
             j = i + 1
             while j < total and lanes[j] is lane:
                 j += 1
-            fast, frac_len = lane
+            fast, frac_len, run = lane
             stretch = lines[i:j] if i or j < total else lines
             done = 0
-            columns = progress_columns(fast, stretch)
+            columns = value_columns(fast, stretch)
             if columns is not None:
-                times = self._times.iso_run(stretch, frac_len)
+                times = run(stretch, frac_len)
                 done = len(times)
             if done:
                 at = starts[i : i + done]
                 numbers = list(accumulate(map(view.count, repeat("\n"), [count_pos, *at[:-1]], at), initial=count_no))
                 del numbers[0]
-                steps, totals, tokens, losses, metrics, seconds = columns  # type: ignore[misc]
+                # Columns after step_seconds are the fields after ``clocked``.
+                steps, totals, tokens, losses, metrics, seconds, *after = columns  # type: ignore[misc]
                 sources = [prefix + str(number) for number in numbers]
                 events.extend(
-                    map(Progress, times, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds, repeat(True))
+                    map(
+                        Progress, times, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
+                        repeat(True), *after,
+                    )
                 )
                 self._own_count += done
                 clock = times[-1]
@@ -413,7 +476,7 @@ class LogStream:
                 start = starts[m]
                 count_no += view.count("\n", count_pos, start)
                 count_pos = start
-                found = progress_fields(line)
+                found = progress_values(line)
                 if found is not None:
                     event, clock, covered = self._dated(
                         found, text, covered, start, ends[m], clock, line, count_no, fallback_time
@@ -456,7 +519,7 @@ class LogStream:
         return flags
 
     def _progress(self, line: str, has_cr: bool) -> tuple | None:
-        """The line's Progress fields after time and source (``progress_fields``)."""
+        """The line's Progress values after time and source (``progress_values``)."""
         rank = None
         if line[:1] == "[":
             rank, line = split_rank(line)
@@ -465,22 +528,25 @@ class LogStream:
             # parses beats a later one that does not (a bar after a dict).
             for segment in reversed(line.split("\r")):
                 if segment.strip():
-                    found = progress_fields(segment, rank, self._pattern)
+                    found = progress_values(segment, rank, self._pattern)
                     if found is not None:
                         return found
             return None
-        return progress_fields(line, rank, self._pattern)
+        return progress_values(line, rank, self._pattern)
 
     def _dated(
         self, found: tuple, text: str, covered: int, start: int, end: int, clock: float | None, line: str,
         lineno: int, fallback_time: float,
     ) -> tuple[Progress, float | None, int]:
-        """The Progress of a line read on its own (``progress_fields``'
+        """The Progress of a line read on its own (``progress_values``'
         ``found``), dated by ``_clock_at``; and the clock state after it."""
         own_before = self._own_count
         clock, covered = self._clock_at(text, covered, start, end, clock, line)
         time = fallback_time if clock is None else clock
-        return Progress(time, self._prefix + str(lineno), *found, self._own_count > own_before), clock, covered
+        source = self._prefix + str(lineno)
+        own = self._own_count > own_before
+        # The values after step_seconds are the fields after ``clocked``.
+        return Progress(time, source, *found[:FIELDS], own, *found[FIELDS:]), clock, covered
 
     def _own(self, event: Event) -> Event:
         """The assembler knows line numbers, not the file: cite ``name:line``."""

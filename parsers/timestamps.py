@@ -26,8 +26,10 @@ _FRACTION_MARKS = frozenset(".,")
 # mean more than 9 fraction digits (the regex then reads no fraction at all).
 _ZONE_OR_DIGIT = frozenset("Z+-0123456789")
 _ZONE_OR_DIGIT_B = frozenset(c.encode() for c in _ZONE_OR_DIGIT) | {b""}
-# A line shape (digits made 0) that starts with "YYYY-MM-DD HH:MM:SS".
+# A line shape (digits made 0) that starts with "YYYY-MM-DD HH:MM:SS", or
+# with "MM/DD/YYYY HH:MM:SS" (Python logging's ``%m/%d/%Y %H:%M:%S``).
 _ISO_SHAPE = re.compile(rb"0000-00-00[T ]00:00:00")
+_US_SHAPE = re.compile(rb"00/00/0000 00:00:00")
 
 # Date and time to the second in one group (the cache key), then fraction
 # and zone. ``[0-9]`` rather than ``\d``: other scripts' digits are not dates.
@@ -81,12 +83,15 @@ class TimeParser:
     """
 
     __slots__ = (
-        "_tz", "_default_year", "_year", "_month",
+        "_tz", "_default_year", "_year", "_month", "_prev",
         "_iso_key", "_iso_val", "_min_key", "_min_val", "_min_ym", "_frac_len", "_us_key", "_us_val", "_glog_key", "_glog_val",
     )
 
     def __init__(self, tz: tzinfo | None = None, default_year: int | None = None) -> None:
         self._tz = tz
+        # The last wall time converted (to the minute or second): which of an
+        # ambiguous hour's two readings is meant follows from it.
+        self._prev: float | None = None
         self._default_year = default_year
         self._year: int | None = None
         self._month: int | None = None
@@ -99,6 +104,8 @@ class TimeParser:
         self._min_val = 0.0
         self._min_ym: tuple[int, int] = (0, 0)
         self._frac_len = 0
+        # The minute of the last US stamp as written ("11/29/2026 10:00"),
+        # and (its epoch, year, month).
         self._us_key = ""
         self._us_val: tuple[float, int, int] = (0.0, 0, 0)
         self._glog_key: tuple[str, int] = ("", 0)
@@ -204,6 +211,53 @@ class TimeParser:
             base = self._min_val
         return out
 
+    @staticmethod
+    def us_layout(shape: bytes) -> int | None:
+        """``iso_layout`` for lines that start with a US stamp as Python
+        logging writes it (``11/29/2026 10:00:00``, two-digit month and day,
+        one space): the fraction digits ``us_run`` reads, else None."""
+        if len(shape) < 20 or not _US_SHAPE.match(shape):
+            return None
+        mark = shape[19:20]
+        if mark in (b".", b","):
+            n = len(shape) - 20 - len(shape[20:].lstrip(b"0"))
+            if n == 0:
+                return 0  # "10:00:00. x": the regex reads no fraction either
+            if n > 9:
+                return None
+            return n
+        if mark == b"0":
+            return None
+        return 0
+
+    def us_run(self, lines: list[str], frac_len: int) -> list[float]:
+        """``iso_run`` for lines whose ``us_layout`` is ``frac_len``: the
+        same values as ``parse_dated`` line by line, the minute's epoch
+        reused while the minute text repeats."""
+        out: list[float] = []
+        append = out.append
+        us = self._us
+        key = None
+        base = 0.0
+        end = 20 + frac_len
+        scale = _POW10[frac_len]
+        for s in lines:
+            if key is not None and s[:16] == key and s[17:19] < "60":
+                if frac_len:
+                    append(base + int(s[17:19]) + int(s[20:end]) / scale)
+                else:
+                    append(base + int(s[17:19]) + 0.0)
+                continue
+            value = us(s)
+            if value is None:
+                break
+            append(value)
+            # ``_us`` just read this line's minute (``_us_key`` is exactly
+            # its first 16 characters, the shape says so) and its epoch.
+            key = self._us_key
+            base = self._us_val[0]
+        return out
+
     # -- full timestamps: they set the year that glog lines inherit --------
 
     def _iso(self, s: str) -> float | None:
@@ -257,23 +311,25 @@ class TimeParser:
         m = _US.match(s)
         if m is None:
             return None
-        key = s[m.start(): m.end(6)]
+        # Cached by the minute, as ISO stamps are: a whole-second offset
+        # adds exactly, so the value is the one a datetime of the second gives.
+        second = int(m.group(6))
+        if second > 59:
+            return None  # as datetime() would say
+        key = s[m.start(): m.end(5)]
         if key != self._us_key:
             month, day, year = int(m.group(1)), int(m.group(2)), m.group(3)
             if month > 12 and day <= 12:  # a day-first locale
                 month, day = day, month
             full_year = int(year) + 2000 if len(year) == 2 else int(year)
             try:
-                value = self._epoch(
-                    full_year, month, day,
-                    int(m.group(4)), int(m.group(5)), int(m.group(6)), self._tz,
-                )
+                value = self._epoch(full_year, month, day, int(m.group(4)), int(m.group(5)), 0, self._tz)
             except _ERRORS:
                 return None
             self._us_key = key
             self._us_val = (value, full_year, month)
         value, self._year, self._month = self._us_val
-        return value + _fraction(m.group(7))
+        return value + second + _fraction(m.group(7))
 
     def _json(self, s: str) -> float | None:
         m = _JSON_TIME.search(s)
@@ -301,6 +357,7 @@ class TimeParser:
         except _ERRORS:
             return None
         self._year, self._month = date.year, date.month
+        self._prev = value
         return value
 
     # -- glog: month and day only ------------------------------------------
@@ -341,8 +398,24 @@ class TimeParser:
         self._year, self._month = year, month
         return self._glog_val + _fraction(m.group(5))
 
-    @staticmethod
-    def _epoch(year: int, month: int, day: int, hour: int, minute: int, second: int,
+    def _epoch(self, year: int, month: int, day: int, hour: int, minute: int, second: int,
                tz: tzinfo | None) -> float:
-        # A naive datetime's timestamp() is local time, as CONTRACTS asks.
-        return datetime(year, month, day, hour, minute, second, tzinfo=tz).timestamp()
+        """Epoch of a wall time; a naive one is local time, as CONTRACTS asks.
+
+        When clocks fall back, an hour of wall times happens twice (01:30
+        EDT, then 01:30 EST an hour later) and a log's naive stamps repeat
+        it. Read as the first one always, the second hour would jump the
+        clock back an hour: so an ambiguous time takes the reading nearest
+        the wall time converted before it (the log runs forward).
+        """
+        moment = datetime(year, month, day, hour, minute, second, tzinfo=tz)
+        value = moment.timestamp()
+        if not isinstance(tz, timezone):  # a zone with DST, or the local one
+            later = moment.replace(fold=1).timestamp()
+            # fold=1 reads later only inside a repeated hour (in the hour
+            # skipped when clocks spring forward it reads earlier).
+            prev = self._prev
+            if later > value and prev is not None and abs(later - prev) < abs(value - prev):
+                value = later
+        self._prev = value
+        return value

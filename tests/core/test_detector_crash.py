@@ -37,15 +37,27 @@ def test_the_same_signature_later_is_a_new_alert_and_different_signatures_both_f
     a = drive(DetectorSet([det]), oom_crash(T0).events, until=T0 + 10)
     b = drive(DetectorSet([det]), oom_crash(T0 + 600.0).events)
     assert len(a) == 1 and b == []
-    other = Crash(T0 + 600.5, "log:7", "crash", "nccl_timeout", "torch.distributed.DistBackendError",
-                  "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 ms", "nccl@x", rank=3)
+    other = Crash(T0 + 600.5, "other.log:7", "crash", "missing_module", "ModuleNotFoundError",
+                  "No module named 'flash_attn'", "ModuleNotFoundError @ a.py:f", rank=3, frames=(Frame("a.py", 1, "f"),))
     assert det.update(other) == []
     # The next event past the hold releases both, oldest first.
     b = det.update(Tick(T0 + 606.0))
-    assert [x.kind for x in b] == ["cuda_oom", "nccl_timeout"]
+    assert [x.kind for x in b] == ["cuda_oom", "missing_module"]
     c = b[1]
-    assert c.kind == "nccl_timeout" and c.message.startswith("NCCL timeout on rank 3: torch.distributed.DistBackendError")
+    assert c.message.startswith("missing Python module on rank 3: ModuleNotFoundError")
     assert [e.count for e in det.episodes()] == [8, 8, 1]
+
+
+def test_an_nccl_timeout_right_after_an_oom_is_part_of_that_incident():
+    det = CrashDetector(DetectorConfig(), name="crash")
+    drive(DetectorSet([det]), oom_crash(T0).events)
+    other = Crash(T0 + 0.5, "log:7", "crash", "nccl_timeout", "torch.distributed.DistBackendError",
+                  "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 ms",
+                  "nccl@x", rank=9)
+    assert det.update(other) == []
+    (alert,) = det.update(Tick(T0 + 6.0))
+    assert alert.kind == "cuda_oom" and alert.evidence["ranks"] == list(range(8)) + [9]
+    assert [x["kind"] for x in alert.evidence["collateral"]] == ["nccl_timeout"]
 
 
 def test_fx_tracing_carries_the_explanation_and_remedies_and_is_not_a_plain_crash():

@@ -51,9 +51,9 @@ def test_time_parser_never_raises(lines: list[str], year: int | None) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(line_text, max_size=12), st.integers(min_value=1, max_value=10**6))
-def test_log_stream_feed_never_raises(lines: list[str], first: int) -> None:
-    stream = LogStream("fuzz.log", default_year=2026)
+@given(st.lists(line_text, max_size=12), st.integers(min_value=1, max_value=10**6), st.booleans())
+def test_log_stream_feed_never_raises(lines: list[str], first: int, replay: bool) -> None:
+    stream = LogStream("fuzz.log", default_year=2026, replay=replay)
     text = "".join(line.replace("\n", " ") + "\n" for line in lines)
     half = text.find("\n", len(text) // 2) + 1
     events = stream.feed(text[:half], first, 5.0)

@@ -54,6 +54,14 @@ def verdict(exc_type: str, message: str, frames: tuple[Frame, ...] = (), extra: 
         ("torch.distributed.DistBackendError",
          "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(...)", ("crash", "nccl_timeout", None)),
         ("ValueError", "bad shape", ("crash", "exception", None)),
+        ("RuntimeError", "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+         "you tried to allocate 70368744177664 bytes.", ("crash", "host_oom", None)),
+        ("MemoryError", "", ("crash", "host_oom", None)),
+        ("numpy._core._exceptions._ArrayMemoryError", "Unable to allocate 256. TiB", ("crash", "host_oom", None)),
+        ("RuntimeError", "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+         "[127.0.0.1]:63710", ("crash", "exception", "peer_failure")),
+        ("torch.distributed.DistBackendError", "NCCL error in: ProcessGroupNCCL.cpp:3356, remote process exited or "
+         "there was a network error", ("crash", "exception", "peer_failure")),
         ("RuntimeError", "Detected that you are using FX to symbolically trace a dynamo-optimized function. "
          "This is not supported at the moment.", ("fx_tracing", "fx_tracing", "nested_fx_trace")),
     ],
@@ -122,6 +130,12 @@ def test_frameless_signatures_drop_numbers() -> None:
         ("crash", "missing_module", None, "install"),
         ("crash", "cuda_error", None, "CUDA_LAUNCH_BLOCKING"),
         ("crash", "no_such_kind", "no_such_cause", "exception"),
+        ("crash", "host_oom", None, "dataloader workers"),
+        ("crash", "host_oom", "oom_killer", "OOM killer"),
+        ("crash", "segfault", "sigsegv", "PYTHONFAULTHANDLER=1"),
+        ("crash", "segfault", "sigbus", "/dev/shm"),
+        ("crash", "segfault", "sigabrt", "terminate called after throwing"),
+        ("crash", "exception", "peer_failure", "Root Cause"),
     ],
 )
 def test_remedies(detector: str, kind: str, cause: str | None, needle: str) -> None:

@@ -204,16 +204,19 @@ def test_glog_lines_use_default_year() -> None:
     assert progress(events)[0].time == pytest.approx(utc(2025, 5, 31, 18, 55, 20) + 0.328)
 
 
-def test_events_are_sorted_by_time_within_a_feed() -> None:
+def test_events_leave_in_file_order_and_never_back_in_time() -> None:
+    """A crash is known where its traceback closes; it goes back among the
+    events written while the traceback was open, to where its time is."""
     stream, _ = make()
     events = stream.feed(
         "2026-01-01 00:00:10 Traceback (most recent call last):\n"
-        "2026-01-01 00:00:05 step 1 | loss 1\n"
-        "2026-01-01 00:00:11 ValueError: x\n",
+        "2026-01-01 00:00:12 step 1 | loss 1\n"
+        "2026-01-01 00:00:13 ValueError: x\n",
         1, 0.0,
     )
-    assert [e.time for e in events] == sorted(e.time for e in events)
-    assert isinstance(events[0], Progress) and isinstance(events[1], Crash)
+    assert [(type(e).__name__, e.time) for e in events] == [
+        ("Crash", utc(2026, 1, 1, 0, 0, 10)), ("Progress", utc(2026, 1, 1, 0, 0, 12))
+    ]
 
 
 # -- odd bytes -----------------------------------------------------------------------

@@ -78,14 +78,24 @@ def stamp(rnd: random.Random, t: list[int]) -> str:
     return f"{date}{sep}{hh:02d}:{mm:02d}:{sec}{frac}"
 
 
+def us_stamp(iso: str) -> str:
+    """The ISO stamp as Python logging's ``%m/%d/%Y %H:%M:%S`` writes it
+    (with the same fraction, as a format with ``,%(msecs)03d`` would)."""
+    return f"{iso[5:7]}/{iso[8:10]}/{iso[0:4]} {iso[11:]}"
+
+
 def make_log(seed: int, n: int) -> str:
     rnd = random.Random(seed)
     t = [1_764_410_400 % 86400]
+    us = rnd.random()  # the share of lines stamped the US way (HF scripts)
     out = []
     for _ in range(n):
         fmt = rnd.choice(PROGRESS_FORMATS) if rnd.random() < 0.75 else rnd.choice(NOISE)
         values = {k: rnd.choice(v) for k, v in VALUES.items()}
-        out.append(fmt.format(ts=stamp(rnd, t), **values))
+        ts = stamp(rnd, t)
+        if rnd.random() < us:
+            ts = us_stamp(ts)
+        out.append(fmt.format(ts=ts, **values))
     return "\n".join(out) + "\n"
 
 
@@ -132,14 +142,63 @@ def test_a_realistic_log_is_read_as_columns_and_agrees(monkeypatch: pytest.Monke
     want = replay(text, False, [10_000, 150_000])
     # The column path must really be taken: count the lines read one by one.
     calls = []
-    real = stream_module.progress_fields
-    monkeypatch.setattr(stream_module, "progress_fields", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = stream_module.progress_values
+    monkeypatch.setattr(stream_module, "progress_values", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     got = replay(text, True, [10_000, 150_000])
     assert got == want
     assert sum(1 for e in want[0] if e.startswith("Progress(")) == 2700
     # Only the line that closes the traceback is read on its own: the crash
     # assembler sees it first.
     assert len(calls) == 1 and "step 2501/" in calls[0]
+
+
+def test_a_log_stamped_the_us_way_is_read_as_columns_and_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HF and SpecForge scripts stamp ``11/29/2026 10:00:00``: their step
+    lines take the column reading too, with the per-line reading's values."""
+    rnd = random.Random(7)
+    lines = [
+        f"11/29/2026 10:{i // 600:02d}:{i // 10 % 60:02d} - INFO - __main__ - step {i}/5000 | loss {2 + rnd.random():.4f}"
+        f" | {21 + rnd.random():.1f} Ktok/s"
+        for i in range(3000)
+    ]
+    text = "\n".join(lines) + "\n"
+    want = replay(text, False, [50_000])
+    calls = []
+    real = stream_module.progress_values
+    monkeypatch.setattr(stream_module, "progress_values", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    got = replay(text, True, [50_000])
+    assert got == want
+    assert sum(1 for e in want[0] if e.startswith("Progress(")) == 3000
+    assert calls == []  # every line was read as columns
+
+
+def test_us_layout_reads_the_stamp_from_the_shape() -> None:
+    layout = TimeParser.us_layout
+    assert layout(b"00/00/0000 00:00:00 - INFO - x") == 0
+    assert layout(b"00/00/0000 00:00:00,000 - INFO - x") == 3
+    assert layout(b"00/00/0000 00:00:00. x") == 0  # no digit after the mark: no fraction
+    assert layout(b"00/00/0000 00:00:000 x") is None
+    assert layout(b"00/00/0000 00:00:00,0000000000 x") is None
+    assert layout(b"0/00/0000 00:00:00 x") is None  # one-digit month: read line by line
+    assert layout(b"00/00/00 00:00:00 x") is None
+    assert layout(b"0000-00-00 00:00:00 x") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 61), st.integers(0, 999), st.integers(1, 13)),
+                min_size=1, max_size=40))
+def test_us_run_answers_as_parse_dated_with_the_same_state_after(stamps: list) -> None:
+    lines = [f"{mo:02d}/29/2025 10:{mm:02d}:{ss:02d},{ms:03d} - step 1" for mm, ss, ms, mo in stamps]
+    one, many = TimeParser(tz=UTC), TimeParser(tz=UTC)
+    want = []
+    for line in lines:
+        value = one.parse_dated(line)
+        if value is None:
+            break
+        want.append(value)
+    got = many.us_run(lines, 3)
+    assert got == want
+    assert (many.year, many._month, many._us_key, many._us_val) == (one.year, one._month, one._us_key, one._us_val)
 
 
 # -- the pieces -------------------------------------------------------------------

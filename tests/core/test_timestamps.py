@@ -121,11 +121,11 @@ def test_repeated_minute_is_converted_once(monkeypatch: pytest.MonkeyPatch) -> N
     calls = []
     real = TimeParser._epoch
 
-    def counting(*args: object) -> float:
+    def counting(self: TimeParser, *args: object) -> float:
         calls.append(args)
-        return real(*args)
+        return real(self, *args)
 
-    monkeypatch.setattr(TimeParser, "_epoch", staticmethod(counting))
+    monkeypatch.setattr(TimeParser, "_epoch", counting)
     p = TimeParser(tz=UTC)
     values = [p.parse(f"2026-11-29 10:00:00,{ms:03d} - INFO - x") for ms in range(100)]
     assert len(calls) == 1

@@ -12,11 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers.events import Crash, Recompile
+from parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES
 from parsers.tracebacks import TRIGGERS, CrashAssembler
 
 REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tracebacks"
-KINDS = {"cuda_oom", "nccl_timeout", "missing_module", "cuda_error", "compile_error", "killed", "exception"}
+KINDS = {"cuda_oom", "nccl_timeout", "missing_module", "cuda_error", "compile_error", "killed", "host_oom", "segfault",
+         "exception"}
 
 
 def feed_lines(lines: list[str], name: str = "log", skip_untriggered: bool = False) -> list[Crash | Recompile]:
@@ -237,6 +239,42 @@ def test_inductor_error_and_backend_failure_are_compile_errors() -> None:
     assert crash.message.startswith("RuntimeError: A compilation subprocess")
 
 
+def test_numpy_private_exception_class_is_read_and_is_host_oom() -> None:
+    text = """\
+        Traceback (most recent call last):
+          File "/w/mask.py", line 30, in pair_mask
+            return np.ones((n_tokens, n_tokens), dtype=np.bool_)
+        numpy._core._exceptions._ArrayMemoryError: Unable to allocate 256. TiB for an array with shape (16777216, 16777216)
+    """
+    [crash] = crashes(feed_text(text))
+    assert (crash.exc_type, crash.kind) == ("numpy._core._exceptions._ArrayMemoryError", "host_oom")
+    assert crash.source == "log:4"
+
+
+def test_dynamo_graph_break_footer_keeps_a_chain_one_crash() -> None:
+    text = """\
+        Traceback (most recent call last):
+          File "/venv/torch/_dynamo/exc.py", line 727, in unimplemented
+            raise Unsupported(msg, gb_type, skip_frame)
+        torch._dynamo.exc.Unsupported: Dynamo recompile limit exceeded
+          Explanation: Dynamo attempted to recompile the code object too many times.
+
+          Developer debug context: Limit type: recompile_limit
+
+         For more details about this graph break, please visit: https://meta-pytorch.github.io/gb0039.html
+
+        The above exception was the direct cause of the following exception:
+
+        Traceback (most recent call last):
+          File "/w/train.py", line 70, in <module>
+            loss = step(batch)
+        torch._dynamo.exc.FailOnRecompileLimitHit: Hard failure due to fail_on_recompile_limit_hit
+    """
+    [crash] = crashes(feed_text(text))
+    assert (crash.kind, crash.cause, crash.exc_type) == (
+        "compile_error", "recompile_limit", "torch._dynamo.exc.FailOnRecompileLimitHit")
+
+
 def test_missing_module_names_the_module() -> None:
     text = """\
         Traceback (most recent call last):
@@ -306,6 +344,34 @@ def test_fx_tracing_forms() -> None:
     assert c.detector == "crash"  # the same words without the tracer's frames are no FX collision
 
 
+def test_hugging_face_tracer_capital_m_is_fx_tracing() -> None:
+    # transformers.utils.fx.HFTracer.path_of_module raises with a capital M
+    # (torch's own Tracer writes "module is ..."); a compiled thread's module
+    # call caught by the tracer's global patch dies this way.
+    text = """\
+        Exception in thread target-server:
+        Traceback (most recent call last):
+          File "/w/serve.py", line 40, in serve
+            out = self.target(x)
+          File "/venv/torch/fx/_symbolic_trace.py", line 829, in module_call_wrapper
+            return self.call_module(mod, forward, args, kwargs)
+          File "/venv/transformers/utils/fx.py", line 1211, in call_module
+            return super().call_module(m, forward, args, kwargs)
+          File "/venv/torch/fx/_symbolic_trace.py", line 528, in call_module
+            module_qualified_name = self.path_of_module(m)
+          File "/venv/transformers/utils/fx.py", line 1160, in path_of_module
+            raise NameError("Module is not installed as a submodule")
+        NameError: Module is not installed as a submodule
+    """
+    [crash] = crashes(feed_text(text))
+    assert (crash.detector, crash.kind, crash.cause, crash.thread) == (
+        "fx_tracing", "fx_tracing", "foreign_module_call", "target-server")
+    # A pasted tail that kept only HF's own tracer frame.
+    tail = "\n".join(textwrap.dedent(text).strip("\n").split("\n")[-3:])
+    [cut] = crashes(feed_text(tail))
+    assert (cut.detector, cut.cause) == ("fx_tracing", "foreign_module_call")
+
+
 @pytest.mark.parametrize(
     ("fixture", "exc_type", "cause", "thread"),
     [
@@ -361,7 +427,9 @@ def test_bare_torch_exception_and_child_failed_report() -> None:
         ("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2021-05-27T21:42:11 DUE TO TIME LIMIT ***", "killed",
          "slurm_time_limit"),
         ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=123.0. Some of your processes may have been "
-         "killed by the cgroup out-of-memory handler.", "killed", "oom_killer"),
+         "killed by the cgroup out-of-memory handler.", "host_oom", "oom_killer"),
+        ("[Tue Dec  1 09:00:00 2026] Out of memory: Killed process 4242 (python) total-vm:99kB", "host_oom",
+         "oom_killer"),
         ("Signal 9 (SIGKILL) received by PID 777", "killed", "sigkill"),
         ("Killed", "killed", "sigkill"),
         ("run.sh: line 12: 31337 Killed                  python train.py", "killed", "sigkill"),
@@ -405,6 +473,9 @@ def test_quiet_lines_never_open_anything() -> None:
 
 def test_realworld_01_nccl_watchdog_timeout_on_ranks_0_and_1() -> None:
     found = crashes(feed_lines(realworld("01"), "01"))
+    # std::terminate after the NCCL abort (lines 128-129): a consequence, marked as one.
+    assert [(c.cause, lineno(c)) for c in found if c.cause in COLLATERAL_CAUSES] == [("terminate", 128)]
+    found = [c for c in found if c.cause not in COLLATERAL_CAUSES]
     assert [(c.kind, c.rank, lineno(c)) for c in found] == [("nccl_timeout", 0, 98), ("nccl_timeout", 1, 99)]
     assert len({c.signature for c in found}) == 1
 
@@ -496,7 +567,12 @@ def test_realworld_17_garbled_accelerator_errors_still_classify() -> None:
     assert child[0].rank == 1 and "scripts.base_train FAILED" in child[0].message
     interrupts = [c for c in found if c.cause == "keyboard_interrupt"]
     assert [lineno(c) for c in interrupts] == [1161, 1490]
-    assert len(found) == len(cuda) + len(child) + len(interrupts)
+    # torch elastic's own lines: SIGTERM to the siblings, the failed rank's exit code.
+    stopping = [c for c in found if c.cause in WEAK_CAUSES]
+    assert (lineno(stopping[0]), stopping[0].cause) == (695, "torchrun_stopping")
+    assert (lineno(stopping[1]), stopping[1].cause, stopping[1].rank) == (696, "child_exit", 1)
+    assert all(c.kind != "killed" for c in stopping)
+    assert len(found) == len(cuda) + len(child) + len(interrupts) + len(stopping)
     assert not any(lineno(c) > 1999 for c in found)  # attempt 2 is healthy
 
 
@@ -512,7 +588,9 @@ def test_realworld_19_oom_then_file_not_found_cascade() -> None:
     assert (found[0].kind, found[0].rank, lineno(found[0])) == ("cuda_oom", 0, 541)
     child = [lineno(c) for c in found if c.cause == "child_failed"]
     assert child == [558, 607, 658, 712, 761, 812, 861]  # FAILED lines 560, 609, ... minus two
-    rest = [c for c in found[1:] if c.cause != "child_failed"]
+    exits = [lineno(c) for c in found if c.cause == "child_exit"]
+    assert exits == [544, 593, 644, 698, 747, 798, 847]  # "failed (exitcode: 1) local_rank: 0"
+    rest = [c for c in found[1:] if c.cause not in ("child_failed", "child_exit")]
     assert rest and all(c.exc_type == "FileNotFoundError" and c.kind == "exception" for c in rest)
 
 
@@ -544,6 +622,13 @@ _FRAGMENTS = [
     "   function: 'f' (/a.py:1)", "   last reason: 1/7: x == 1", "Recompiling function f in /a.py:1",
     "    - 0/0: x", "Exception in thread t:", "slurmstepd: error: *** JOB 1 ON n CANCELLED AT x ***", "Killed",
     "torch._dynamo.exc.FailOnRecompileLimitHit: x", "from user code:", "Set TORCHDYNAMO_VERBOSE=1",
+    "Fatal Python error: Segmentation fault", "Current thread 0x00007f0 (most recent call first):",
+    '  File "/a.py", line 3 in f', "Extension modules: torch._C (total: 1)",
+    "W1201 09:19:29.014000 9 api.py:1028] Sending process 9042 closing signal SIGTERM",
+    "E1201 09:19:29.031000 9 api.py:1002] failed (exitcode: -11) local_rank: 1 (pid: 9043) of binary: x",
+    "  traceback : Signal 11 (SIGSEGV) received by PID 9043", "Out of memory: Killed process 12 (python)",
+    "terminate called after throwing an instance of 'c10::DistBackendError'",
+    "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 1 TiB",
 ]
 
 

@@ -1,0 +1,212 @@
+"""One crash incident: the root cause, its copies and its consequences.
+
+What ``detectors/crash.py`` merges into one alert, and the small judgements
+it makes about single crashes: is this a consequence of another rank's
+failure (``is_collateral``), two crashes of one specific class
+(``same_class``), "the same crash" by signature or by message
+(``signature_of``, ``message_key``), and does a progress line after it
+prove that the program went on (``weigh``). Bounded: an incident keeps at
+most ``_COLLATERAL_KEEP`` consequences and ``_RANKS_KEEP`` ranks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from parsers.events import Crash, Progress
+from parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
+
+from .base import Alert
+
+_COLLATERAL_KEEP = 32
+_RANKS_KEEP = 1024
+# Kinds that are a death by themselves: nothing follows them.
+FATAL_KINDS = frozenset({"killed", "segfault"})
+
+
+@dataclass(frozen=True, slots=True)
+class CrashEpisode:
+    """One incident as seen across ranks: what ``episodes()`` returns."""
+
+    detector: str
+    kind: str
+    signature: str
+    first_time: float
+    last_time: float
+    ranks: tuple[int, ...]
+    count: int
+    alert: Alert
+    # The other crashes merged into it (consequences, the report), and
+    # whether it was a caught traceback the program survived.
+    collateral: int = 0
+    survived: bool = False
+    # torch elastic's report merged into it (its one-line summary), if any:
+    # it may arrive after the alert was sent.
+    report: str | None = None
+
+
+def is_report(c: Crash) -> bool:
+    return short_type(c.exc_type) == "ChildFailedError"
+
+
+def is_collateral(c: Crash) -> bool:
+    """A consequence of another rank's failure (or the agent's account of it)."""
+    return c.cause in COLLATERAL_CAUSES or c.kind == "nccl_timeout" or is_report(c)
+
+
+def stream_of(c: Crash | Progress) -> tuple[str, int | None, int]:
+    """(file, rank, line) of an event's ``source``."""
+    file, _, line = c.source.rpartition(":")
+    return file, c.rank, int(line) if line.isdigit() else -1
+
+
+class Incident:
+    __slots__ = (
+        "root", "root_collateral", "silent", "first_time", "last_time", "deadline", "ranks", "count",
+        "copies", "collateral", "report", "sealed", "survived", "alert", "sent", "folded", "signature",
+        "base_step", "file", "last_line", "arrival", "window_end", "known", "proof", "proof_late",
+        "disproved", "proof_line", "first_line",
+    )
+
+    def __init__(self, crash: Crash, signature: str, arrival: float, hold: float, window: float) -> None:
+        self.root = crash
+        self.root_collateral = is_collateral(crash)
+        self.silent = crash.cause in WEAK_CAUSES
+        self.signature = signature
+        self.first_time = crash.time
+        self.last_time = crash.time
+        # Data time when it was first seen; the alert waits ``hold`` from
+        # there for the other ranks' copies, and progress up to
+        # ``window_end`` decides whether the program survived it.
+        self.arrival = arrival
+        self.window_end = arrival + window
+        self.deadline = max(arrival + hold, self.window_end)
+        self.known = False  # a signature already seen survived: long window
+        # Progress lines of its stream after it: steps later than before it
+        # (``proof``: inside the window; ``proof_late``: at any time), or
+        # a step not later (``disproved``: a relaunch, not the run going on).
+        self.proof = 0
+        self.proof_late = 0
+        self.disproved = False
+        self.proof_line = -1
+        self.ranks: list[int] = []
+        self.count = 0
+        self.copies: dict[str, int] = {}
+        self.collateral: list[Crash] = []
+        self.report: Crash | None = crash if is_report(crash) else None
+        self.sealed = self.root_collateral or crash.kind in FATAL_KINDS
+        self.survived: str | None = None
+        self.alert: Alert | None = None
+        self.sent = False
+        self.folded: "Incident | None" = None  # a survived repeat: counted in that episode
+        # The last step its stream reported before the exception line: only
+        # a later step is the same run going on (a relaunch starts again).
+        self.base_step: int | None = None
+        # Where in which file it was last seen: a report follows its root in
+        # the same file even when the root's stamp is stale (see _latest).
+        self.file, _, self.last_line = stream_of(crash)
+        self.first_line = self.last_line
+        self._count_in(crash)
+
+    def _count_in(self, c: Crash) -> None:
+        file, _, line = stream_of(c)
+        if file == self.file:
+            self.last_line = max(self.last_line, line)
+            self.first_line = min(self.first_line, line)
+        self.count += 1
+        self.last_time = max(self.last_time, c.time)
+        if c.rank is not None and c.rank not in self.ranks and len(self.ranks) < _RANKS_KEEP:
+            self.ranks.append(c.rank)
+
+    def add_copy(self, c: Crash) -> None:
+        self._count_in(c)
+        name = short_type(c.exc_type) or c.kind
+        self.copies[name] = self.copies.get(name, 0) + 1
+        if self.folded is not None:
+            self.folded.add_copy(c)
+
+    def add_collateral(self, c: Crash) -> None:
+        self._count_in(c)
+        self.sealed = True
+        if is_report(c) and self.report is None:
+            self.report = c
+        if len(self.collateral) < _COLLATERAL_KEEP:
+            self.collateral.append(c)
+
+    def promote(self, c: Crash, signature: str) -> None:
+        """A root cause arrived after its consequences: it names the incident."""
+        old = self.root
+        self.collateral.insert(0, old)
+        del self.collateral[_COLLATERAL_KEEP:]
+        self.root = c
+        self.signature = signature
+        self.root_collateral = is_collateral(c)
+        self.silent = False
+        self.first_time = min(self.first_time, c.time)
+        self._count_in(c)
+
+    def survivable(self, detector: str) -> bool:
+        root = self.root
+        return (
+            detector == "crash" and not self.sealed and bool(root.frames) and root.kind not in FATAL_KINDS
+            and not self.root_collateral
+        )
+
+    def snapshot(self, detector: str) -> CrashEpisode:
+        assert self.alert is not None
+        return CrashEpisode(
+            detector, self.root.kind, self.signature, self.first_time, self.last_time, tuple(sorted(self.ranks)),
+            self.count, self.alert, len(self.collateral), self.survived is not None,
+            self.report.message if self.report is not None else None,
+        )
+
+
+def same_class(a: Crash, b: Crash) -> bool:
+    """Two crashes of one specific class (``cuda_oom``, ``invalid_device_ordinal``,
+    ``disk_full``...) close together are one failure seen twice; a plain
+    ``exception`` without a cause says too little to tell."""
+    if is_collateral(a) or is_collateral(b) or a.kind != b.kind or a.cause != b.cause:
+        return False
+    return a.kind != "exception" or a.cause is not None
+
+
+# Progress lines after a traceback that prove the run went on: one is not
+# enough, tqdm redraws its bar once more when the dying process closes it.
+PROOF_LINES = 2
+
+
+def weigh(inc: "Incident", line: int, step: int | None, in_window: bool) -> None:
+    """Count one progress line of the crash's stream as evidence of life.
+
+    Only lines after the exception line that name a step count; a step not
+    later than the last one before the crash is a relaunch starting again,
+    and then nothing after it proves anything."""
+    if step is None or line <= inc.last_line or line <= inc.proof_line or inc.disproved:
+        return
+    if inc.base_step is not None and step <= inc.base_step:
+        inc.disproved = True
+        return
+    inc.proof_line = line
+    inc.proof_late += 1
+    if in_window:
+        inc.proof += 1
+
+
+def signature_of(c: Crash) -> str:
+    return c.signature or f"{c.exc_type}:{c.message[:120]}"
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def message_key(c: Crash) -> str:
+    """A second notion of "the same crash": ranks that print at once
+    interleave their frames, so one crash can reach us under several
+    signatures. The same exception type with the same message, up to the
+    numbers in it (the rank's GPU, its free bytes), within the window, is a
+    copy too."""
+    exc = c.exc_type.rsplit(".", 1)[-1]
+    return f"msg|{c.detector}|{c.kind}|{exc}|{_DIGITS.sub('#', ' '.join(c.message.split()))[:160]}"
+
+
