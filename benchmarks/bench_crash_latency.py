@@ -14,6 +14,7 @@ Target (issue 10): the alert within 1 s of the log going quiet.
 from __future__ import annotations
 
 import argparse
+import random
 import select
 import signal
 import statistics
@@ -60,7 +61,9 @@ def main() -> None:
                     sys.exit(f"trial {trial}: no alert within 10 s")
                 proc.stdout.readline()
                 latencies.append(time.monotonic() - wrote)
-                time.sleep(1.5)  # a different crash each trial (the same one would be one incident)
+                # A different crash each trial (the same one would be one incident),
+                # written at a random phase of the tailer's 0.5 s rounds.
+                time.sleep(1.5 + random.random() * 0.5)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.communicate(timeout=10)

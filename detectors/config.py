@@ -115,10 +115,21 @@ class DetectorConfig:
     stall_first_s: float = 600.0
 
     # -- crash / fx_tracing ---------------------------------------------------
-    crash_dedupe_s: float = 30.0
+    # Copies and consequences of one crash (other ranks, torchrun's report)
+    # this far apart are one incident: ranks' copies arrive up to a minute apart.
+    crash_dedupe_s: float = 60.0
     # How long (data time) a crash alert waits for the other ranks' copies
-    # before it is sent, so that its evidence names every rank.
+    # before it is sent, so that its evidence names every rank. Live, a quiet
+    # log ends the wait at once.
     crash_hold_s: float = 5.0
+    # A traceback followed within this long (data time) by two later steps
+    # of its stream was caught and survived: a warning, not a crash. Live,
+    # it is also how long past the log going quiet the verdict waits.
+    crash_survive_s: float = 0.4
+    # A traceback the run already survived gets this long for its progress.
+    crash_caught_window_s: float = 300.0
+    # A crash read this long before the job's exit is the exit's reason.
+    exit_crash_window_s: float = 1800.0
     crash_traceback_lines: int = 40
     crash_frames: int = 5
 

@@ -88,12 +88,12 @@ _WATCH_KEEP = 8
 # Progress of the crash's own stream within this long (data time) after the
 # crash was first seen means the program caught it and went on. Short: a
 # crash that ends a live log is an alert this soon after its Quiet.
-# Proposed DetectorConfig field: ``crash_survive_s``.
-SURVIVE_WINDOW_S = 1.0
+# ``DetectorConfig.crash_survive_s``; this is its default.
+SURVIVE_WINDOW_S = DetectorConfig().crash_survive_s
 # A signature the program already survived once gets this long for its next
 # progress (slow steps): a repeat then adds to that episode, no new alert.
-# Proposed DetectorConfig field: ``crash_caught_window_s``.
-KNOWN_CAUGHT_WINDOW_S = 300.0
+# ``DetectorConfig.crash_caught_window_s``; this is its default.
+KNOWN_CAUGHT_WINDOW_S = DetectorConfig().crash_caught_window_s
 # A consequence this few lines after an incident's last line in the same
 # file joins it whatever the stamps say (one torchrun report, a few ranks'
 # tracebacks).
@@ -231,7 +231,7 @@ class CrashDetector:
             self._remember(recent, sig, alias)
             return
         known = self.name == "crash" and sig in self._survived
-        window = KNOWN_CAUGHT_WINDOW_S if known else SURVIVE_WINDOW_S
+        window = self.config.crash_caught_window_s if known else self.config.crash_survive_s
         inc = Incident(c, sig, max(t, self._clock), self.config.crash_hold_s, window)
         inc.known = known
         if not inc.survivable(self.name):

@@ -17,12 +17,13 @@ from parsers.events import Crash, Event, ProcessExit
 from parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
 
 from .base import Alert
+from .config import DetectorConfig
 
 NAME = "process_exit"
 # A crash read this long (data time) before the exit is the exit's reason;
-# an older one belongs to an earlier incarnation or was survived. Proposed
-# DetectorConfig field: ``exit_crash_window_s``.
-EXIT_CRASH_WINDOW_S = 1800.0
+# an older one belongs to an earlier incarnation or was survived
+# (``DetectorConfig.exit_crash_window_s``).
+EXIT_CRASH_WINDOW_S = DetectorConfig().exit_crash_window_s
 
 
 def signal_name(number: int) -> str:
@@ -52,7 +53,8 @@ class ProcessExitDetector:
 
     def _reason(self, e: ProcessExit) -> Crash | None:
         c = self._crash
-        if c is None or e.kind == "clean" or e.time - c.time > EXIT_CRASH_WINDOW_S:
+        window = getattr(self.config, "exit_crash_window_s", EXIT_CRASH_WINDOW_S)
+        if c is None or e.kind == "clean" or e.time - c.time > window:
             return None
         return c
 

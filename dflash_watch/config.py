@@ -193,6 +193,9 @@ DETECTOR_KEYS: dict[str, Threshold] = {
     # crash / fx_tracing
     "crash_dedupe_s": Threshold(NON_NEGATIVE, "the same crash again within this long is one alert"),
     "crash_hold_s": Threshold(NON_NEGATIVE, "a crash waits this long for the other ranks' copies"),
+    "crash_survive_s": Threshold(NON_NEGATIVE, "a traceback followed this soon by two later steps was survived"),
+    "crash_caught_window_s": Threshold(NON_NEGATIVE, "a traceback survived before gets this long for its progress"),
+    "exit_crash_window_s": Threshold(POSITIVE, "a crash this long before the job's exit is its reason"),
     "crash_traceback_lines": Threshold(COUNT, "traceback lines kept as evidence"),
     "crash_frames": Threshold(COUNT, "stack frames named in the message"),
     # recompile

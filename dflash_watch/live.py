@@ -174,6 +174,8 @@ class LiveSession:
         self._tailers: list[Any] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        # Wakes the tick loop early: a stop, or deadlines that moved.
+        self._rearm = threading.Event()
         self._log_rounds = Rounds()
 
     # -- lifecycle ------------------------------------------------------------
@@ -202,6 +204,7 @@ class LiveSession:
     def stop(self) -> None:
         """Stop watching. Never touches the job: it keeps running."""
         self._stop.set()
+        self._rearm.set()
         self._log_rounds.wake()
         if self._sampler_thread is not None:
             self._sampler_thread.stop(timeout=2.0)
@@ -270,6 +273,7 @@ class LiveSession:
                 announced = True
                 now = self.clock()
                 monitor.quiet(now, now - (time.monotonic() - last_data) * self._speed())
+                self._rearm.set()  # deadlines moved: the tick loop looks again
             rounds.end(covered)
             # While data flows, rounds are a little shorter: the first empty
             # one tells that the log went quiet, at most two such rounds
@@ -350,9 +354,25 @@ class LiveSession:
         if self.follow is not None:
             self.follow.observe()
 
+    def _next_tick_s(self) -> float:
+        """Wall seconds to the next tick: ``tick_s``, or sooner when a
+        detector's deadline falls before it (a crash whose hold or survival
+        window ends in 0.3 s is sent then, not at the next whole tick)."""
+        speed = self._speed()
+        with self.monitor.lock:
+            deadline = self.monitor.detectors.deadline()
+            if deadline is None or speed <= 0:
+                return self.tick_s
+            wait = (deadline - self.clock()) / speed
+        return min(self.tick_s, max(0.01, wait + 0.005))
+
     def _tick_loop(self) -> None:
         last_status = 0.0
-        while not self._stop.wait(self.tick_s):
+        while True:
+            self._rearm.wait(self._next_tick_s())
+            self._rearm.clear()
+            if self._stop.is_set():
+                return
             # Read the clock under the Monitor's lock: read outside, it may
             # predate a chunk being fed right now (the first chunk of a
             # catch-up, before the clock follows the data), and the tick

@@ -14,8 +14,10 @@ It runs on across a later stamp rather than jump to it: the steps' own
 durations leave out evaluation and checkpoint time, so each stamp would be
 a few minutes ahead of the estimate, and a jump there would look like a
 silence (a stall) that never was. It re-anchors when a stamp falls behind
-the estimate (steps said longer than they took) or far ahead of it
-(``REANCHOR_S``: a pause or a relaunch, not drift). Other events that carry
+the estimate (steps said longer than they took), when it is ahead by more
+than drift can explain (``DRIFT_SHARE`` of the time run on, at least
+``DRIFT_MIN_S``: a relaunch or a real pause, with stamped lines between),
+or when the steps go back (a relaunch from a checkpoint). Other events that carry
 the stale stamp (a traceback after the last step) take the clock's time,
 so events stay in the order the log wrote them.
 
@@ -24,9 +26,12 @@ so events stay in the order the log wrote them.
 >>> lines = [Progress(1000.0, "l:1", step=s, step_seconds=10.0, clocked=False) for s in (1, 2, 4)]
 >>> [e.time for e in clock.apply(lines)]
 [1010.0, 1020.0, 1040.0]
->>> later = Progress(1100.0, "l:9", step=5, step_seconds=10.0, clocked=False)  # a stamp 60 s ahead
+>>> later = Progress(1045.0, "l:9", step=5, step_seconds=10.0, clocked=False)  # a stamp 5 s ahead: drift
 >>> clock.apply([later])[0].time
 1050.0
+>>> relaunch = Progress(1300.0, "l:99", step=1, step_seconds=10.0, clocked=False)  # far ahead, steps back
+>>> clock.apply([relaunch])[0].time
+1310.0
 """
 
 from __future__ import annotations
@@ -35,8 +40,11 @@ from dataclasses import replace
 
 from parsers.events import Event, Progress
 
-# A stamp this far ahead of the step clock is a real gap, not drift.
-REANCHOR_S = 3600.0
+# A stamp ahead of the step clock by more than this share of the time run on
+# (and at least DRIFT_MIN_S) is a real gap, not the drift of evaluations and
+# checkpoints the step times leave out (nanochat: ~5 min per 2 h of steps).
+DRIFT_SHARE = 0.15
+DRIFT_MIN_S = 60.0
 
 
 class StepClock:
@@ -76,7 +84,10 @@ class StepClock:
             self._start(e.time)
         elif e.time != self._stamp:
             self._stamp = e.time
-            if e.time < self._now or e.time - self._now > REANCHOR_S:
+            ahead = e.time - self._now
+            if ahead < 0 or ahead > max(DRIFT_MIN_S, DRIFT_SHARE * self._elapsed) or (
+                e.step is not None and self._step is not None and e.step < self._step
+            ):
                 self._start(e.time)
         seconds = e.step_seconds
         if seconds is None or seconds <= 0 or e.step is None:

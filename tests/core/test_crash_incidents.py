@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from detectors.config import DetectorConfig
+from detectors.crash import SURVIVE_WINDOW_S as W
 from detectors.crash import CrashDetector
 from detectors.process_exit import ProcessExitDetector
 from detectors.registry import DetectorSet, build_detectors
@@ -172,9 +173,9 @@ def test_quiet_sends_a_sealed_incident_at_once_but_not_an_undecided_traceback() 
                frames=(Frame("a.py", 1, "f"),))
     det.update(tb)
     assert det.deadline() == last + 105  # the rank-merge hold
-    assert det.update(Quiet(last + 100.4, last + 100)) == []
-    assert det.deadline() == last + 101  # the copies are in; the survival window is not over
-    (late,) = det.update(Tick(last + 101))
+    assert det.update(Quiet(last + 100 + 0.8 * W, last + 100)) == []
+    assert det.deadline() == last + 100 + W  # the copies are in; the survival window is not over
+    (late,) = det.update(Tick(last + 100 + W))
     assert late.severity == "critical"
     # A Quiet after the window sends it at once.
     det.update(Crash(last + 200, "t.log:90", "crash", "exception", "KeyError", "k", "KeyError @ a.py:g",
@@ -210,8 +211,8 @@ def test_survived_repeats_over_days_stay_one_episode_and_firing_stays_bounded() 
         alerts += det.update(Progress(t - 1, f"t.log:{line}", step=day * 10))
         alerts += det.update(Crash(t, f"t.log:{line + 5}", "crash", "exception", "ConnectionError", f"retry {day}",
                                    "ConnectionError @ wandb.py:upload", frames=(Frame("wandb.py", 9, "upload"),)))
-        alerts += det.update(Progress(t + 0.5, f"t.log:{line + 8}", step=day * 10 + 1))
-        alerts += det.update(Progress(t + 1, f"t.log:{line + 9}", step=day * 10 + 2))
+        alerts += det.update(Progress(t + 0.4 * W, f"t.log:{line + 8}", step=day * 10 + 1))
+        alerts += det.update(Progress(t + 0.8 * W, f"t.log:{line + 9}", step=day * 10 + 2))
         alerts += det.update(Tick(t + 10))
     assert [a.severity for a in alerts] == ["warning"]
     (episode,) = det.episodes()
@@ -221,8 +222,8 @@ def test_survived_repeats_over_days_stay_one_episode_and_firing_stays_bounded() 
         t = T0 + 10 ** 6 + i * 100.0
         det.update(Crash(t, f"u.log:{10 * i + 1}", "crash", "exception", "KeyError", "k", f"KeyError @ f{i}.py:g",
                          frames=(Frame(f"f{i}.py", 1, "g"),)))
-        det.update(Progress(t + 0.5, f"u.log:{10 * i + 2}", step=10 * i + 1))
-        det.update(Progress(t + 1, f"u.log:{10 * i + 3}", step=10 * i + 2))
+        det.update(Progress(t + 0.4 * W, f"u.log:{10 * i + 2}", step=10 * i + 1))
+        det.update(Progress(t + 0.8 * W, f"u.log:{10 * i + 3}", step=10 * i + 2))
         alerts += det.update(Tick(t + 10))
     assert len(alerts) == 32 and {a.severity for a in alerts} == {"warning"}
 
