@@ -168,6 +168,20 @@ class ThroughputDrop:
         self._rise = []
         self._rise_since = None
 
+    def _new_loop(self, p: Progress) -> list[Alert]:
+        """Another loop's bar (prediction after training, the next stage): its
+        rate says nothing of the training's, so what was learned is dropped
+        (a given tokens/s baseline stays)."""
+        self.baseline = self.given_baseline if self.unit == TOKENS else None
+        self._learn = []
+        self._learn_start = None
+        if self.episode.active:
+            return self.episode.resolve(
+                p.time, "another loop's progress bar began: learning its rate anew", p.source,
+                {"reason": "new loop", "total_steps": p.total_steps},
+            )
+        return []
+
     def _new_unit(self, unit: str, p: Progress) -> list[Alert]:
         """Another logger: what was learned in the old unit says nothing."""
         self.unit = unit
@@ -227,7 +241,10 @@ class ThroughputDrop:
         last_step = self._last_step
         back = step is not None and last_step is not None and step < last_step
         interleaved = False
-        if back and self._last_total and last_step + 1 >= self._last_total and step <= 1:
+        new_loop = False
+        if back and self._last_total and p.total_steps is not None and p.total_steps != self._last_total:
+            new_loop = True  # a bar of another length: another loop (predict after train), learned anew
+        elif back and self._last_total and last_step + 1 >= self._last_total and step <= 1:
             back = False  # the next epoch's bar (100/100, then 0/100): not a relaunch
         elif back and last_t is not None and t - last_t <= c.clock_jitter_s:
             # Ranks' lines interleaved by their stamps: a step's first copy
@@ -244,6 +261,8 @@ class ThroughputDrop:
             self._last_total = p.total_steps
         if relaunched:
             self._restart(t)
+            if new_loop:
+                out += self._new_loop(p)
         self._seen += 1
         if self._seen <= self._warm_n or t - self._start < c.throughput_warmup_s:  # type: ignore[operator]
             return out

@@ -319,14 +319,26 @@ class LogStream:
 
             line_time: float | None = None
             if flags & _PROGRESS:
-                if line[:1] == "[" or (has_cr and "\r" in line):
-                    found = self._progress(line, has_cr)
+                if has_cr and "\r" in line:
+                    # A tqdm bar redrawn in place: every state it showed is
+                    # progress (HF Trainer's one bar spans the whole run).
+                    for found in self._redraws(line):
+                        event, clock, covered = self._dated(
+                            found, text, covered, start, end, clock, line, lineno, fallback_time
+                        )
+                        append(event)
+                        line_time = event.time
                 else:
-                    found = progress_values(line, None, pattern, shape)
-                if found is not None:
-                    event, clock, covered = self._dated(found, text, covered, start, end, clock, line, lineno, fallback_time)
-                    append(event)
-                    line_time = event.time
+                    if line[:1] == "[":
+                        found = self._progress(line, has_cr)
+                    else:
+                        found = progress_values(line, None, pattern, shape)
+                    if found is not None:
+                        event, clock, covered = self._dated(
+                            found, text, covered, start, end, clock, line, lineno, fallback_time
+                        )
+                        append(event)
+                        line_time = event.time
             if is_open or flags & _TRIGGER:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock, line)
@@ -517,6 +529,30 @@ class LogStream:
             if literal in line:
                 return flags | _TRIGGER
         return flags
+
+    def _redraws(self, line: str) -> list[tuple]:
+        """The Progress values of each state of a line redrawn with '\\r', in
+        order, one per step shown (a bar redraws a step more than once). A
+        state that does not parse (the dict HF prints after its bar, glued)
+        is skipped; so is a state with no step equal to the one before it."""
+        rank = None
+        if line[:1] == "[":
+            rank, line = split_rank(line)
+        out: list[tuple] = []
+        last = None
+        for segment in line.split("\r"):
+            if not segment.strip():
+                continue
+            found = progress_values(segment, rank, self._pattern)
+            if found is None:
+                continue
+            key = found[0] if found[0] is not None else found
+            if key == last:
+                out[-1] = found  # the newer state of the same step
+                continue
+            last = key
+            out.append(found)
+        return out
 
     def _progress(self, line: str, has_cr: bool) -> tuple | None:
         """The line's Progress values after time and source (``progress_values``)."""

@@ -143,7 +143,10 @@ def _window_monitor(window: Window, **kwargs: Any) -> Any:
                 self._last_step = (event.step, event.time)
             if window.unit != TOKENS:
                 # A run without a tokens rate: its own rate stands in for it.
-                event = replace(event, tokens_per_s=rate if unit == window.unit else None)
+                # Other units (an eval bar) are left out of the series.
+                keep = unit == window.unit
+                event = replace(event, tokens_per_s=rate if keep else None, rate=rate if keep else None,
+                                rate_unit=unit if keep else None)
             return event
 
     return WindowMonitor()

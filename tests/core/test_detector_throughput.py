@@ -135,3 +135,24 @@ def test_backward_clock_jump_neither_restarts_nor_blinds():
     assert det.restarts == 1 and det._clock.jumps == 1
     fired = alerts[0]
     assert 90 <= fired.time - (T0 + 2500 - 3600) <= 120
+
+
+def test_a_bar_of_another_length_after_the_last_is_another_loop_not_a_drop() -> None:
+    """HF Trainer: training's bar ends (625/625 at 0.27 it/s), then predict's bar
+    (its first rated state 2/2850) runs at 0.15 it/s. That is another loop,
+    learned anew, not a drop."""
+    from detectors.config import DetectorConfig
+    from detectors.throughput import ThroughputDrop
+    from parsers.events import Progress
+
+    det = ThroughputDrop(DetectorConfig())
+    alerts = []
+    t = 1000.0
+    for step in range(1, 626):
+        t += 3.7
+        alerts += det.update(Progress(t, f"l:{step}", step=step, total_steps=625, rate=0.27, rate_unit="it/s"))
+    assert det.learned_rate() == (pytest.approx(0.27), "it/s")
+    for step in range(2, 400):
+        t += 6.6
+        alerts += det.update(Progress(t, f"p:{step}", step=step, total_steps=2850, rate=0.15, rate_unit="it/s"))
+    assert [a for a in alerts if a.state == "firing"] == []

@@ -38,16 +38,7 @@ LABELS: dict[str, Any] = json.loads((FIXTURES / "LABELS.json").read_text())["log
 
 # (log, check) -> the feature the check waits for.
 XFAIL: dict[tuple[str, str], str] = {
-    ("hf_trainer_slowdown", "tqdm_gives_it_per_s"): "only the last \\r-redraw of a line is read, the tqdm redraws before it are lost",
-    ("hf_trainer_slowdown", "tqdm_rate_falls"): "only the last \\r-redraw of a line is read, the tqdm redraws before it are lost",
-    ("hf_trainer_slowdown", "throughput_drop_fires"): "throughput_drop on tqdm it/s with tqdm's elapsed as the clock",
-    ("hf_trainer_crash_exit_redraw", "one_critical_crash"): "tqdm's exit redraw after a fatal traceback is not 'training went on'",
     ("hf_trainer_crash_exit_redraw", "tqdm_gives_it_per_s"): "only the last \\r-redraw of a line is read, the tqdm redraws before it are lost",
-    ("hf_trainer_crash", "tqdm_gives_it_per_s"): "only the last \\r-redraw of a line is read, the tqdm redraws before it are lost",
-    ("compile_recompile_limit_fatal", "one_critical_crash"): "a chained traceback ('direct cause of') as one crash",
-    ("compile_recompiles", "recompile_limit_named"): "the recompile limit hit named while a storm alert is firing",
-    ("host_oom_numpy", "host_oom"): "numpy's _ArrayMemoryError (a MemoryError) as host_oom",
-    ("host_oom_numpy", "one_critical_crash"): "numpy's _ArrayMemoryError (a MemoryError) as host_oom",
 }
 
 
