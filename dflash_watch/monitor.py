@@ -24,6 +24,7 @@ from detectors.base import Alert
 from detectors.config import DetectorConfig
 from detectors.registry import DetectorSet, build_detectors
 from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Quiet, Recompile, Tick
+from parsers.signatures import COLLATERAL_CAUSES
 from parsers.stream import LogStream
 
 from .alertbook import AlertBook
@@ -102,6 +103,9 @@ class Monitor:
         # Live: the time since which every log has been quiet (``quiet``),
         # None while lines are coming.
         self.quiet_since: float | None = None
+        # Per file, the line read so far only as redraws (its source) and the
+        # last step they showed (``feed_partial``).
+        self._partials: dict[str, tuple[str, int | None]] = {}
         # Recent raw lines per file for the log view; 0 keeps none (replay).
         self.keep_lines = keep_lines
         self.lines: dict[str, deque[tuple[int, str]]] = {}
@@ -143,6 +147,8 @@ class Monitor:
                 self._streams[path] = state
             self.quiet_since = None
             events = state.stream.feed(text, first_lineno, now)
+            if path in self._partials:
+                events = self._after_partials(path, events)
             # Live, a progress line without a timestamp of its own happened
             # when we read it (``now``, the data's clock run on by the wall),
             # not when the last logger line was stamped. Not so before any
@@ -180,7 +186,21 @@ class Monitor:
         progress = parse_progress(rest, now, f"{_display_name(path)}:{lineno}", rank, self._progress_pattern)
         if progress is None:
             return []
-        return self.feed_events((progress,))
+        with self._lock:
+            self._partials[path] = (progress.source, progress.step)
+            return self.feed_events((progress,))
+
+    def _after_partials(self, path: str, events: list[Event]) -> list[Event]:
+        """The complete line whose redraws were read as they came (a tqdm bar):
+        the states already seen live are not progress a second time (they
+        would arrive at once, steps gone back, when the epoch's newline comes)."""
+        source, step = self._partials.pop(path)
+        if step is None:
+            return events
+        return [
+            e for e in events
+            if not (type(e) is Progress and e.source == source and e.step is not None and e.step <= step)
+        ]
 
     def remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
         ring = self.lines.get(path)
@@ -297,7 +317,11 @@ class Monitor:
             if self.keep_history:
                 self.gpus.add(event)
         elif isinstance(event, Crash):
-            self.last_crash = event
+            # The root cause names the job's exit and the relaunch's crash
+            # loop, not its consequences (a sibling's "Connection closed by
+            # peer", torchrun's report) that come after it.
+            if event.cause not in COLLATERAL_CAUSES or self.last_crash is None:
+                self.last_crash = event
         elif isinstance(event, Recompile):
             self.recompiles += 1
         elif isinstance(event, GpuLost):

@@ -188,3 +188,34 @@ def test_a_jobs_last_lines_are_read_before_its_exit_is_judged(tmp_path: Path) ->
         while time.time() < deadline and not job.signatures:
             time.sleep(0.02)
     assert job.signatures and job.signatures[0] is not None and "OutOfMemoryError" in job.signatures[0]
+
+
+def test_a_bar_read_live_as_redraws_is_not_read_again_when_its_line_ends(tmp_path: Path) -> None:
+    """HF Trainer's bar: live, each redraw is progress as it comes; when the
+    line's newline finally comes, its states are not fed a second time (steps
+    would go back and the throughput detector would see a relaunch)."""
+    log = tmp_path / "train.log"
+    log.write_text("")
+    monitor = Monitor()
+    steps: list = []
+    real = monitor._handle_progress
+
+    def seen(event):  # noqa: ANN001, ANN202
+        steps.append(event.step)
+        return real(event)
+
+    monitor._handle_progress = seen  # type: ignore[method-assign]
+    session = LiveSession(monitor, logs=(str(log),), use_nvml=False, tick_s=0.05)
+    with session:
+        with open(log, "a", encoding="utf-8") as fh:
+            for step in range(1, 11):
+                fh.write(f"\r{step * 10}%|#         | {step}/10 [00:{step:02d}<00:10, 1.00it/s]")
+                fh.flush()
+                time.sleep(0.12)
+            fh.write("\n")
+        deadline = time.time() + 5
+        while time.time() < deadline and monitor.quiet_since is None:
+            time.sleep(0.05)
+    assert steps, "no progress read live"
+    assert steps == sorted(steps), steps  # never back
+    assert steps[-1] == 10 and len(steps) == len(set(steps))

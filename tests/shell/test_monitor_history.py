@@ -67,3 +67,17 @@ def test_the_throughput_series_is_the_runs_own_rate_in_its_unit() -> None:
     assert monitor.throughput_unit == "tok/s" and monitor.throughput.count == 1
     monitor.feed_events([Progress(301.0, "l:11", step=3, rate=9.8, rate_unit="it/s")])
     assert monitor.throughput_unit == "tok/s" and monitor.throughput.last_value == 21500.0
+
+
+def test_the_last_crash_is_the_root_cause_not_its_consequence() -> None:
+    """torchrun's report and the siblings' peer errors follow the root cause:
+    the job's exit (and a crash loop) must name the root cause."""
+    from dflash_watch.monitor import Monitor
+    from parsers.events import Crash
+
+    monitor = Monitor()
+    root = Crash(100.0, "l:5", "crash", "cuda_oom", "torch.OutOfMemoryError", "oom", "oom @ a.py:f", rank=3)
+    peer = Crash(101.0, "l:9", "crash", "exception", "RuntimeError", "Connection closed by peer", "peer",
+                 rank=0, cause="peer_failure")
+    monitor.feed_events([root, peer])
+    assert monitor.last_crash is root
