@@ -89,14 +89,15 @@ def _live(log: Path, target: Path, *, bursts: bool, seed: int = 0) -> list[tuple
     return [_key(a) for a in got]
 
 
-# Appended in bursts, these logs' clocks differ live by design, and only the
-# stall detector (which judges silence on that clock) may differ:
+# Appended in bursts, these logs' clocks differ live by design, and only what
+# is judged on silence on that clock may differ (a stall; an episode that
+# resolves after a quiet stretch, as recompile's does):
 # - 18 starts with 1066 step lines and no stamp: live they are dated as they
 #   arrive (the only clock there is), replay dates them by the first stamp,
 #   45 days before the test's wall clock;
 # - 03 is one tqdm bar redrawn with CR: live, a burst that ends mid-line is
 #   read as its newest redraw, stamped when it was read.
-# Every other detector's alerts must still agree on them.
+# Every alert that fires must still agree on them.
 LIVE_CLOCK_ONLY = {"18_nanochat_speedrun_tok_sec_with_rank0_recompile_warning_excerpt.log",
                    "03_olora_llama2_hf_trainer_tqdm_cr.log"}
 
@@ -109,8 +110,8 @@ def test_live_equals_replay(log: Path, tmp_path: Path) -> None:
     assert complete == expected, "file complete before the start"
     appended = _live(log, tmp_path / "appended.log", bursts=True, seed=len(log.name))
     if log.name in LIVE_CLOCK_ONLY:
-        appended = [k for k in appended if k[0] != "stall"]
-        expected = [k for k in expected if k[0] != "stall"]
+        appended = [k for k in appended if k[0] != "stall" and k[3] == "firing"]
+        expected = [k for k in expected if k[0] != "stall" and k[3] == "firing"]
     assert appended == expected, "bytes appended in bursts"
 
 
