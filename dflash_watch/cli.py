@@ -30,6 +30,17 @@ def _job_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grace", type=float, metavar="S", help="seconds between Ctrl-C and SIGTERM on abort (default 30)")
 
 
+def _live_flags(p: argparse.ArgumentParser) -> None:
+    """What `watch` and `headless` take: they are one live session."""
+    _job_flags(p)
+    p.add_argument("--log", action="append", default=[], metavar="PATH", help="log file or glob to follow (repeatable)")
+    p.add_argument("--gpu-samples", metavar="F", help="read GPU samples from this file instead of NVML")
+    p.add_argument("--record-gpu", metavar="F", help="append every NVML sample to this file")
+    p.add_argument("--baseline", metavar="F", help="baseline file of a good run")
+    p.add_argument("--no-gpu", action="store_true", help="do not sample GPUs")
+    p.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dflash-watch",
@@ -38,23 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    w = sub.add_parser("watch", help="the dashboard beside a run (the default command)")
-    _job_flags(w)
-    w.add_argument("--log", action="append", default=[], metavar="PATH", help="log file or glob to follow (repeatable)")
-    w.add_argument("--gpu-samples", metavar="F", help="read GPU samples from this file instead of NVML")
-    w.add_argument("--record-gpu", metavar="F", help="append every NVML sample to this file")
-    w.add_argument("--baseline", metavar="F", help="baseline file of a good run")
-    w.add_argument("--no-gpu", action="store_true", help="do not sample GPUs")
-    w.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
-
+    _live_flags(sub.add_parser("watch", help="the dashboard beside a run (the default command)"))
     h = sub.add_parser("headless", help="the live session of watch without a screen: alerts as JSON lines on stdout")
-    _job_flags(h)
-    h.add_argument("--log", action="append", default=[], metavar="PATH", help="log file or glob to follow (repeatable)")
-    h.add_argument("--gpu-samples", metavar="F", help="read GPU samples from this file instead of NVML")
-    h.add_argument("--record-gpu", metavar="F", help="append every NVML sample to this file")
-    h.add_argument("--baseline", metavar="F", help="baseline file of a good run")
-    h.add_argument("--no-gpu", action="store_true", help="do not sample GPUs")
-    h.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
+    _live_flags(h)
     h.add_argument("--metrics-port", type=int, metavar="N", help="serve Prometheus /metrics on 127.0.0.1:N")
 
     c = sub.add_parser("check", help="one look at a run: exit 0 healthy, 1 alerts firing, 2 could not check")
