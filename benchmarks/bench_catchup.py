@@ -12,13 +12,14 @@ one log written by ``bench_replay.write_log``, this times:
 and prints lines/s of each, the ratio, and whether the alerts agree
 (detector, kind, gpu, state).
 
-    python benchmarks/bench_catchup.py [--lines 600000]
+    python benchmarks/bench_catchup.py [--lines 600000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -76,19 +77,32 @@ def monitor_quiet(monitor) -> bool:  # noqa: ANN001
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=600_000)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="dfw-catchup-"))
     try:
         log = tmp / "train.log"
         lines = write_log(log, args.lines)
-        print(f"{'path':>10} {'lines':>9} {'s':>6} {'lines/s':>10} {'/replay':>8} alerts agree with replay")
-        r_s, r_alerts = time_replay(log)
-        print(f"{'replay':>10} {lines:>9} {r_s:>6.2f} {lines / r_s:>10,.0f} {1.0:>8.2f}")
-        for name, view in (("headless", False), ("watch", True)):
-            l_s, l_alerts = time_live(log, lines, view=view)
-            agree = _keys(r_alerts) == _keys(l_alerts)
-            print(f"{name:>10} {lines:>9} {l_s:>6.2f} {lines / l_s:>10,.0f} {l_s / r_s:>8.2f} "
-                  f"{agree} ({len(l_alerts)} vs {len(r_alerts)})")
+        # Rounds alternate the three readings, so that the machine's drift
+        # (other jobs, CPU frequency) falls on all of them alike; medians.
+        times: dict[str, list[float]] = {"replay": [], "headless": [], "watch": []}
+        agree = True
+        counts = ""
+        for _ in range(args.rounds):
+            r_s, r_alerts = time_replay(log)
+            times["replay"].append(r_s)
+            for name, view in (("headless", False), ("watch", True)):
+                l_s, l_alerts = time_live(log, lines, view=view)
+                times[name].append(l_s)
+                agree = agree and _keys(r_alerts) == _keys(l_alerts)
+                counts = f"{len(l_alerts)} vs {len(r_alerts)}"
+        base = statistics.median(times["replay"])
+        print(f"{'path':>10} {'lines':>9} {'median s':>9} {'lines/s':>10} {'/replay':>8}  runs")
+        for name, values in times.items():
+            med = statistics.median(values)
+            runs = " ".join(f"{v:.2f}" for v in values)
+            print(f"{name:>10} {lines:>9} {med:>9.2f} {lines / med:>10,.0f} {med / base:>8.2f}  {runs}")
+        print(f"alerts agree with replay in every round: {agree} ({counts})")
         print("target: live catch-up within 1.0x replay's time; watch also keeps the charts' history")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
