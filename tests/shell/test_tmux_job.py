@@ -69,17 +69,26 @@ def marker():
 
 
 def marked_pids(word: str) -> list[int]:
-    """Live processes whose argv holds ``word`` (the trainers, not bash or the wrapper)."""
+    """Live trainers started with ``--marker word`` (not bash or the wrapper).
+
+    Each such trainer records its pid under the word; only those pids are
+    looked at (and their argv checked, so a recycled pid never counts):
+    no scan of the machine's process table, whose other jobs are not ours."""
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / "dfw-test-markers" / f"{word}.pids"
+    try:
+        pids = [int(x) for x in path.read_text().split()]
+    except (OSError, ValueError):
+        return []
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in dict.fromkeys(pids):
         try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(a.endswith(b"long_trainer.py") for a in argv) and word.encode() in argv and proc_alive(int(entry)):
-            found.append(int(entry))
+        if any(a.endswith(b"long_trainer.py") for a in argv) and word.encode() in argv and proc_alive(pid):
+            found.append(pid)
     return found
 
 
@@ -337,6 +346,7 @@ def test_relaunch_waits_for_gpu_then_refuses(tmux, tmp_path, marker):
         job = Job(job.spec.__class__(**{**_fields(job.spec), "preflight_timeout_s": 5.0}), gpu_holders=job.gpu_holders)
         assert job.relaunch(on_step=steps.append).running
         assert any(s.startswith("waiting up to") for s in steps)
+        wait_for(lambda: len(marked_pids(marker)) == 1)  # the new trainer has recorded itself
         assert len(marked_pids(marker)) == 1
     finally:
         holder.kill()
