@@ -186,9 +186,23 @@ class TimeParser:
         Inside one minute a stamp costs a slice compare and two int():
         ``_iso``'s fast path, with the checks the shape already made left out.
         """
+        return self._minute_run(lines, frac_len, self._iso, self._iso_minute)
+
+    def _iso_minute(self) -> tuple[str | None, float]:
+        # The zone-less stamp ``_iso`` just read set the minute (and a
+        # fraction length equal to the layout's, or it would not have read
+        # it), and the year and month its fast path would set again.
+        return self._min_key, self._min_val
+
+    def _minute_run(
+        self, lines: list[str], frac_len: int, parse, minute  # noqa: ANN001 - bound methods of self
+    ) -> list[float]:
+        """The loop of ``iso_run`` and ``us_run``: while a line's first 16
+        characters repeat the minute ``parse`` read last, its seconds and
+        fraction are added to that minute's epoch; other lines go through
+        ``parse``, and ``minute()`` tells the new minute it set."""
         out: list[float] = []
         append = out.append
-        iso = self._iso
         key = None  # the minute that the fast path may use, or None
         base = 0.0
         end = 20 + frac_len
@@ -200,15 +214,11 @@ class TimeParser:
                 else:
                     append(base + int(s[17:19]) + 0.0)
                 continue
-            value = iso(s)
+            value = parse(s)
             if value is None:
                 break
             append(value)
-            # This zone-less stamp just set the minute (and a fraction length
-            # equal to the layout's, or ``_iso`` would not have read it), and
-            # the year and month that _iso's fast path would set again.
-            key = self._min_key
-            base = self._min_val
+            key, base = minute()
         return out
 
     @staticmethod
@@ -234,29 +244,12 @@ class TimeParser:
         """``iso_run`` for lines whose ``us_layout`` is ``frac_len``: the
         same values as ``parse_dated`` line by line, the minute's epoch
         reused while the minute text repeats."""
-        out: list[float] = []
-        append = out.append
-        us = self._us
-        key = None
-        base = 0.0
-        end = 20 + frac_len
-        scale = _POW10[frac_len]
-        for s in lines:
-            if key is not None and s[:16] == key and s[17:19] < "60":
-                if frac_len:
-                    append(base + int(s[17:19]) + int(s[20:end]) / scale)
-                else:
-                    append(base + int(s[17:19]) + 0.0)
-                continue
-            value = us(s)
-            if value is None:
-                break
-            append(value)
-            # ``_us`` just read this line's minute (``_us_key`` is exactly
-            # its first 16 characters, the shape says so) and its epoch.
-            key = self._us_key
-            base = self._us_val[0]
-        return out
+        return self._minute_run(lines, frac_len, self._us, self._us_minute)
+
+    def _us_minute(self) -> tuple[str | None, float]:
+        # ``_us`` just read this line's minute (``_us_key`` is exactly its
+        # first 16 characters, the shape says so) and its epoch.
+        return self._us_key, self._us_val[0]
 
     # -- full timestamps: they set the year that glog lines inherit --------
 

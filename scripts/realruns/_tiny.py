@@ -54,3 +54,22 @@ class TokenDataset(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         ids = self.data[i]
         return {"input_ids": ids, "labels": ids.clone()}
+
+
+def trainer_args(out: str, steps: int, logging_steps: int):
+    """The HF Trainer settings every run here shares: CPU, no saving, no
+    reporting, seeded; the runs differ only in length and logging cadence."""
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=out,
+        max_steps=steps,
+        per_device_train_batch_size=8,
+        learning_rate=1e-3,
+        logging_steps=logging_steps,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        dataloader_num_workers=0,
+    )

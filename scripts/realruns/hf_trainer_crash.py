@@ -17,9 +17,9 @@ import argparse
 import tempfile
 
 import torch
-from transformers import Trainer, TrainingArguments, default_data_collator
+from transformers import Trainer, default_data_collator
 
-from _tiny import VOCAB, TokenDataset, seed_everything, tiny_llama
+from _tiny import VOCAB, TokenDataset, seed_everything, tiny_llama, trainer_args
 
 
 class CorruptAt:
@@ -44,17 +44,7 @@ def main() -> None:
     a = ap.parse_args()
     seed_everything(0)
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(
-            output_dir=out,
-            max_steps=a.steps,
-            per_device_train_batch_size=8,
-            learning_rate=1e-3,
-            logging_steps=10,
-            save_strategy="no",
-            report_to="none",
-            use_cpu=True,
-            seed=0,
-        )
+        args = trainer_args(out, a.steps, logging_steps=10)
         trainer = Trainer(
             model=tiny_llama(),
             args=args,

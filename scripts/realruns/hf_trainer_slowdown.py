@@ -19,9 +19,9 @@ import argparse
 import tempfile
 import time
 
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback
 
-from _tiny import TokenDataset, seed_everything, tiny_llama
+from _tiny import TokenDataset, seed_everything, tiny_llama, trainer_args
 
 
 class SlowDown(TrainerCallback):
@@ -57,18 +57,7 @@ def main() -> None:
     a = ap.parse_args()
     seed_everything(0)
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(
-            output_dir=out,
-            max_steps=a.steps,
-            per_device_train_batch_size=8,
-            learning_rate=1e-3,
-            logging_steps=25,
-            save_strategy="no",
-            report_to="none",
-            use_cpu=True,
-            seed=0,
-            dataloader_num_workers=0,
-        )
+        args = trainer_args(out, a.steps, logging_steps=25)
         trainer = Trainer(
             model=tiny_llama(),
             args=args,

@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from dflash_watch.baseline import load_baseline
+from test_config import cli, one_line  # the command as a user runs it, HOME in the test's folder
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc).timestamp()
 GIB = 1 << 30
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "HOME": str(cwd), "PYTHONPATH": path}
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_watch.cli", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120, env=env,
-    )
-
-
-def one_line(out: subprocess.CompletedProcess[str]) -> str:
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
-    return lines[0]
 
 
 def clock(t: float) -> str:
