@@ -13,7 +13,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("watch", "headless", "check", "demo", "replay", "start", "abort", "relaunch", "status", "init", "baseline")
+COMMANDS = (
+    "watch", "headless", "check", "demo", "replay", "start", "abort", "relaunch", "status", "init", "baseline",
+    "buckets", "alerts",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,6 +42,17 @@ def _live_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", metavar="F", help="baseline file of a good run")
     p.add_argument("--no-gpu", action="store_true", help="do not sample GPUs")
     p.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
+    _probe_flag(p)
+    p.add_argument("--metrics-port", type=int, metavar="N", help="serve Prometheus /metrics on 127.0.0.1:N")
+    p.add_argument("--metrics-host", metavar="ADDR", help="address for --metrics-port (default 127.0.0.1)")
+    p.add_argument("--metrics-file", metavar="F",
+                   help="write the metrics to F atomically (node_exporter textfile collector)")
+
+
+def _probe_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--probe", action="append", default=[], metavar="F",
+                   help="probe file or glob written by dflash_watch.probe (repeatable; default: "
+                   "dflash-probe-*.jsonl beside the logs)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
     _live_flags(sub.add_parser("watch", help="the dashboard beside a run (the default command)"))
     h = sub.add_parser("headless", help="the live session of watch without a screen: alerts as JSON lines on stdout")
     _live_flags(h)
-    h.add_argument("--metrics-port", type=int, metavar="N", help="serve Prometheus /metrics on 127.0.0.1:N")
 
     c = sub.add_parser("check", help="one look at a run: exit 0 healthy, 1 alerts firing, 2 could not check")
     _job_flags(c)
@@ -61,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--baseline", metavar="F", help="baseline file of a good run")
     c.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
     c.add_argument("--json", action="store_true", help="the firing alerts as JSON lines")
+    _probe_flag(c)
 
     d = sub.add_parser("demo", help="the dashboard on a built-in simulated DFlash run (no GPU needed)")
     d.add_argument("--speed", type=float, default=10.0, metavar="X", help="simulated seconds per wall second (default 10)")
@@ -77,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--report", action="store_true", help="no TUI: alerts and a summary as text (the default when piped)")
     r.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps (default: local)")
     r.add_argument("--config", metavar="F", help="config file (detector thresholds, progress regex)")
+    _probe_flag(r)
 
     for name, text in (
         ("start", "start the training job in tmux"),
@@ -102,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("logs", nargs="*", metavar="LOG", help="log files of the good run (default: logs in the config)")
     bs.add_argument("--gpu-samples", action="append", default=[], metavar="F",
                     help="GPU sample file of the same run (repeatable; default: [gpu] samples_file or record_file)")
-    bs.add_argument("--env", metavar="VENV", help="the run's virtual environment; recorded as its path for now "
-                    "(the package fingerprint comes in a later version)")
+    bs.add_argument("--env", metavar="VENV", help="the run's virtual environment (or its python): the package "
+                    "fingerprint is read from its dist-info (default: the job's process, else none)")
+    _probe_flag(bs)
     bs.add_argument("--from", dest="from_time", metavar="T",
                     help="window start: ISO time (2026-11-29T10:00:00) or seconds since the epoch")
     bs.add_argument("--to", dest="to_time", metavar="T", help="window end, like --from")
@@ -116,6 +132,37 @@ def build_parser() -> argparse.ArgumentParser:
                      help="baseline file (default: baseline_file in the config, else dflash-baseline.json)")
     bsh.add_argument("--tz", metavar="ZONE", help="time zone of the clock times shown")
     bsh.add_argument("--config", metavar="F", help="config file naming the baseline file")
+    bd = bsub.add_parser(
+        "diff",
+        help="what changed since the good run, most likely cause first",
+        description="Profile the current run (its logs, GPU samples, probe lines and environment) and "
+        "compare it with the baseline: every change, ranked by how well it explains the symptom.",
+    )
+    bd.add_argument("logs", nargs="*", metavar="LOG", help="log files of the current run (default: logs in the config)")
+    bd.add_argument("--baseline", metavar="F", help="baseline file (default: baseline_file in the config, "
+                    "else dflash-baseline.json)")
+    bd.add_argument("--gpu-samples", action="append", default=[], metavar="F", help="GPU sample file (repeatable)")
+    bd.add_argument("--env", metavar="VENV", help="the current run's virtual environment (or its python)")
+    bd.add_argument("--json", action="store_true", help="CONTRACTS section 7 JSON")
+    bd.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps")
+    bd.add_argument("--config", metavar="F", help="config file")
+    _probe_flag(bd)
+
+    k = sub.add_parser("buckets", help="bucket boundaries that minimise padding for a length distribution")
+    k.add_argument("lengths", metavar="LENGTHS", help="lengths file: .npy, .txt (one per line), .jsonl, .pt")
+    k.add_argument("--k", type=int, default=6, metavar="K", help="number of buckets (default 6)")
+    k.add_argument("--max-len", type=int, metavar="N", help="leave out (and count) samples longer than N")
+    k.add_argument("--compare", metavar="B0,B1,...", help="boundaries to compare with, e.g. 0,770,1216,1728,2432,3296,8192")
+    k.add_argument("--token-budget", type=int, metavar="N", help="also simulate batches filled up to N tokens")
+    k.add_argument("--field", metavar="NAME", help="the length field of a .jsonl file (default: length, len, "
+                   "num_tokens, or the length of input_ids)")
+    k.add_argument("--json", action="store_true", help="CONTRACTS section 8 JSON")
+
+    a = sub.add_parser("alerts", help="the configured alert sinks")
+    asub = a.add_subparsers(dest="alerts_command", metavar="ACTION", parser_class=_Parser, required=True)
+    at = asub.add_parser("test", help="send one test alert to each configured sink and report each result")
+    at.add_argument("--config", metavar="F", help="config file with [[alerts.sink]] tables")
+    at.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for each sink")
     return parser
 
 

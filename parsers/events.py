@@ -179,6 +179,56 @@ class Quiet:
     since: float
 
 
+@dataclass(frozen=True, slots=True)
+class ProbeSample:
+    """One probe line (CONTRACTS section 9) from ``dflash_watch.probe``.
+
+    Written by the training process itself, one line per step (or per few
+    steps) per rank. Every figure may be None: a CPU run has no CUDA
+    allocator figures, a loop that passes no attention mask has no padded
+    count. A missing figure is absent, never zero.
+    """
+
+    time: float
+    rank: int | None = None
+    step: int | None = None
+    tokens: int | None = None
+    padded_tokens: int | None = None
+    batch_size: int | None = None
+    seq_len: int | None = None
+    # Cumulative counters of the process (torch.cuda.memory_stats and
+    # dynamo's counters): detectors look at their rise between lines.
+    alloc_retries: int | None = None
+    reserved_bytes: int | None = None
+    allocated_bytes: int | None = None
+    inactive_split_bytes: int | None = None
+    recompiles: int | None = None
+    graph_breaks: int | None = None
+    source: str = "probe"
+
+    @property
+    def padding_efficiency(self) -> float | None:
+        """Real tokens / padded tokens of this batch, when both are known."""
+        if self.tokens is None or not self.padded_tokens or self.padded_tokens <= 0:
+            return None
+        return min(1.0, self.tokens / self.padded_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class PaddingReport:
+    """A log line that states padding efficiency (``pad_eff 0.93``,
+    ``padding_ratio``, ``num_padding_tokens`` with a token count).
+
+    ``efficiency`` is real tokens / padded tokens, 0..1, however the line
+    put it (a padding ratio of 0.07 is an efficiency of 0.93).
+    """
+
+    time: float
+    efficiency: float
+    source: str
+    rank: int | None = None
+
+
 def rate_of(event: Progress) -> tuple[float | None, str]:
     """(rate, unit) of a progress event: its own rate, else its tokens/s."""
     if event.rate is not None:
@@ -186,4 +236,6 @@ def rate_of(event: Progress) -> tuple[float | None, str]:
     return event.tokens_per_s, "tok/s"
 
 
-Event = Union[Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet]
+Event = Union[
+    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport
+]
