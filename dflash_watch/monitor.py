@@ -23,7 +23,9 @@ from typing import Any
 from detectors.base import Alert
 from detectors.config import DetectorConfig
 from detectors.registry import DetectorSet, build_detectors
-from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Quiet, Recompile, Tick
+from parsers.events import (
+    Crash, Event, GpuLost, GpuSample, ProbeSample, ProcessExit, Progress, Quiet, Recompile, Tick,
+)
 from parsers.signatures import COLLATERAL_CAUSES
 from parsers.stream import LogStream
 
@@ -260,6 +262,10 @@ class Monitor:
 
     def feed_samples(self, samples: Iterable[GpuSample | GpuLost]) -> list[Alert]:
         return self.feed_events(samples)
+
+    def feed_probes(self, probes: Iterable[ProbeSample]) -> list[Alert]:
+        """Probe lines (CONTRACTS section 9), in time order like GPU samples."""
+        return self.feed_events(probes)
 
     def tick(self, now: float) -> list[Alert]:
         """The clock moved (live: once a second)."""

@@ -63,9 +63,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
     out = out or sys.stdout
     err = err or sys.stderr
-    if getattr(args, "metrics_port", None) is not None:
-        print("dflash-watch: --metrics-port: Prometheus metrics are not in this version yet", file=err)
-        return 2
     try:
         live = build_live(args, keep_lines=0)
     except ClearError as exc:
@@ -91,7 +88,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         # What is pending: lines written but not read yet, the traceback
         # that ended a log, crash copies held back to merge ranks. A failure
         # here is said on stderr; the watcher still leaves as asked (exit 0).
-        for step in (lambda: session.drain(timeout=2.0), session.stop, monitor.finish):
+        for step in (lambda: session.drain(timeout=2.0), session.stop, monitor.finish, live.close):
             try:
                 step()
             except Exception as exc:  # noqa: BLE001 - leaving must not fail

@@ -9,7 +9,7 @@ alerts differs: the Textual app, or JSON lines on stdout.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .common import SettingsError, load_run_settings, monitor_kwargs
@@ -26,6 +26,17 @@ class LiveSetup:
     session: Any
     job: Any
     control_note: str | None
+    # What consumes alerts besides the view: the sink dispatcher, the
+    # metrics exporter. Each has ``close(timeout)``; ``close`` calls them.
+    outputs: list[Any] = field(default_factory=list)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """After the session stopped: let the outputs deliver what is pending."""
+        for output in self.outputs:
+            try:
+                output.close(timeout)
+            except Exception as exc:  # noqa: BLE001 - leaving must not fail
+                self.monitor.note(f"while stopping {type(output).__name__}: {type(exc).__name__}: {exc}")
 
 
 def _wants_job(args: argparse.Namespace, config: Any) -> bool:
@@ -105,4 +116,8 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
         auto_relaunch=_auto_relaunch(config),
         alerts_file=config.alerts_file,
     )
-    return LiveSetup(settings, monitor, session, job, control_note)
+    from .live_metrics import start_metrics
+    from .live_sinks import start_sinks
+
+    outputs = [o for o in (start_sinks(settings, monitor), start_metrics(args, settings, monitor, session)) if o]
+    return LiveSetup(settings, monitor, session, job, control_note, outputs)

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         app.run()
     finally:
         live.session.stop()
+        live.close()
     return 0
 
 
