@@ -119,5 +119,13 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
     from .live_metrics import start_metrics
     from .live_sinks import start_sinks
 
-    outputs = [o for o in (start_sinks(settings, monitor), start_metrics(args, settings, monitor, session)) if o]
+    sinks = start_sinks(settings, monitor)
+    try:
+        metrics = start_metrics(args, settings, monitor, session)
+    except Exception:
+        # A port in use is exit 2; the dispatcher already started must not linger.
+        if sinks:
+            sinks.close(1.0)
+        raise
+    outputs = [o for o in (sinks, metrics) if o]
     return LiveSetup(settings, monitor, session, job, control_note, outputs)
