@@ -1,21 +1,22 @@
-"""`dflash-watch baseline save|show`: the reference profile of a good run.
+"""`dflash-watch baseline save|show|diff`: the reference profile of a good run.
 
-``save`` replays the good run's logs (and GPU samples) through the same
-Monitor as ``replay`` and keeps what the dashboard's ``b`` key keeps
-(``Monitor.capture_baseline``: the median throughput, each GPU's memory
-level and band), but over a window the user picks: ``--from``/``--to``, by
-default the whole run after its warm-up, because compile and the first
-steps are slower and would pull the reference down. The window is cut by
-the Monitor subclass below, which drops what falls outside it before the
-Monitor sees it, so ``capture_baseline`` over "all it saw" is the window.
+``save`` replays the good run's logs (and GPU samples, probe lines)
+through the same Monitor as ``replay`` and keeps what the dashboard's
+``b`` key keeps (``Monitor.capture_baseline``: the median throughput, each
+GPU's memory level and band), plus the spread of the rate, the step
+interval, padding efficiency, recompiles and allocator retries per hour
+(``dflash_watch.profile``) and the environment's fingerprint (``--env``
+or the job's process), over a window the user picks: ``--from``/``--to``,
+by default the whole run after its warm-up (``baseline_window``).
 
 A run that prints only samples/s or it/s (tqdm) still gets a baseline: its
 rate is saved in ``throughput_tokens_per_s`` with ``throughput_unit``
 saying which unit it is (CONTRACTS section 6 lets keys grow).
 
-Limits, for now: only the run's first warm-up is cut (a relaunch inside
-the window counts with its own warm-up); ``--env`` records the venv's path,
-not yet its package fingerprint.
+``diff`` (``baseline_diff``) ranks what changed since it.
+
+Limits: only the run's first warm-up is cut (a relaunch inside the window
+counts with its own warm-up).
 """
 
 from __future__ import annotations
@@ -25,155 +26,28 @@ import glob
 import math
 import os
 import sys
-from array import array
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from . import fail
+from .baseline_window import TOKENS, Window, _window_monitor, capture_window, median
 from .common import ClearError, SettingsError, detector_config_from, expand_logs, parse_tz, progress_pattern_from
 
+__all__ = ["Window", "_window_monitor", "capture_window", "describe", "run"]
+
 DEFAULT_OUT = "dflash-baseline.json"
-TOKENS = "tok/s"
-# GPU samples waiting for the next progress line: 8 GPUs at 1 Hz for ~100
-# minutes. A longer silence keeps only its last samples.
-HELD_SAMPLES = 50_000
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         if args.baseline_command == "save":
             return _save(args)
+        if args.baseline_command == "diff":
+            from .baseline_diff import diff
+
+            return diff(args)
         return _show(args)
     except ClearError as exc:
         return fail(str(exc))
-
-
-# -- the window ----------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Window:
-    """Which data a baseline is made of: [start, end], or after the warm-up."""
-
-    start: float | None = None
-    end: float | None = None
-    skip_warmup: bool = True
-    warmup_events: int = 5
-    warmup_s: float = 60.0
-    # The unit read as "tokens/s" when the run prints no tokens rate.
-    unit: str = TOKENS
-
-
-def _window_monitor(window: Window, **kwargs: Any) -> Any:
-    """A Monitor that sees only ``window`` of the data, and measures the
-    step interval and the rate units on the way."""
-    from parsers.events import GpuSample, Progress, rate_of
-
-    from ..monitor import Monitor
-
-    class WindowMonitor(Monitor):
-        def __init__(self) -> None:
-            super().__init__(**kwargs)
-            self.first_progress: float | None = None
-            self.progress_seen = 0
-            self.warm = not window.skip_warmup
-            self.kept_first: float | None = None
-            self.kept_last: float | None = None
-            self.units: dict[str, int] = {}
-            self.rated_seen = 0
-            self.step_intervals = array("d")
-            self.step_seconds = array("d")
-            self._step_source: str | None = None
-            self._last_step: tuple[int, float] | None = None
-            self._held: deque[Any] = deque(maxlen=HELD_SAMPLES)
-
-        def feed_events(self, events: Any) -> list[Any]:
-            return super().feed_events(self._keep(events))
-
-        def _keep(self, events: Any) -> Any:
-            for event in events:
-                t = event.time
-                if window.end is not None and t > window.end:
-                    continue
-                if window.start is not None and t < window.start:
-                    continue
-                if type(event) is Progress:
-                    if event.rate is not None or event.tokens_per_s is not None:
-                        self.rated_seen += 1
-                    if not self.warm:
-                        self.progress_seen += 1
-                        if self.first_progress is None:
-                            self.first_progress = t
-                        if (self.progress_seen <= window.warmup_events
-                                or t - self.first_progress < window.warmup_s):
-                            continue
-                        self.warm = True
-                    event = self._measure(event)
-                    while self._held:
-                        yield self._held.popleft()
-                elif not self.warm:
-                    continue  # GPU memory during warm-up climbs: not the reference
-                elif type(event) is GpuSample:
-                    # Memory counts while the run makes progress: a sample
-                    # waits for the next progress line, and those after the
-                    # last one (the run ended, memory fell) never count.
-                    self._held.append(event)
-                    continue
-                yield event
-
-        def _measure(self, event: Any) -> Any:
-            rate, unit = rate_of(event)
-            if rate is not None:
-                self.units[unit] = self.units.get(unit, 0) + 1
-                if self.kept_first is None:
-                    self.kept_first = event.time
-                self.kept_last = event.time
-            if event.step_seconds is not None and math.isfinite(event.step_seconds):
-                self.step_seconds.append(event.step_seconds)
-            # One log's steps are enough for the interval (ranks step together).
-            source = event.source.rpartition(":")[0]
-            if event.step is not None and event.clocked and self._step_source in (None, source):
-                self._step_source = source
-                last = self._last_step
-                if last is not None and event.step > last[0] and event.time > last[1]:
-                    self.step_intervals.append((event.time - last[1]) / (event.step - last[0]))
-                self._last_step = (event.step, event.time)
-            if window.unit != TOKENS:
-                # A run without a tokens rate: its own rate stands in for it.
-                # Other units (an eval bar) are left out of the series.
-                keep = unit == window.unit
-                event = replace(event, tokens_per_s=rate if keep else None, rate=rate if keep else None,
-                                rate_unit=unit if keep else None)
-            return event
-
-    return WindowMonitor()
-
-
-def capture_window(replay_window: Callable[[Window], Any], window: Window) -> tuple[Any, Window]:
-    """Replay ``window`` (``replay_window`` builds a window Monitor and feeds
-    it the run); again without the warm-up cut when the whole run was
-    warm-up, and again reading the run's own rate as "tokens/s" when it
-    prints no tokens rate. Returns the last Monitor and its window."""
-    monitor = replay_window(window)
-    if not monitor.units and monitor.rated_seen and window.skip_warmup:
-        window = replace(window, skip_warmup=False)
-        sys.stderr.write("dflash-watch: the run is no longer than its warm-up; the baseline covers all of it\n")
-        monitor = replay_window(window)
-    if monitor.units and TOKENS not in monitor.units:
-        window = replace(window, unit=max(monitor.units, key=monitor.units.__getitem__))
-        monitor = replay_window(window)
-    return monitor, window
-
-
-def _median(values: array) -> float | None:
-    if not values:
-        return None
-    import numpy as np
-
-    return float(np.median(np.frombuffer(values, dtype=np.float64)))
 
 
 # -- save ------------------------------------------------------------------------
@@ -215,6 +89,8 @@ def _save(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..replay import ReplayInputError, check_inputs, replay
 
+    from .baseline_env import replay_probe_kwargs
+
     config = load_config(args.config)
     tz_name = args.tz or config.tz
     tz = parse_tz(tz_name)
@@ -234,11 +110,9 @@ def _save(args: argparse.Namespace) -> int:
     end = parse_time(args.to_time, tz, "--to") if args.to_time else None
     if start is not None and end is not None and end <= start:
         return fail(f"--to {args.to_time} is not after --from {args.from_time}")
-    venv = None
-    if args.env:
-        venv = Path(args.env).expanduser()
-        if not venv.is_dir():
-            return fail(f"--env {args.env}: not a directory (the run's virtual environment)")
+    from .baseline_env import environment_fingerprint
+
+    fingerprint, venv = environment_fingerprint(args.env, config)
     out = args.out or config.baseline_file or DEFAULT_OUT
 
     window = Window(
@@ -255,11 +129,16 @@ def _save(args: argparse.Namespace) -> int:
             w, detector_config=detector_config, tz=tz, progress_pattern=pattern, keep_lines=0,
             tokens_per_step=config.run.tokens_per_step, tokens_per_sample=config.run.tokens_per_sample,
         )
-        notices[:] = replay(logs, gpu_samples=samples, monitor=monitor, tz=tz, progress_pattern=pattern).notices
+        notices[:] = replay(logs, gpu_samples=samples, monitor=monitor, tz=tz, progress_pattern=pattern,
+                            **probe_kwargs).notices
         return monitor
 
+    from .baseline_env import probe_files
+
+    probes = probe_files(args, logs)
+    probe_kwargs = replay_probe_kwargs(probes)
     try:
-        check_inputs([*logs, *samples])
+        check_inputs([*logs, *samples, *probes])
         monitor, window = capture_window(replay_window, window)
     except ReplayInputError as exc:
         return fail(str(exc))
@@ -278,11 +157,16 @@ def _save(args: argparse.Namespace) -> int:
     extra["window"] = {"from": first, "to": last}
     if window.unit != TOKENS:
         extra["throughput_unit"] = window.unit
-    interval = _median(monitor.step_intervals) or _median(monitor.step_seconds)
+    interval = median(monitor.step_intervals) or median(monitor.step_seconds)
     if interval is not None:
         extra["step_interval_s"] = interval
+    from ..profile import monitor_figures
+
+    extra.update(monitor_figures(monitor))
     if venv is not None:
-        extra["venv"] = str(venv.resolve())
+        extra["venv"] = venv
+    if fingerprint is not None:
+        extra["fingerprint"] = fingerprint
     extra["logs"] = [os.path.abspath(p) for p in logs]
     baseline = Baseline(captured.throughput_tokens_per_s, extra)
     try:
@@ -330,6 +214,7 @@ def describe(baseline: Any, path: str, tz: Any = None) -> list[str]:
         rows.append(("step interval", f"{interval:.3g} s"))
     elif interval is not None:
         extra["step_interval_s"] = interval
+    rows.extend(_figure_rows(extra, baseline))
     extra.pop("throughput_unit", None)
     extra.pop("window_s", None)
     memory = extra.pop("gpu_memory", None)
@@ -358,10 +243,83 @@ def describe(baseline: Any, path: str, tz: Any = None) -> list[str]:
         extra["logs"] = logs
     extra.pop("captured_at", None)
     rows.extend(gpu_rows)
+    rows.extend(_fingerprint_rows(extra))
     rows.extend((_printable(str(k)), _printable(json.dumps(v))) for k, v in sorted(extra.items()))
     width = max(len(name) for name, _ in rows)
     lines.extend(f"  {name:<{width}}  {value}" for name, value in rows)
     return lines
+
+
+def _figure_rows(extra: dict[str, Any], baseline: Any) -> list[tuple[str, str]]:
+    """The profile's figures (popped from ``extra`` when they are shown)."""
+    from detectors.config import fmt_rate
+
+    unit = baseline.extra.get("throughput_unit", TOKENS)
+    unit = unit if isinstance(unit, str) else TOKENS
+    rows = []
+    p10, p90 = extra.get("throughput_p10"), extra.get("throughput_p90")
+    if _is_num(p10) and _is_num(p90):
+        rows.append(("p10 to p90", f"{fmt_rate(p10, unit)} to {fmt_rate(p90, unit)}"))
+        del extra["throughput_p10"], extra["throughput_p90"]
+    shown = (
+        ("warmup_throughput_tokens_per_s", "warm-up rate", lambda v: fmt_rate(v, unit)),
+        ("padding_efficiency", "padding", lambda v: f"{v:.0%} efficiency"),
+        ("recompiles_per_hour", "recompiles", lambda v: f"{v:.3g}/h"),
+        ("alloc_retries_per_hour", "alloc retries", lambda v: f"{v:.3g}/h"),
+    )
+    for key, name, fmt in shown:
+        if _is_num(extra.get(key)):
+            rows.append((name, fmt(extra.pop(key))))
+    return rows
+
+
+def _fingerprint_rows(extra: dict[str, Any]) -> list[tuple[str, str]]:
+    """The environment fingerprint, a row per fact; a shape this version
+    does not know stays in ``extra`` and is shown raw."""
+    from detectors.diagnosis_rules import DATA_PATH_PACKAGES, size
+
+    fp = extra.get("fingerprint")
+    if not isinstance(fp, dict):
+        return []
+    fp = dict(fp)
+    rows: list[tuple[str, str]] = []
+    if isinstance(fp.get("python"), str):
+        rows.append(("python", _printable(fp.pop("python"))))
+    if isinstance(fp.get("torch"), str):
+        cuda = fp.pop("cuda", None)
+        build = f"CUDA {cuda}" if isinstance(cuda, str) else "CPU build"
+        git = fp.pop("torch_git", None)
+        rows.append(("torch", _printable(f"{fp.pop('torch')} ({build}" + (f", git {git[:10]})" if
+                                                                       isinstance(git, str) else ")"))))
+    packages = fp.get("packages")
+    if isinstance(packages, dict) and all(isinstance(v, str) for v in packages.values()):
+        fp.pop("packages")
+        named = ", ".join(f"{k} {v}" for k, v in sorted(packages.items()) if k in DATA_PATH_PACKAGES)
+        rows.append(("packages", _printable(f"{len(packages)}" + (f" ({named})" if named else ""))))
+    for key, name in (("env", "env"), ("files", "files")):
+        table = fp.get(key)
+        if isinstance(table, dict) and all(isinstance(v, str) for v in table.values()):
+            fp.pop(key)
+            items = sorted(table.items()) if key == "env" else list(table.items())
+            for i, (k, v) in enumerate(items):
+                rows.append((name if i == 0 else "", _printable(f"{k}={v}" if key == "env" else f"{k} {v[:12]}")))
+    args = fp.get("launch_args")
+    if isinstance(args, list) and all(isinstance(a, str) for a in args):
+        fp.pop("launch_args")
+        import shlex
+
+        rows.append(("launch", _printable(shlex.join(args))))
+    cache = fp.get("compile_cache")
+    if isinstance(cache, dict) and _is_num(cache.get("bytes")) and _is_num(cache.get("entries")):
+        fp.pop("compile_cache")
+        rows.append(("compile cache", _printable(f"{size(cache['bytes'])}, {int(cache['entries'])} entries"
+                                                 f" in {cache.get('path')}")))
+    fp.pop("site_packages", None)
+    if fp:
+        extra["fingerprint"] = fp  # what is left, raw
+    else:
+        del extra["fingerprint"]
+    return rows
 
 
 def _is_num(value: Any) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -52,7 +54,7 @@ def test_save_leaves_out_the_warm_up_and_show_prints_it(tmp_path: Path) -> None:
     log = write_run(tmp_path, [(21, 5.0), (15, 20.0)])
     gpu = write_samples(tmp_path, 200, {0: 70.0, 1: 60.0}, ended=106)  # the last step is at 105 s
     venv = tmp_path / "venv"
-    venv.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     out = cli("baseline", "save", str(log), "--gpu-samples", str(gpu), "--env", "venv", "--tz", "UTC",
               "--out", "b.json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -172,9 +174,9 @@ def test_show_reads_a_baseline_the_dashboard_saved(tmp_path: Path) -> None:
     )
 
 
-def test_help_says_the_env_is_only_a_path_for_now(tmp_path: Path) -> None:
+def test_help_says_the_env_gives_the_package_fingerprint(tmp_path: Path) -> None:
     out = cli("baseline", "save", "--help", cwd=tmp_path)
-    assert out.returncode == 0 and "--env VENV" in out.stdout and "for now" in out.stdout
+    assert out.returncode == 0 and "--env VENV" in out.stdout and "fingerprint" in out.stdout
 
 
 def test_a_run_without_a_tokens_rate_keeps_its_own_unit() -> None:
@@ -235,3 +237,40 @@ def test_a_failed_write_leaves_the_old_baseline_whole(tmp_path: Path, monkeypatc
     assert target.read_text() == '{"version": 1, "throughput_tokens_per_s": 1.0}'
     ((src, dst),) = moves
     assert Path(src).parent == tmp_path and dst == str(target) and not Path(src).exists()
+
+
+def test_auto_baseline_saves_a_healthy_steady_run_and_keeps_the_better_one(tmp_path: Path) -> None:
+    """Healthy for healthy_for_s with a steady rate: saved once; a firing alert
+    restarts the count; a slower run never replaces the saved one."""
+    from detectors.base import Alert
+    from parsers.events import Progress
+
+    from dflash_watch.baseline_auto import AutoBaseline, auto_baseline_path
+    from dflash_watch.monitor import Monitor
+
+    path = auto_baseline_path(tmp_path / "state", "train/run 1")
+    assert path == tmp_path / "state" / "baseline-train_run_1.json"
+
+    def run(ktok: float, minutes: int, auto: AutoBaseline, alert_at: int | None = None) -> list[float]:
+        monitor, saves = Monitor(keep_lines=0), []
+        for i in range(minutes * 20):  # a step every 3 s
+            t = T0 + 3.0 * i
+            monitor.feed_events([Progress(t, f"train.log:{i + 1}", step=i + 1, tokens_per_s=ktok * 1000)])
+            if alert_at is not None and i == alert_at * 20:
+                monitor.raise_alert(Alert(t, "stall", "firing", "warning", "no progress", "train.log:1"))
+            if alert_at is not None and i == alert_at * 20 + 20:
+                monitor.raise_alert(Alert(t, "stall", "resolved", "info", "progress again", "train.log:1"))
+            if auto.consider(monitor, t) is not None:
+                saves.append(t - T0)
+        return saves
+
+    auto = AutoBaseline(path, healthy_for_s=600.0, resave_s=1e9)
+    assert run(20.0, 15, auto, alert_at=2) == [3 * 60.0 + 600.0]  # healthy from the resolve at 3 min
+    saved = load_baseline(path)
+    assert saved.throughput_tokens_per_s == 20000.0 and saved.extra["auto_saved"] is True
+    assert saved.extra["throughput_p10"] == saved.extra["throughput_p90"] == 20000.0
+    slower = AutoBaseline(path, healthy_for_s=600.0)
+    assert run(15.0, 12, slower) == [] and "below the saved baseline" in slower.reason
+    assert load_baseline(path).throughput_tokens_per_s == 20000.0
+    faster = AutoBaseline(path, healthy_for_s=600.0)
+    assert run(21.0, 12, faster) == [600.0] and load_baseline(path).throughput_tokens_per_s == 21000.0
