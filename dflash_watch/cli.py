@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--compare", metavar="B0,B1,...", help="boundaries to compare with, e.g. 0,770,1216,1728,2432,3296,8192")
     k.add_argument("--token-budget", type=int, metavar="N", help="also simulate batches filled up to N tokens")
     k.add_argument("--field", metavar="NAME", help="the length field of a .jsonl file (default: length, len, "
-                   "num_tokens, or the length of input_ids)")
+                   "num_tokens, seq_len, or the length of input_ids)")
     k.add_argument("--json", action="store_true", help="CONTRACTS section 8 JSON")
 
     a = sub.add_parser("alerts", help="the configured alert sinks")
