@@ -70,6 +70,15 @@ class Config:
     # Checked overrides of DetectorConfig, by field name (aliases resolved).
     detectors: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+    # ``[alerts]``: the sinks (``sinks.settings.AlertsConfig``), checked.
+    alerts: Any = field(default_factory=lambda: _no_alerts())
+
+
+def _no_alerts() -> Any:
+    """An empty ``AlertsConfig`` (imported late: ``sinks.settings`` uses this module's checks)."""
+    from .sinks.settings import AlertsConfig
+
+    return AlertsConfig()
 
 
 # -- declared ranges ------------------------------------------------------------
@@ -219,7 +228,7 @@ RUN_RANGES: dict[str, Range] = {
 }
 GPU_RANGES: dict[str, Range] = {"interval_s": POSITIVE}
 
-_TOP_KEYS = ("logs", "tz", "progress_regex", "baseline_file", "alerts_file", "run", "gpu", "detectors")
+_TOP_KEYS = ("logs", "tz", "progress_regex", "baseline_file", "alerts_file", "run", "gpu", "detectors", "alerts")
 
 
 # -- checking --------------------------------------------------------------------
@@ -348,6 +357,9 @@ def parse_config(raw: dict[str, Any], path: str | None = None) -> Config:
     run_raw = _table(raw, "run")
     gpu_raw = _table(raw, "gpu")
     detectors = check_detectors(_table(raw, "detectors"))
+    from .sinks.settings import parse_alerts  # here: it imports this module's checks
+
+    alerts = parse_alerts(_table(raw, "alerts"))
     logs = raw.pop("logs", [])
     if isinstance(logs, str):
         logs = [logs]
@@ -368,6 +380,7 @@ def parse_config(raw: dict[str, Any], path: str | None = None) -> Config:
         gpu=_section(GpuConfig, gpu_raw, "gpu", GPU_RANGES),
         detectors=detectors,
         path=path,
+        alerts=alerts,
         **top,
     )
 
@@ -462,9 +475,22 @@ interval_s = 1.0
 """
 
 
+_TEMPLATE_ALERTS = """
+[alerts]
+# Where alerts go besides the screen and stdout: one [[alerts.sink]] table
+# per sink, kinds bell, desktop, webhook, slack, ntfy, pagerduty, command,
+# each with its own filters (min_severity, detectors, exclude), rate limit
+# (max_per_minute), retries with backoff and timeout; docs/alerts.md shows
+# every kind. A secret URL stays in the environment: url_env names the
+# variable that holds it, and it is never printed. Try them all with
+# `dflash-watch alerts test`. One Slack sink for warnings and worse:
+# sink = [{ kind = "slack", url_env = "SLACK_WEBHOOK_URL", min_severity = "warning" }]
+"""
+
+
 def example_config() -> str:
     """What ``dflash-watch init`` writes: every key, commented where optional."""
-    return _TEMPLATE_HEAD + detectors_template()
+    return _TEMPLATE_HEAD + detectors_template() + _TEMPLATE_ALERTS
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,8 @@
 
 Built once in ``live_setup.build_live`` from the config's ``[[alerts.sink]]``
 tables; the dispatcher subscribes to the Monitor and is closed (pending
-deliveries given a last chance) when the session ends.
+deliveries given a last chance) when the session ends. The Monitor's
+listener only enqueues: sending happens on the sinks' own threads.
 """
 
 from __future__ import annotations
@@ -12,4 +13,12 @@ from typing import Any
 
 def start_sinks(settings: Any, monitor: Any) -> Any | None:
     """A started dispatcher with ``close(timeout)``, or None without sinks."""
-    return None
+    alerts = getattr(settings.config, "alerts", None)
+    sinks = alerts.sinks if alerts is not None else ()
+    if not sinks:
+        return None
+    from ..sinks.dispatch import Dispatcher
+
+    dispatcher = Dispatcher(sinks, monitor.note).start()
+    monitor.subscribe(dispatcher.offer)
+    return dispatcher

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 def _fail(message: str) -> int:
     print(f"dflash-watch: {message}", file=sys.stderr)
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         tz=live.settings.tz,
         logs_configured=bool(config.logs),
     )
-    _leave_on_hangup()
+    _leave_on_signal(live)
     live.session.start()
     try:
         app.run()
@@ -46,17 +47,58 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _leave_on_hangup() -> None:
-    """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the watcher at
-    once, whatever its event loop is doing (a stuck redraw must not leave
-    an orphan drawing into a dead terminal). Nothing needs undoing: the job
-    lives in tmux and the watcher holds no state that a restart does not
-    rebuild (tests/e2e/test_watch_tmux.py checks the job lives on)."""
+# The most a SIGTERM or SIGHUP may keep the watcher alive: long enough to
+# read what the logs hold and hand pending alerts to the history and the
+# sinks, short enough that `kill` still means "gone now".
+LEAVE_BOUND_S = 2.0
+
+
+def _leave_on_signal(live: Any) -> None:
+    """A kill (SIGTERM) or a closed terminal (SIGHUP) ends the watcher within
+    ``LEAVE_BOUND_S``, whatever its event loop is doing (a stuck redraw must
+    not leave an orphan drawing into a dead terminal).
+
+    First it releases what is pending, as headless does: one last read of
+    the logs, the Monitor's held alerts (a traceback that ended a log,
+    crash copies held back to merge ranks) into the history file, and the
+    sinks a short last chance. That runs on a thread of its own, with a
+    timer that exits regardless when the bound is reached. Nothing needs
+    undoing: the job lives in tmux and keeps running
+    (tests/e2e/test_watch_tmux.py checks it lives on).
+    """
     import os
     import signal
+    import threading
+    import time
+
+    started = threading.Event()
+
+    def release(code: int, deadline: float) -> None:
+        # Most of the bound for reading the logs (the crash that ended them
+        # matters most), the rest for the sinks; the history is written as
+        # each alert fires, inside these steps.
+        steps = (
+            lambda: live.session.drain(timeout=0.6 * LEAVE_BOUND_S),
+            live.monitor.finish,
+            lambda: live.close(timeout=max(0.05, deadline - time.monotonic())),
+        )
+        for step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - leaving must not fail; the bound still holds
+                pass
+        os._exit(code)
 
     def leave(signum: int, _frame: object) -> None:
-        os._exit(128 + signum)
+        code = 128 + signum
+        if started.is_set():
+            os._exit(code)  # asked twice: at once
+        started.set()
+        timer = threading.Timer(LEAVE_BOUND_S, os._exit, args=(code,))
+        timer.daemon = True
+        timer.start()
+        deadline = time.monotonic() + LEAVE_BOUND_S - 0.1
+        threading.Thread(target=release, args=(code, deadline), name="leave", daemon=True).start()
 
     for sig in (signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, leave)

@@ -1,0 +1,209 @@
+"""Sending one alert to one sink: HTTP, a subprocess, the terminal bell.
+
+Every failure is a ``DeliveryError`` whose reason is safe to show: it
+names the HTTP status or the socket error, never the URL (a webhook URL is
+a secret: whoever holds it can post to the channel). Each sender is used
+by one worker thread only, so the PagerDuty episode table needs no lock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from detectors.base import Alert
+
+from . import payloads
+from .settings import SinkConfig, SinkConfigMissing
+
+
+class DeliveryError(Exception):
+    """Why a delivery failed, in words safe for a notice. ``retry``: worth trying again."""
+
+    def __init__(self, reason: str, retry: bool = True) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry = retry
+
+
+class Sender(Protocol):
+    # Why this sender can never deliver here (notify-send missing), or None.
+    unavailable: str | None
+
+    def send(self, alert: Alert, timeout: float) -> None: ...
+
+
+def post(url: str, out: payloads.Outgoing, timeout: float) -> int:
+    """POST ``out`` to ``url``; the HTTP status, or ``DeliveryError``."""
+    request = urllib.request.Request(url, data=out.body, headers=dict(out.headers), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read(65536)
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        retry = exc.code >= 500 or exc.code in (408, 425, 429)
+        raise DeliveryError(f"HTTP {exc.code} {exc.reason}", retry=retry) from None
+    except urllib.error.URLError as exc:
+        raise DeliveryError(_socket_reason(exc.reason, timeout)) from None
+    except (TimeoutError, socket.timeout):
+        raise DeliveryError(f"no answer within {timeout:g} s") from None
+    except OSError as exc:
+        raise DeliveryError(_socket_reason(exc, timeout)) from None
+    except ValueError:
+        # urllib's message quotes the URL; ours does not.
+        raise DeliveryError("the URL is not valid", retry=False) from None
+
+
+def _socket_reason(reason: Any, timeout: float) -> str:
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return f"no answer within {timeout:g} s"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror.lower() if reason.strerror else type(reason).__name__
+    if isinstance(reason, socket.gaierror):
+        return "host not found"
+    return type(reason).__name__ if isinstance(reason, BaseException) else "connection failed"
+
+
+class HttpSender:
+    """webhook, slack, ntfy: a body built from the alert, POSTed to the sink's URL."""
+
+    unavailable: str | None = None
+
+    def __init__(self, sink: SinkConfig, build: Callable[[Alert], payloads.Outgoing]) -> None:
+        self.sink = sink
+        self.build = build
+
+    def send(self, alert: Alert, timeout: float) -> None:
+        try:
+            url = self.sink.resolve_url()
+        except SinkConfigMissing as exc:
+            raise DeliveryError(str(exc), retry=False) from None
+        post(url, self.build(alert), timeout)
+
+
+class PagerDutySender:
+    """Events API v2, one dedup_key per episode (trigger and resolve share it)."""
+
+    unavailable: str | None = None
+
+    def __init__(self, sink: SinkConfig) -> None:
+        self.sink = sink
+        self.starts = payloads.EpisodeStarts()
+        self.source = sink.source or socket.gethostname()
+
+    def send(self, alert: Alert, timeout: float) -> None:
+        # The episode is looked up before anything can fail: a retry of a
+        # resolve must find the same key (``start_of`` forgets it).
+        start = self.starts.start_of(alert)
+        key = payloads.dedup_key(alert, start, self.source)
+        try:
+            url, routing = self.sink.resolve_url(), self.sink.routing_key()
+        except SinkConfigMissing as exc:
+            raise DeliveryError(str(exc), retry=False) from None
+        try:
+            post(url, payloads.pagerduty(alert, routing, key, self.source), timeout)
+        except DeliveryError:
+            if alert.state == "resolved":
+                self.starts.reopen(alert, start)
+            raise
+
+
+class CommandSender:
+    """argv (never a shell) with the alert JSON on stdin; killed at the timeout.
+
+    The child runs in its own process group, so a timeout kills it and
+    whatever it started, and nothing else.
+    """
+
+    unavailable: str | None = None
+
+    def __init__(self, argv: tuple[str, ...]) -> None:
+        self.argv = list(argv)
+        if shutil.which(self.argv[0]) is None:
+            self.unavailable = f"{self.argv[0]} not found"
+
+    def send(self, alert: Alert, timeout: float) -> None:
+        run_with_stdin(self.argv, payloads.alert_json(alert) + b"\n", timeout)
+
+
+def run_with_stdin(argv: list[str], data: bytes, timeout: float) -> None:
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        raise DeliveryError(f"cannot run {argv[0]}: {exc.strerror or exc}", retry=False) from None
+    try:
+        _, err = proc.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise DeliveryError(f"{argv[0]} did not finish within {timeout:g} s (killed)") from None
+    if proc.returncode != 0:
+        last = (err or b"").decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        said = "".join(c if c.isprintable() else "?" for c in last[0])[:200]
+        raise DeliveryError(f"{argv[0]} exited with status {proc.returncode}" + (f": {said}" if said else ""))
+
+
+class DesktopSender:
+    """notify-send where present; where not, the dispatcher says so once."""
+
+    def __init__(self) -> None:
+        self.unavailable = None if shutil.which("notify-send") else (
+            "notify-send not found on PATH (install libnotify-bin for desktop notifications)")
+
+    def send(self, alert: Alert, timeout: float) -> None:
+        run_with_stdin(payloads.desktop_argv(alert), b"", timeout)
+
+
+class BellSender:
+    """The terminal bell, as the dashboard rings it: BEL to the controlling terminal."""
+
+    unavailable: str | None = None
+
+    def __init__(self, write: Callable[[str], None] | None = None) -> None:
+        self._write = write
+
+    def send(self, alert: Alert, timeout: float) -> None:
+        if alert.state == "resolved":
+            return
+        if self._write is not None:
+            self._write("\a")
+            return
+        try:
+            with open("/dev/tty", "w", encoding="ascii") as tty:
+                tty.write("\a")
+        except OSError:
+            try:
+                sys.stderr.write("\a")
+                sys.stderr.flush()
+            except (OSError, ValueError) as exc:
+                raise DeliveryError(f"no terminal to ring: {exc}", retry=False) from None
+
+
+def build_sender(sink: SinkConfig) -> Sender:
+    kind = sink.kind
+    if kind == "webhook":
+        return HttpSender(sink, payloads.webhook)
+    if kind == "slack":
+        return HttpSender(sink, payloads.slack)
+    if kind == "ntfy":
+        tags = sink.tags
+        return HttpSender(sink, lambda alert: payloads.ntfy(alert, tags))
+    if kind == "pagerduty":
+        return PagerDutySender(sink)
+    if kind == "command":
+        return CommandSender(sink.argv)
+    if kind == "desktop":
+        return DesktopSender()
+    return BellSender()

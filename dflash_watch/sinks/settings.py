@@ -1,0 +1,205 @@
+"""``[[alerts.sink]]`` tables as typed, checked ``SinkConfig``s.
+
+One table per sink (CONTRACTS section 10). Every key is checked here, with
+a one-line ``ConfigError`` naming the sink and the key, so that a typo in
+a config is found when the watcher starts, not at 3 a.m. when the first
+alert fails to go out. Secrets stay out of the file: ``url_env`` names the
+environment variable that holds a webhook URL (``routing_key_env`` for
+PagerDuty); the value is read only when sending and never shown.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from detectors.base import DETECTORS, SEVERITIES
+
+from ..config import NON_NEGATIVE, POSITIVE, ConfigError, Range, _bad, _show, _unknown
+
+KINDS = ("bell", "desktop", "webhook", "slack", "ntfy", "pagerduty", "command")
+# Kinds that POST to a URL, and those that must be given one.
+HTTP_KINDS = frozenset({"webhook", "slack", "ntfy", "pagerduty"})
+PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
+SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}  # info < warning < critical
+
+
+@dataclass(frozen=True, slots=True)
+class SinkConfig:
+    """One sink, as checked from its table."""
+
+    kind: str
+    # Shown in notices and `alerts test`: ``slack[0]`` unless named.
+    name: str
+    url: str | None = None
+    url_env: str | None = None
+    routing_key_env: str | None = None
+    argv: tuple[str, ...] = ()
+    min_severity: str = "info"
+    # None: every detector; else only these. ``exclude`` wins over both.
+    detectors: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+    # False: only firing alerts (PagerDuty needs resolves; chat rarely does).
+    send_resolved: bool = True
+    max_per_minute: int | None = None
+    retries: int = 3
+    backoff_s: float = 1.0
+    timeout_s: float = 10.0
+    queue_size: int = 1000
+    # ntfy: extra tags after the severity's; PagerDuty: payload.source.
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+
+    def where(self) -> str:
+        """How notices name the sink: never the URL, only where it comes from."""
+        if self.url_env:
+            return f"sink {self.name} (url from ${self.url_env})"
+        return f"sink {self.name}"
+
+    def resolve_url(self) -> str:
+        """The URL to send to, read now; ``SinkError`` if the variable is unset."""
+        if self.url_env:
+            value = os.environ.get(self.url_env, "")
+            if not value:
+                raise SinkConfigMissing(f"${self.url_env} is not set")
+            return value
+        if self.url:
+            return self.url
+        if self.kind == "pagerduty":
+            return PAGERDUTY_URL
+        raise SinkConfigMissing("no url")
+
+    def routing_key(self) -> str:
+        value = os.environ.get(self.routing_key_env or "", "")
+        if not value:
+            raise SinkConfigMissing(f"${self.routing_key_env} is not set")
+        return value
+
+    def wants(self, detector: str, severity: str, state: str) -> bool:
+        """Whether an alert passes this sink's filters (rate limit aside)."""
+        if state == "resolved" and not self.send_resolved:
+            return False
+        if SEVERITY_RANK.get(severity, 0) < SEVERITY_RANK[self.min_severity]:
+            return False
+        if detector in self.exclude:
+            return False
+        return self.detectors is None or detector in self.detectors
+
+
+class SinkConfigMissing(Exception):
+    """A sink's secret is not in the environment: said at send time, not a crash."""
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    """The ``[alerts]`` table."""
+
+    sinks: tuple[SinkConfig, ...] = ()
+
+
+_RANGES: dict[str, Range] = {
+    "max_per_minute": Range(1.0, integer=True),
+    "retries": Range(0.0, 100.0, integer=True),
+    "backoff_s": NON_NEGATIVE,
+    "timeout_s": POSITIVE,
+    "queue_size": Range(1.0, integer=True),
+}
+_STRINGS = ("name", "url", "url_env", "routing_key_env", "min_severity", "source")
+_LISTS = ("detectors", "exclude", "argv", "tags")
+_KEYS = ("kind", *_STRINGS, *_LISTS, "send_resolved", *_RANGES)
+
+
+def parse_alerts(raw: Any) -> AlertsConfig:
+    """``[alerts]`` -> ``AlertsConfig``; a ``ConfigError`` naming the key otherwise."""
+    if not isinstance(raw, dict):
+        raise _bad(None, "alerts", raw, "must be a table ([alerts])")
+    raw = dict(raw)
+    sinks_raw = raw.pop("sink", [])
+    if raw:
+        raise _unknown("alerts", next(iter(raw)), ["sink"])
+    if not isinstance(sinks_raw, list) or not all(isinstance(t, dict) for t in sinks_raw):
+        raise ConfigError("[alerts] sink: must be [[alerts.sink]] tables")
+    counts: dict[str, int] = {}
+    sinks = []
+    names: set[str] = set()
+    for table in sinks_raw:
+        sink = parse_sink(table, counts)
+        if sink.name in names:
+            raise ConfigError(f"[[alerts.sink]] {sink.name}: name = {_show(sink.name)} is used twice")
+        names.add(sink.name)
+        sinks.append(sink)
+    return AlertsConfig(tuple(sinks))
+
+
+def parse_sink(table: dict[str, Any], counts: dict[str, int] | None = None) -> SinkConfig:
+    """One ``[[alerts.sink]]`` table; ``counts`` numbers unnamed sinks per kind."""
+    counts = counts if counts is not None else {}
+    kind = table.get("kind")
+    if kind not in KINDS:
+        why = "missing" if kind is None else f"{_show(kind)} is not a sink kind"
+        raise ConfigError(f"[[alerts.sink]] kind: {why} (one of {', '.join(KINDS)})")
+    index = counts.get(kind, 0)
+    counts[kind] = index + 1
+    section = f"[alerts.sink {kind}[{index}]]"
+    kw: dict[str, Any] = {"kind": kind, "name": f"{kind}[{index}]"}
+    for key, value in table.items():
+        if key == "kind":
+            continue
+        if key not in _KEYS:
+            raise _unknown_in(section, key)
+        if key in _RANGES:
+            why = _RANGES[key].problem(value)
+            if why:
+                raise ConfigError(f"{section} {key} = {_show(value)}: {why}")
+            value = _RANGES[key].coerce(value)
+        elif key in _STRINGS:
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{section} {key} = {_show(value)}: must be a non-empty string")
+        elif key in _LISTS:
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(f"{section} {key} = {_show(value)}: must be a list of strings")
+            value = tuple(value)
+        elif not isinstance(value, bool):
+            raise ConfigError(f"{section} {key} = {_show(value)}: must be true or false")
+        kw[key] = value
+    sink = SinkConfig(**kw)
+    _check(sink, section)
+    return sink
+
+
+def _unknown_in(section: str, key: str) -> ConfigError:
+    import difflib
+
+    near = difflib.get_close_matches(key, list(_KEYS), n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]}?" if near else f"known: {', '.join(sorted(_KEYS))}"
+    return ConfigError(f"{section} {key}: unknown key ({hint})")
+
+
+def _check(sink: SinkConfig, section: str) -> None:
+    """What depends on the kind: a URL where one is needed, argv for a command."""
+    if sink.min_severity not in SEVERITIES:
+        raise ConfigError(f"{section} min_severity = {_show(sink.min_severity)}: "
+                          f"one of {', '.join(SEVERITIES)}")
+    for key in ("detectors", "exclude"):
+        for name in getattr(sink, key) or ():
+            if name not in DETECTORS:
+                raise ConfigError(f"{section} {key}: {_show(name)} is not a detector "
+                                  f"(one of {', '.join(DETECTORS)})")
+    if sink.url and sink.url_env:
+        raise ConfigError(f"{section} url, url_env: give one, not both")
+    if sink.kind in HTTP_KINDS:
+        if sink.url and not sink.url.startswith(("http://", "https://")):
+            # Not echoed: a URL pasted here may be a secret after all.
+            raise ConfigError(f"{section} url: must start with http:// or https://")
+        if not (sink.url or sink.url_env) and sink.kind != "pagerduty":
+            raise ConfigError(f"{section} url_env: a {sink.kind} sink needs url_env (or url)")
+        if sink.kind == "pagerduty" and not sink.routing_key_env:
+            raise ConfigError(f"{section} routing_key_env: a pagerduty sink needs it "
+                              "(the name of the variable holding the integration key)")
+    elif sink.url or sink.url_env:
+        raise ConfigError(f"{section} url: a {sink.kind} sink takes no url")
+    if sink.kind == "command" and not sink.argv:
+        raise ConfigError(f'{section} argv: a command sink needs argv = ["program", "arg", ...]')
+    if sink.argv and sink.kind != "command":
+        raise ConfigError(f"{section} argv: only a command sink takes argv")

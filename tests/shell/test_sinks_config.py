@@ -1,0 +1,80 @@
+"""``[[alerts.sink]]`` tables: typed, checked, one line naming the key when wrong."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dflash_watch.config import ConfigError, example_config, load_config, parse_config
+
+
+def _sinks(*tables: dict) -> tuple:
+    return parse_config({"alerts": {"sink": list(tables)}}).alerts.sinks
+
+
+def test_sink_tables_become_typed_sinks_numbered_per_kind(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        'alerts_file = "alerts.jsonl"\n'
+        '[[alerts.sink]]\nkind = "slack"\nurl_env = "SLACK_WEBHOOK_URL"\nmin_severity = "warning"\n'
+        'exclude = ["recompile"]\nmax_per_minute = 6\nretries = 5\nbackoff_s = 2\ntimeout_s = 4\n'
+        '[[alerts.sink]]\nkind = "command"\nargv = ["logger", "-t", "dflash"]\n'
+        '[[alerts.sink]]\nkind = "slack"\nname = "oncall"\nurl = "http://127.0.0.1:9/x"\n'
+        'detectors = ["crash", "fx_tracing"]\nsend_resolved = false\n'
+    )
+    cfg = load_config(tmp_path / "c.toml")
+    assert cfg.alerts_file == "alerts.jsonl"  # still there beside the sinks
+    slack, command, oncall = cfg.alerts.sinks
+    assert (slack.name, slack.url_env, slack.min_severity, slack.exclude) == (
+        "slack[0]", "SLACK_WEBHOOK_URL", "warning", ("recompile",))
+    assert (slack.max_per_minute, slack.retries, slack.backoff_s, slack.timeout_s) == (6, 5, 2.0, 4.0)
+    assert isinstance(slack.backoff_s, float) and isinstance(slack.retries, int)
+    assert command.argv == ("logger", "-t", "dflash") and command.name == "command[0]"
+    assert oncall.name == "oncall" and oncall.detectors == ("crash", "fx_tracing") and not oncall.send_resolved
+    assert slack.where() == "sink slack[0] (url from $SLACK_WEBHOOK_URL)"
+    assert oncall.where() == "sink oncall"
+
+
+@pytest.mark.parametrize(("tables", "message"), [
+    ([{"kind": "slak"}], '[[alerts.sink]] kind: "slak" is not a sink kind (one of bell, desktop, webhook'),
+    ([{"url": "http://x"}], "[[alerts.sink]] kind: missing"),
+    ([{"kind": "slack"}], "[alerts.sink slack[0]] url_env: a slack sink needs url_env (or url)"),
+    ([{"kind": "webhook", "url": "ftp://h/x"}], "[alerts.sink webhook[0]] url: must start with http://"),
+    ([{"kind": "webhook", "url": "http://h", "url_env": "X"}], "[alerts.sink webhook[0]] url, url_env: give one"),
+    ([{"kind": "pagerduty"}], "[alerts.sink pagerduty[0]] routing_key_env: a pagerduty sink needs it"),
+    ([{"kind": "command"}], "[alerts.sink command[0]] argv: a command sink needs argv"),
+    ([{"kind": "command", "argv": "notify.sh"}], '[alerts.sink command[0]] argv = "notify.sh": must be a list'),
+    ([{"kind": "bell", "url": "http://h"}], "[alerts.sink bell[0]] url: a bell sink takes no url"),
+    ([{"kind": "bell", "min_severity": "error"}], '[alerts.sink bell[0]] min_severity = "error": one of info'),
+    ([{"kind": "bell", "detectors": ["stal"]}], '[alerts.sink bell[0]] detectors: "stal" is not a detector'),
+    ([{"kind": "bell", "retries": -1}], "[alerts.sink bell[0]] retries = -1: must be a whole number in [0, 100]"),
+    ([{"kind": "bell", "timeout_s": 0}], "[alerts.sink bell[0]] timeout_s = 0: must be > 0"),
+    ([{"kind": "bell", "max_per_minute": 1.5}], "[alerts.sink bell[0]] max_per_minute = 1.5: must be a whole"),
+    ([{"kind": "bell", "send_resolved": "no"}], '[alerts.sink bell[0]] send_resolved = "no": must be true or false'),
+    ([{"kind": "bell", "timout_s": 1}], "[alerts.sink bell[0]] timout_s: unknown key (did you mean timeout_s?)"),
+    ([{"kind": "bell"}, {"kind": "bell", "name": "bell[0]"}], '[[alerts.sink]] bell[0]: name = "bell[0]" is used'),
+])
+def test_a_bad_sink_is_one_line_naming_the_key(tables: list, message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        _sinks(*tables)
+    assert str(exc.value).startswith(message), exc.value
+    assert "\n" not in str(exc.value)
+
+
+def test_alerts_must_be_tables() -> None:
+    with pytest.raises(ConfigError, match=re.escape("[alerts] sinks: unknown key (did you mean sink?)")):
+        parse_config({"alerts": {"sinks": []}})
+    with pytest.raises(ConfigError, match=re.escape("[alerts] sink: must be [[alerts.sink]] tables")):
+        parse_config({"alerts": {"sink": "slack"}})
+
+
+def test_the_templates_sink_example_loads_when_uncommented() -> None:
+    import tomllib
+
+    text = example_config()
+    line = next(x for x in text.splitlines() if x.startswith("# sink = "))
+    head = text[: text.index("[alerts]")]
+    (slack,) = parse_config(tomllib.loads(head + "[alerts]\n" + line[2:] + "\n")).alerts.sinks
+    assert (slack.kind, slack.url_env, slack.min_severity) == ("slack", "SLACK_WEBHOOK_URL", "warning")
+    assert parse_config(tomllib.loads(text)).alerts.sinks == ()  # as written: no sink
