@@ -28,9 +28,11 @@ def simulator_argv(out: Path, speed: float, seed: int) -> list[str]:
     return [sys.executable, "-m", "dflash_watch.demo.simulator", "--out", str(out), "--speed", str(speed), "--seed", str(seed)]
 
 
-def make_job(out: Path, speed: float, seed: int, use_tmux: bool = True):  # noqa: ANN201 - Job | ChildJob
+def make_job(out: Path, speed: float, seed: int, use_tmux: bool = True,
+             extra_env: dict[str, str] | None = None):  # noqa: ANN201 - Job | ChildJob
     """The simulator as a tmux-managed job on a private socket, or a child process."""
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
+    env.update(extra_env or {})
     if use_tmux and shutil.which("tmux"):
         from ..control.job import Job, JobSpec
 
@@ -53,10 +55,15 @@ def make_job(out: Path, speed: float, seed: int, use_tmux: bool = True):  # noqa
 def run(args: argparse.Namespace) -> int:
     if args.speed < 0:
         return fail("--speed must be >= 0")
+    from ..baseline import load_baseline
+    from ..demo.staging import cache_env, rebuilt_fingerprint, stage
     from ..monitor import Monitor
 
     out = Path(tempfile.mkdtemp(prefix="dflash-demo-"))
-    job = make_job(out, args.speed or 1000.0, args.seed, use_tmux=not args.no_tmux)
+    # The good run before the environment rebuild (its profile and
+    # fingerprint) and the rebuilt environment: what `d` compares.
+    staged = stage(out)
+    job = make_job(out, args.speed or 1000.0, args.seed, use_tmux=not args.no_tmux, extra_env=cache_env(staged))
 
     def cleanup() -> None:
         _stop(job)
@@ -66,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(out, ignore_errors=True)
 
     _exit_on_hangup(cleanup)
-    monitor = Monitor()
+    monitor = Monitor(baseline=load_baseline(staged.baseline))
     code = 0
     try:
         try:
@@ -96,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
                     monitor,
                     job=job,
                     session=session,
-                    baseline_path=str(out / "dflash-baseline.json"),
+                    baseline_path=str(staged.baseline),
+                    fingerprint=lambda: rebuilt_fingerprint(staged),
                     control_note="no tmux: the simulated run is a child process of the demo; control is limited"
                     if getattr(job, "limited", False)
                     else None,

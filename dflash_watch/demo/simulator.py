@@ -42,6 +42,9 @@ from dflash_watch.demo.story import (
 
 LOG_NAME = "train.log"
 GPU_NAME = "gpu.jsonl"
+# What ``dflash_watch.probe`` would write in the real run (CONTRACTS section
+# 9); the watcher finds ``dflash-probe-*.jsonl`` beside the log.
+PROBE_NAME = "dflash-probe-rank0.jsonl"
 STATE_NAME = "state.json"
 RESTART_GAP_S = 20.0  # simulated seconds between a crash and the relaunch's first line
 HOST = "gpu-node-07"
@@ -56,7 +59,7 @@ class Emit:
     """Text due at simulated time ``t`` (epoch seconds) on one stream."""
 
     t: float
-    stream: str  # "log", "gpu" or "exit"
+    stream: str  # "log", "gpu", "probe" or "exit"
     text: str = ""
     code: int = 0
 
@@ -237,6 +240,35 @@ def gpu_events(story: Story, schedule: Schedule, seed: int, start: float, pid: i
         k += 1
 
 
+def probe_events(story: Story, schedule: Schedule, seed: int, start: float) -> Iterator[Emit]:
+    """One probe line per step, as ``Probe.step(batch, attention_mask)`` writes them.
+
+    The budget of a batch is ``tokens_per_step`` padded tokens; the real ones
+    follow the story's padding efficiency. The allocator's retry counter
+    (``num_alloc_retries``, cumulative) climbs once bucketing is broken: the
+    drafter GPUs' batches change shape every step, the caching allocator
+    cannot reuse its blocks, frees its cache and retries, which is the
+    mechanism behind their swinging memory.
+    """
+    import random
+
+    rng = random.Random(f"probe:{seed}:{schedule.incarnation}")
+    retries = 0
+    for step in schedule:
+        b = story.breakage(step.end, schedule.incarnation)
+        if b > 0.3:
+            retries += rng.randint(1, 3)
+        padded = story.tokens_per_step
+        seq_len = 8192 if b > 0.5 else 2432
+        line = {
+            "time": round(start + step.end, 3), "rank": 0, "step": step.index,
+            "tokens": int(padded * step.pad_eff), "padded_tokens": padded,
+            "batch_size": padded // seq_len, "seq_len": seq_len,
+            "alloc_retries": retries, "recompiles": 0, "graph_breaks": 0,
+        }
+        yield Emit(start + step.end, "probe", json.dumps(line) + "\n")
+
+
 def _read_state(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
@@ -292,6 +324,7 @@ def run(args: argparse.Namespace, story: Story = STORY) -> int:
     events = heapq.merge(
         log_events(story, schedule, writer, pid, incarnation, resume_step),
         gpu_events(story, schedule, args.seed, start, pid),
+        probe_events(story, schedule, args.seed, start),
         key=lambda e: e.t,
     )
     stop_signal: list[int] = []
@@ -307,7 +340,12 @@ def run(args: argparse.Namespace, story: Story = STORY) -> int:
     last_t = start
     code = 0
     log_open = True  # the log ends in a newline (no tqdm bar mid-line)
-    with open(out / LOG_NAME, "a", encoding="utf-8") as log, open(out / GPU_NAME, "a", encoding="utf-8") as gpu:
+    with (
+        open(out / LOG_NAME, "a", encoding="utf-8") as log,
+        open(out / GPU_NAME, "a", encoding="utf-8") as gpu,
+        open(out / PROBE_NAME, "a", encoding="utf-8") as probe,
+    ):
+        sinks = {"gpu": gpu, "probe": probe}
 
         def mirror(action: str, text: str = "") -> None:
             # The pane may be gone (tmux killed, pipe closed): the job goes on
@@ -323,6 +361,7 @@ def run(args: argparse.Namespace, story: Story = STORY) -> int:
         def flush() -> None:
             log.flush()
             gpu.flush()
+            probe.flush()
             mirror("flush")
 
         def write_log(text: str) -> None:
@@ -342,7 +381,10 @@ def run(args: argparse.Namespace, story: Story = STORY) -> int:
                         last_t = pending.t
                         pending = None
                         break
-                    (write_log if pending.stream == "log" else gpu.write)(pending.text)
+                    if pending.stream == "log":
+                        write_log(pending.text)
+                    else:
+                        sinks[pending.stream].write(pending.text)
                     last_t = pending.t
                     pending = next(events, None)
                 flush()

@@ -38,6 +38,7 @@ from ..report import format_rate
 from .baseline_guard import BASELINE_WINDOW_S, refusal as baseline_refusal
 from .job_actions import JobActions
 from .reading import locked
+from .screens.diagnosis import DiagnosisScreen
 from .screens.evidence import EvidenceScreen
 from .screens.help import HelpScreen
 from .text import plain, set_static, split_source
@@ -63,6 +64,7 @@ class DashboardApp(JobActions, App[int]):
         Binding("a", "abort", "abort"),
         Binding("r", "relaunch", "relaunch"),
         Binding("b", "baseline", "baseline"),
+        Binding("d", "diagnose", "what changed"),
         Binding("m", "acknowledge", "ack"),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("f", "next_file", "next log", show=False),
@@ -89,6 +91,7 @@ class DashboardApp(JobActions, App[int]):
         chart_interval_s: float = 5.0,
         logs_configured: bool = True,
         bell_repeat_s: float = 300.0,
+        fingerprint: Callable[[], Any] | None = None,
     ) -> None:
         super().__init__()
         self.monitor = monitor
@@ -107,6 +110,9 @@ class DashboardApp(JobActions, App[int]):
         self.chart_interval_s = chart_interval_s
         self.logs_configured = logs_configured
         self.bell_repeat_s = bell_repeat_s
+        # The running job's environment for `d` (read off the UI thread);
+        # by default the job's training process, through /proc.
+        self.fingerprint = fingerprint
         self.busy: str | None = None  # the job action in flight, if any
         self.steps: list[str] = []  # job action steps, newest last (tests read them)
         self._incoming: deque[Alert] = deque(maxlen=1000)
@@ -387,6 +393,30 @@ class DashboardApp(JobActions, App[int]):
             title="baseline saved", timeout=10, markup=False,
         )
 
+    def action_diagnose(self) -> None:
+        """What changed since the good run, most likely cause first (the `d` screen)."""
+        if len(self.screen_stack) > 1:
+            return
+        self._diagnose()
+
+    @work(thread=True, exclusive=True, group="diagnose")
+    def _diagnose(self) -> None:
+        from ..diagnose import job_fingerprint, live_diagnosis
+
+        source = self.fingerprint or (lambda: job_fingerprint(self.job))
+        try:
+            diagnosis = live_diagnosis(self.monitor, source, self.baseline_path)
+        except Exception as exc:  # noqa: BLE001 - a screen that cannot be built says why
+            self.call_from_thread(self.notify, f"what changed: {type(exc).__name__}: {exc}",
+                                  severity="error", markup=False)
+            return
+        self.call_from_thread(self._show_diagnosis, diagnosis)
+
+    def _show_diagnosis(self, diagnosis: Any) -> None:
+        if len(self.screen_stack) > 1:
+            return  # another dialog came up meanwhile: it has the screen
+        self.push_screen(DiagnosisScreen(diagnosis))
+
     # -- command palette -------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -394,6 +424,8 @@ class DashboardApp(JobActions, App[int]):
         yield SystemCommand("Abort job (a)", "Ctrl-C, SIGTERM, SIGKILL; asks first", self.action_abort)
         yield SystemCommand("Relaunch job (r)", "preflight, then abort if alive and start again", self.action_relaunch)
         yield SystemCommand("Save baseline (b)", f"save the last 10 minutes as {self.baseline_path}", self.action_baseline)
+        yield SystemCommand("What changed (d)", "this run against the good run's profile, most likely cause first",
+                            self.action_diagnose)
         yield SystemCommand("Acknowledge alerts (m)", "silence the bell; alerts stay listed", self.action_acknowledge)
         yield SystemCommand("Filter log (/)", "show only log lines containing a text", self.action_filter)
         yield SystemCommand("Help (?)", "keys and what the panels mean", self.action_help)

@@ -18,6 +18,8 @@ KEYS = (
           "a run started by hand in the pane is taken over (asks, naming the command and directory)"),
     ("b", "save the last 10 minutes as the baseline of a good run and judge this session by it "
           "(refused when alerts fired or the job was down in them)"),
+    ("d", "what changed since the good run (the baseline's profile and environment), most likely "
+          "cause of the symptoms first, each with the next step to confirm it"),
     ("m", "acknowledge firing alerts: the bell stops, the alerts stay listed"),
     ("/", "filter the log view (Enter keeps the filter, Esc clears it)"),
     ("f", "next log file (rank logs); the command palette lists them all"),

@@ -1,0 +1,82 @@
+"""The `d` screen: what changed since the good run, most likely cause first.
+
+The scenes' Monitor has a baseline of 21.5 Ktok/s; the "volatile" scene's
+last minutes break bucketing (pad_eff 0.93 -> 0.45, 4.3 Ktok/s, drafter
+memory swinging). The screen must put padding first, show the staged
+environment's differences, and draw log-borne text as text.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+from rich.console import Console
+
+from dflash_watch.diagnose import Diagnosis, live_diagnosis
+from dflash_watch.tui.screens.diagnosis import DiagnosisScreen, diagnosis_text
+from tui_helpers import make_app, scene
+
+SIZE = (140, 45)
+
+
+def _good_baseline(monitor, fingerprint=None):  # noqa: ANN001
+    extra = {**monitor.baseline.extra, "padding_efficiency": 0.93}
+    if fingerprint is not None:
+        extra["fingerprint"] = fingerprint
+    monitor.set_baseline(replace(monitor.baseline, extra=extra))
+
+
+def test_broken_bucketing_ranks_padding_first_and_the_package_change_below_it():
+    s = scene("volatile", minutes=20)
+    _good_baseline(s.monitor, {"packages": {"transformers": "5.8.1", "accelerate": "1.12.0", "rich": "14.0"}})
+    now = {"packages": {"transformers": "5.6.0", "rich": "14.0"}}
+    diagnosis = live_diagnosis(s.monitor, lambda: now, "good.json")
+    whats = [c["what"] for c in diagnosis.changes]
+    assert whats[0] == "padding_efficiency", whats
+    assert "package:transformers" in whats and "package:accelerate" in whats
+    assert "package:rich" not in whats  # unchanged: not a change
+    assert whats.index("package:transformers") > 0
+    assert "throughput_drop" in diagnosis.symptoms and "memory_volatility" in diagnosis.symptoms
+    first = diagnosis.changes[0]
+    assert first["baseline"] == 0.93 and abs(first["now"] - 0.45) < 0.02
+    assert "bucket boundaries" in first["next_step"]
+
+
+def test_without_a_baseline_it_says_how_to_get_one():
+    s = scene("volatile", minutes=20)
+    s.monitor.set_baseline(None)
+    diagnosis = live_diagnosis(s.monitor, lambda: None)
+    assert diagnosis.changes == [] or not diagnosis.changes
+    assert "no baseline yet" in diagnosis.note and "press b" in diagnosis.note
+
+
+def test_text_from_packages_and_logs_is_drawn_as_text():
+    d = Diagnosis("b.json", [{"what": "package:[bold]x[/]", "baseline": "1", "now": "\x1b[31m2",
+                              "says": "[link=http://x]says[/link]", "next_step": "pip install [red]x[/red]"}],
+                  symptoms=["throughput_drop"])
+    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    for part in diagnosis_text(d):
+        console.print(part)
+    rendered = console.export_text()
+    assert "[bold]x[/]" in rendered and "[link=http://x]says[/link]" in rendered
+    assert "\x1b" not in rendered
+
+
+async def test_d_opens_the_screen_over_the_running_dashboard_and_esc_closes_it():
+    app, s, job = make_app("volatile", minutes=20,
+                           fingerprint=lambda: {"packages": {"transformers": "5.6.0"}})
+    _good_baseline(s.monitor, {"packages": {"transformers": "5.8.1"}})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, DiagnosisScreen)
+        shown = app.screen.diagnosis
+        assert shown.changes[0]["what"] == "padding_efficiency"
+        assert any(c["what"] == "package:transformers" for c in shown.changes)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, DiagnosisScreen)
+        assert set(job.calls) <= {"status"}  # looking never acts on the job
