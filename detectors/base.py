@@ -31,6 +31,8 @@ DETECTORS = (
     "recompile",
     "padding",
     "process_exit",
+    # Additions of issue 11 (CONTRACTS only adds names):
+    "alloc_thrash",
 )
 SEVERITIES = ("info", "warning", "critical")
 STATES = ("firing", "resolved")

@@ -139,6 +139,53 @@ class DetectorConfig:
     recompile_storm_window_s: float = 600.0
     recompile_quiet_s: float = 600.0
 
+    # -- recompile, kind "rate": recompiles per hour after warm-up ------------
+    # The first minutes of a run (and of each relaunch) compile: recompiles
+    # then are the warm-up's, not a sign. The rate counts after this long.
+    recompile_rate_warmup_s: float = 900.0
+    # Recompiles per hour are counted over this window (on the busiest rank).
+    recompile_rate_window_s: float = 1800.0
+    # Without a baseline: fire at this many recompiles per hour or more (one
+    # every two minutes: a steady run after warm-up recompiles next to never,
+    # and without a reference only a clear rate is worth a page).
+    recompile_rate_per_hour: float = 30.0
+    # With a baseline: fire above this many times the good run's rate, and
+    # never below recompile_rate_min_per_hour (a good run at 0/h is not
+    # judged "rising" for one recompile).
+    recompile_rate_factor: float = 3.0
+    recompile_rate_min_per_hour: float = 4.0
+    # And never on fewer recompiles than this in the window.
+    recompile_rate_min_count: int = 3
+    # Resolves once the rate is back below this fraction of the threshold.
+    recompile_rate_resolve_frac: float = 0.5
+
+    # -- padding -----------------------------------------------------------------
+    # Efficiency = real tokens / padded tokens, token-weighted over all ranks
+    # across this window (probe lines), or the mean of the log's reports.
+    padding_window_s: float = 120.0
+    # ...and over at least this many reports: a log that prints it every
+    # five minutes is judged on its last few, not on one.
+    padding_min_samples: int = 5
+    # With a baseline: fire when the efficiency is this much (absolute,
+    # 0..1) below the good run's.
+    padding_margin: float = 0.10
+    # Without one: fire below this floor.
+    padding_floor: float = 0.70
+    # Resolves once the efficiency is this much above the firing threshold
+    # again (hysteresis: a value hovering at the line fires once).
+    padding_hysteresis: float = 0.05
+
+    # -- alloc_thrash: the CUDA caching allocator retrying (probe lines) ------
+    # Allocator retries (cudaMalloc failed, cache flushed, retried) are
+    # counted over this window, per rank; the busiest rank is judged.
+    alloc_thrash_window_s: float = 600.0
+    # Fire at this many retries per hour or more...
+    alloc_thrash_per_hour: float = 30.0
+    # ...and at least this many in the window (one retry is not a thrash).
+    alloc_thrash_min_retries: int = 5
+    # With a baseline: also above this many times the good run's rate.
+    alloc_thrash_baseline_factor: float = 3.0
+
     # Clock times in messages; None is the local zone. Alert times stay epoch.
     tz: str | None = None
 

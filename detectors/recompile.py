@@ -8,27 +8,33 @@ firing episode are recorded (``functions()``) rather than fired again. A
 fatal limit hit (``fail_on_recompile_limit_hit``) escalates: a warning
 episode is resolved and a critical one fires. The episode resolves after
 ``quiet_s`` without any recompile; ``deadline()`` gives that time.
+
+Those alerts keep ``kind`` null (as they always had). Beside them, with
+an episode of its own, ``kind`` ``rate``: recompiles per hour of the run
+after warm-up against the good run's (``detectors/recompile_rate.py``).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
 
-from parsers.events import Event, ProcessExit, Progress, Recompile, Tick
+from parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_duration
+from .recompile_rate import RecompileRate
 
 NAME = "recompile"
 
 
 class RecompileDetector:
     name = NAME
-    accepts = (Recompile, Tick, Progress, ProcessExit)
+    accepts = (Recompile, Tick, Progress, ProcessExit, ProbeSample)
 
-    def __init__(self, config: DetectorConfig | None = None) -> None:
+    def __init__(self, config: DetectorConfig | None = None, baseline_per_hour: float | None = None) -> None:
         self.config = config or DetectorConfig()
         self.episode = Episode(NAME)
+        self.rate = RecompileRate(self.config, baseline_per_hour)
         self._times: OrderedDict[str, deque[float]] = OrderedDict()
         self._last: float | None = None
         self._involved: OrderedDict[str, dict] = OrderedDict()
@@ -42,9 +48,24 @@ class RecompileDetector:
         """Per function of the open episode: recompiles, limit, last reason."""
         return {k: dict(v) for k, v in self._involved.items()}
 
+    def set_baseline(self, per_hour: float | None) -> None:
+        """The good run's recompiles per hour (the ``rate`` kind's reference)."""
+        self.rate.set_baseline(per_hour)
+
     def update(self, event: Event) -> list[Alert]:
+        # A step line (the hot path) between the rate's looks at itself, with
+        # no episode to resolve: nothing to do.
+        if type(event) is Progress and event.time < self.rate.next_check and not self.episode.active:
+            return []
+        rated = self.rate.update(event)
+        out = self._update(event)
+        return out + rated if rated else out
+
+    def _update(self, event: Event) -> list[Alert]:
         if isinstance(event, Recompile):
             return self._recompile(event)
+        if isinstance(event, ProbeSample):
+            return []
         if self.episode.active and self._last is not None and event.time >= self._last + self.config.recompile_quiet_s:
             msg = f"no torch.compile recompiles for {fmt_duration(event.time - self._last)}"
             involved = self.functions()

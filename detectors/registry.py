@@ -3,15 +3,22 @@
 ``DetectorSet`` sends each event only to the detectors whose ``accepts``
 names its type: at 8 GPUs x 1 Hz the GPU samples are most of the traffic
 and four detectors of ten care about them. ``deadline()`` is the earliest
-of the detectors' deadlines, for the Monitor's ticks.
+of the detectors' deadlines, for the Monitor's ticks. ``BaselineFigures``
+are the good run's figures the detectors judge against (``build_detectors``,
+``DetectorSet.set_baseline``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
-from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Quiet, Recompile, Tick
+from parsers.events import (
+    Crash, Event, GpuLost, GpuSample, PaddingReport, ProbeSample, ProcessExit, Progress, Quiet, Recompile,
+    Tick,
+)
 
+from .alloc_thrash import AllocThrash
 from .base import Alert, Detector
 from .config import DetectorConfig
 from .crash import CrashDetector, CrashEpisode
@@ -19,12 +26,15 @@ from .memory import MemoryModel
 from .memory_growth import MemoryGrowth
 from .memory_pressure import MemoryPressure
 from .memory_volatility import MemoryVolatility
+from .padding import PaddingDetector
 from .process_exit import ProcessExitDetector
 from .recompile import RecompileDetector
 from .stall import Stall
 from .throughput import ThroughputDrop
 
-EVENT_TYPES = (Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet)
+EVENT_TYPES = (
+    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport,
+)
 _INF = float("inf")
 # An event type's route: each detector's bound update, and (slot in the kept
 # deadlines, bound deadline) for the timed ones.
@@ -38,9 +48,34 @@ def _inf_if_none(t: float | None) -> float:
     return _INF if t is None else t
 
 
-def build_detectors(config: DetectorConfig | None = None, baseline_tokens_per_s: float | None = None) -> list[Detector]:
-    """One of each detector this package implements, sharing one config."""
+@dataclass(frozen=True, slots=True)
+class BaselineFigures:
+    """The good run's figures the detectors judge against (None: unknown).
+
+    Read from a baseline file (CONTRACTS section 6: ``throughput_tokens_per_s``
+    and the optional ``padding_efficiency``, ``recompiles_per_hour``,
+    ``alloc_retries_per_hour``) by the shell; the core never opens it.
+    """
+
+    tokens_per_s: float | None = None
+    padding_efficiency: float | None = None
+    recompiles_per_hour: float | None = None
+    alloc_retries_per_hour: float | None = None
+
+
+def build_detectors(
+    config: DetectorConfig | None = None,
+    baseline_tokens_per_s: float | None = None,
+    baseline: BaselineFigures | None = None,
+) -> list[Detector]:
+    """One of each detector this package implements, sharing one config.
+
+    ``baseline`` gives every figure of the good run; ``baseline_tokens_per_s``
+    (the older keyword) is its throughput and wins where both are given.
+    """
     config = config or DetectorConfig()
+    figures = baseline or BaselineFigures()
+    tps = baseline_tokens_per_s if baseline_tokens_per_s is not None else figures.tokens_per_s
     # One per-GPU memory model read by the three memory detectors: each
     # sample is worked out once, and what one learns (warm-up over, a
     # relaunch) the others know.
@@ -49,11 +84,13 @@ def build_detectors(config: DetectorConfig | None = None, baseline_tokens_per_s:
         MemoryVolatility(config, memory=memory),
         MemoryGrowth(config, memory=memory),
         MemoryPressure(config, memory=memory),
-        ThroughputDrop(config, baseline_tokens_per_s=baseline_tokens_per_s),
+        ThroughputDrop(config, baseline_tokens_per_s=tps),
         Stall(config),
         CrashDetector(config, name="fx_tracing"),
         CrashDetector(config, name="crash"),
-        RecompileDetector(config),
+        RecompileDetector(config, baseline_per_hour=figures.recompiles_per_hour),
+        PaddingDetector(config, baseline_efficiency=figures.padding_efficiency),
+        AllocThrash(config, baseline_per_hour=figures.alloc_retries_per_hour),
         ProcessExitDetector(config),
     ]
 
@@ -133,6 +170,22 @@ class DetectorSet:
                 out.extend(flush())
         self.refresh()
         return out
+
+    def set_baseline(self, figures: BaselineFigures) -> None:
+        """Judge from now on against ``figures``: each detector takes its own
+        reference at once and keeps everything else it has seen."""
+        setters = (
+            ("throughput_drop", figures.tokens_per_s),
+            ("padding", figures.padding_efficiency),
+            ("recompile", figures.recompiles_per_hour),
+            ("alloc_thrash", figures.alloc_retries_per_hour),
+        )
+        for name, value in setters:
+            d = self.get(name)
+            setter = getattr(d, "set_baseline", None)
+            if setter is not None:
+                setter(value)
+        self.refresh()
 
     def learned_baseline(self) -> float | None:
         """The tokens/s baseline the throughput detector learned, if it did."""

@@ -211,6 +211,25 @@ DETECTOR_KEYS: dict[str, Threshold] = {
     "recompile_storm_count": Threshold(COUNT, "recompile: a storm is this many recompiles of one function ..."),
     "recompile_storm_window_s": Threshold(POSITIVE, "... within this many seconds"),
     "recompile_quiet_s": Threshold(POSITIVE, "resolved after this long without one"),
+    # recompile, kind "rate" (recompiles per hour after warm-up)
+    "recompile_rate_warmup_s": Threshold(NON_NEGATIVE, "recompile rate: the first seconds of a (re)start are warm-up"),
+    "recompile_rate_window_s": Threshold(POSITIVE, "... counted over this many seconds"),
+    "recompile_rate_per_hour": Threshold(POSITIVE, "... fires at this many per hour without a baseline"),
+    "recompile_rate_factor": Threshold(Range(1.0), "... or this many times the good run's rate"),
+    "recompile_rate_min_per_hour": Threshold(NON_NEGATIVE, "... and at least this many per hour"),
+    "recompile_rate_min_count": Threshold(COUNT, "... on at least this many recompiles in the window"),
+    "recompile_rate_resolve_frac": Threshold(FRACTION, "... resolved below this share of the threshold"),
+    # padding
+    "padding_window_s": Threshold(POSITIVE, "padding: efficiency over this many seconds of batches ..."),
+    "padding_min_samples": Threshold(COUNT, "... and at least this many reports"),
+    "padding_margin": Threshold(FRACTION, "fires this far (0..1, absolute) below the good run's efficiency"),
+    "padding_floor": Threshold(FRACTION, "... or, without a baseline, below this efficiency"),
+    "padding_hysteresis": Threshold(UNIT, "resolved this far above the firing line again"),
+    # alloc_thrash
+    "alloc_thrash_window_s": Threshold(POSITIVE, "alloc_thrash: CUDA allocator retries counted over this window"),
+    "alloc_thrash_per_hour": Threshold(POSITIVE, "... fires at this many retries per hour (busiest rank)"),
+    "alloc_thrash_min_retries": Threshold(COUNT, "... and at least this many in the window"),
+    "alloc_thrash_baseline_factor": Threshold(Range(1.0), "... and above this many times the good run's rate"),
 }
 
 # Fields of DetectorConfig that are not [detectors] keys, and where they come from.

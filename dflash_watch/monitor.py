@@ -32,6 +32,7 @@ from parsers.stream import LogStream
 from .alertbook import AlertBook
 from .baseline import Baseline
 from .history import GpuHistory, SeriesHistory
+from .run_figures import ALLOC_RETRIES_KEY, PADDING_KEY, RECOMPILES_KEY, LatestProbes, figures_of
 
 AlertListener = Callable[[Alert], None]
 
@@ -91,6 +92,9 @@ class Monitor:
         self.last_crash: Crash | None = None
         self.last_exit: ProcessExit | None = None
         self.recompiles = 0
+        # The latest probe line per rank (CONTRACTS section 9), bounded.
+        self.probes = LatestProbes()
+        self.probe_samples = 0
         self.progress_events = 0
         self.now: float | None = None
         # The time of the event handled last (not the largest): a live
@@ -121,8 +125,7 @@ class Monitor:
 
     # -- wiring -----------------------------------------------------------
     def _build_detectors(self) -> DetectorSet:
-        tps = self.baseline.tokens_per_s if self.baseline else None
-        return DetectorSet(build_detectors(self.detector_config, baseline_tokens_per_s=tps))
+        return DetectorSet(build_detectors(self.detector_config, baseline=figures_of(self.baseline)))
 
     def subscribe(self, listener: AlertListener) -> None:
         self._listeners.append(listener)
@@ -328,6 +331,9 @@ class Monitor:
             # peer", torchrun's report) that come after it.
             if event.cause not in COLLATERAL_CAUSES or self.last_crash is None:
                 self.last_crash = event
+        elif isinstance(event, ProbeSample):
+            self.probe_samples += 1
+            self.probes.add(event)
         elif isinstance(event, Recompile):
             self.recompiles += 1
         elif isinstance(event, GpuLost):
@@ -445,17 +451,43 @@ class Monitor:
     def set_baseline(self, baseline: Baseline | None) -> None:
         """Judge the rest of this session against ``baseline`` (the `b` key).
 
-        The throughput detector takes the new reference at once; every other
-        detector keeps its state, so nothing already seen is forgotten.
+        Each detector with a reference (throughput, padding, recompile rate,
+        allocator retries) takes the new one at once; they all keep their
+        state, so nothing already seen is forgotten.
         """
         with self._lock:
             self.baseline = baseline
-            tps = baseline.tokens_per_s if baseline else None
-            detector = self._detectors.get("throughput_drop")
-            if detector is not None and hasattr(detector, "set_baseline"):
-                detector.set_baseline(tps)
-                self._detectors.refresh()
+            self._detectors.set_baseline(figures_of(baseline))
             self.version += 1
+
+    @property
+    def padding_efficiency(self) -> float | None:
+        """The latest windowed padding efficiency (0..1: probe lines, token
+        weighted over ranks, else the log's reports), None before any."""
+        d = self._detectors.get("padding")
+        return getattr(d, "efficiency", None)
+
+    @property
+    def recompiles_per_hour(self) -> float | None:
+        """torch.compile recompiles per hour after warm-up (busiest rank), None
+        while warming up or without probe figures or recompile lines."""
+        d = self._detectors.get("recompile")
+        rate = getattr(d, "rate", None)
+        if rate is None or self.now is None:
+            return None
+        with self._lock:
+            return rate.per_hour(self.now)
+
+    @property
+    def alloc_retries_per_hour(self) -> float | None:
+        """CUDA allocator retries per hour (busiest rank) over the detector's
+        window, None without probe lines that carry them."""
+        d = self._detectors.get("alloc_thrash")
+        rises = getattr(d, "rises", None)
+        if rises is None or self.now is None:
+            return None
+        with self._lock:
+            return rises.busiest(self.now)[2]
 
     def capture_baseline(self, window_s: float = 600.0) -> Baseline | None:
         """The recent window as a baseline of a good run (the TUI's `b` key).
@@ -490,6 +522,15 @@ class Monitor:
                     }
             if memory:
                 extra["gpu_memory"] = memory
+            # The figures the padding, recompile-rate and allocator detectors
+            # judge a later run by (CONTRACTS 6, optional keys), when known.
+            for key, value in (
+                (PADDING_KEY, self.padding_efficiency),
+                (RECOMPILES_KEY, self.recompiles_per_hour),
+                (ALLOC_RETRIES_KEY, self.alloc_retries_per_hour),
+            ):
+                if value is not None:
+                    extra[key] = round(float(value), 6)
             return Baseline(float(np.median(means)), extra)
 
     @property

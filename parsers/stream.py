@@ -29,7 +29,9 @@ from itertools import accumulate, repeat
 from typing import Callable, Protocol, Sequence
 
 from parsers.clock import EventClock, placed
-from parsers.events import Crash, Event, Progress, Recompile
+from parsers.events import Crash, Event, PaddingReport, Progress, Recompile
+from parsers.padding import LITERALS as PADDING_LITERALS
+from parsers.padding import padding_line
 from parsers.progress import (
     CANDIDATES,
     FIELDS,
@@ -54,10 +56,16 @@ _TIME_HINT = re.compile(
     r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ ]?|\[[A-Z]{3,8}\])*\[?"
     r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|[IWEF][0-9]{3,4} |\{)"
 )
+# A line that may start with a stamp of full date (not glog's yearless one).
+_DATED_HINT = re.compile(
+    r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ ]?|\[[A-Z]{3,8}\])*\[?"
+    r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|\{)"
+)
 
 _PROGRESS = 1
 _TRIGGER = 2
 _DIGITS = 4  # the line holds literals with digits: test them on the line itself
+_PADDING = 8  # the line may state padding efficiency (``parsers.padding``)
 # Lines walked back one by one before searching for timestamps in C.
 _WALK_BACK_LINES = 8
 _HINT_WINDOW = 2048
@@ -152,7 +160,10 @@ class LogStream:
         else:
             progress_literals = progress_pattern.literals or None  # None: every line
         self._progress_literals = progress_literals
-        self._literals = self._triggers + (progress_literals or ())
+        # Lines that state padding on their own (an HF callback's dict): a
+        # progress line that states it carries it in its metrics instead.
+        self._padding_literals = PADDING_LITERALS
+        self._literals = self._triggers + (progress_literals or ()) + self._padding_literals
         self._scanner: Scanner = make_scanner(self._literals, engine=scanner)
         # The ASCII view finds exactly the lines the text would, unless a
         # literal holds the placeholder or a character the view replaces.
@@ -305,6 +316,8 @@ class LogStream:
                     flags |= self._flags(line, self._digit_progress, self._digit_triggers)
             else:
                 flags = self._flags(line, self._progress_literals, self._triggers)
+                if any(lit in line for lit in self._padding_literals):
+                    flags |= _PADDING
             if not flags and not is_open:
                 continue  # a candidate that holds nothing after all (an eval bar)
             if run_lines:
@@ -339,6 +352,13 @@ class LogStream:
                         )
                         append(event)
                         line_time = event.time
+            if flags & _PADDING and line_time is None:
+                efficiency = padding_line(line)
+                if efficiency is not None:
+                    clock, covered = self._clock_at(text, covered, start, end, clock, line)
+                    line_time = fallback_time if clock is None else clock
+                    rank = split_rank(line)[0] if line[:1] == "[" else None
+                    append(PaddingReport(line_time, efficiency, self._prefix + str(lineno), rank))
             if is_open or flags & _TRIGGER:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock, line)
@@ -410,7 +430,7 @@ class LogStream:
         progress in a built-in format and nothing else (no trigger, no rank
         prefix, no '\\r'), dated by a zone-less ISO stamp or a US one
         (``11/29/2026 10:00:00``, Python logging's) at the start."""
-        if not self._fast or flags != _PROGRESS or self._pattern is not None:
+        if not self._fast or flags & ~_PADDING != _PROGRESS or self._pattern is not None:
             return None
         if shape[:1] == b"[" or b"\r" in shape:
             return None
@@ -507,6 +527,8 @@ class LogStream:
         _PROGRESS flag is dropped here, once, not tested on every line.
         """
         flags = self._flags(line, self._shape_progress, self._shape_triggers)
+        if any(lit in line for lit in self._padding_literals):
+            flags |= _PADDING
         if any(lit in shape for lit in self._shaped_digit_literals):
             flags |= _DIGITS
         if flags & _PROGRESS and self._pattern is None and not progress_possible(line):
@@ -623,6 +645,29 @@ class LogStream:
             covered = end + 1
         return clock, covered
 
+    def _dated_glog(self, text: str, lo: int, start: int, end: int, value: float) -> float:
+        """``value`` of the line ``text[start:end]``, its year right when it is a glog stamp.
+
+        A glog stamp takes its year from the last full date before it in the
+        file. Lines between events are read lazily (only the last stamp of a
+        stretch), so that full date may sit in the stretch unread: read the
+        last one there first, or the year would depend on where a chunk
+        boundary fell (a full-dated 2025 line, then glog lines, read as 2026
+        when the stretch is cut after the 2025 line).
+        """
+        times = self._times
+        if start <= lo or times.parse_dated(text[start:end]) is not None:
+            return value
+        hits = [m.start() + 1 for m in _DATED_HINT.finditer(text, lo - 1 if lo else 0, start)]
+        if lo == 0:
+            hits.insert(0, 0)
+        for at in reversed(hits):
+            stop = text.find("\n", at, start)
+            if times.parse_dated(text[at : start if stop == -1 else stop]) is not None:
+                again = times.parse(text[start:end])
+                return value if again is None else again
+        return value
+
     def _latest(self, text: str, lo: int, hi: int) -> float | None:
         """The timestamp of the last line starting in ``[lo, hi)`` that has one."""
         parse = self._times.parse
@@ -634,7 +679,7 @@ class LogStream:
             start = text.rfind("\n", lo, end) + 1 or lo
             value = parse(text[start:end])
             if value is not None:
-                return value
+                return self._dated_glog(text, lo, start, end, value)
             end = start - 1
         # Then only the lines that could hold one, in growing windows from
         # the end so that a long stretch is searched in C, not line by line.
@@ -650,9 +695,10 @@ class LogStream:
                 hits.insert(0, 0)
             for start in reversed(hits):
                 line_end = text.find("\n", start, end)
-                value = parse(text[start : end if line_end == -1 else line_end])
+                stop = end if line_end == -1 else line_end
+                value = parse(text[start:stop])
                 if value is not None:
-                    return value
+                    return self._dated_glog(text, lo, start, stop, value)
             end = floor - 1
             window *= 4
         return None

@@ -8,12 +8,17 @@ import importlib
 import pytest
 
 MODULES = [
+    "detectors.alloc_thrash",
+    "detectors.counters",
     "detectors.memory",
     "detectors.memory_volatility",
+    "detectors.padding",
+    "detectors.recompile_rate",
     "detectors.steps",
     "detectors.stall",
     "detectors.throughput",
     "detectors.timeline",
+    "parsers.padding",
 ]
 
 

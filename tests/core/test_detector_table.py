@@ -26,8 +26,12 @@ from detectors.memory_growth import MemoryGrowth
 from detectors.memory_pressure import MemoryPressure
 from detectors.memory_volatility import MemoryVolatility
 from detectors.registry import DetectorSet, build_detectors
+from detectors.alloc_thrash import AllocThrash
+from detectors.padding import PaddingDetector
+from detectors.recompile import RecompileDetector
 from detectors.stall import Stall
 from detectors.throughput import ThroughputDrop
+from tests.core.probe_streams import ProbeProfile, probes
 from tests.core.synthetic import T0, MemProfile, ProgressProfile, Scenario, drive, gpu_samples, merge, progress, replace
 
 CFG = DetectorConfig(tz="UTC")
@@ -42,6 +46,15 @@ def memory_set() -> list:
 
 def progress_set(baseline: float | None = None) -> list:
     return [ThroughputDrop(CFG, baseline_tokens_per_s=baseline), Stall(CFG)]
+
+
+def probe_set(padding: float | None = None, recompiles: float | None = None, retries: float | None = None) -> list:
+    """The detectors that read probe lines, with the good run's figures."""
+    return [
+        PaddingDetector(CFG, baseline_efficiency=padding),
+        RecompileDetector(CFG, baseline_per_hour=recompiles),
+        AllocThrash(CFG, baseline_per_hour=retries),
+    ]
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,7 @@ def _mem(profiles: dict[int, MemProfile], duration: float, progress_start_s: flo
 
 
 TD, ST, MV, MG = "throughput_drop", "stall", "memory_volatility", "memory_growth"
+PD, AT, RC = "padding", "alloc_thrash", "recompile"
 
 ROWS = [
     # -- cadence: budgets follow the run's own reporting interval ---------------
@@ -156,11 +170,29 @@ ROWS = [
     Row("sawtooth_15min_3gib", lambda: _mem(
         {0: replace(BASE, leak_start_s=1200.0, sawtooth_period_s=900.0, sawtooth_gib=3.0)}, 5 * 3600.0, None),
         memory_set, ((MG, 0, "firing", 1200, 2100), (MG, 0, "resolved", 2100, 2220))),
+    # -- probe lines: padding, allocator retries, recompile rate ------------------
+    Row("probe_healthy_8_ranks", lambda: probes(ProbeProfile(ranks=8), 3 * 3600.0),
+        lambda: probe_set(padding=0.93, recompiles=0.0, retries=0.0), ()),
+    # Broken batching: 93% -> 41% for an hour on 8 ranks, against the good run.
+    Row("probe_padding_broke", lambda: probes(ProbeProfile(ranks=8, padding_drops=((1800.0, 5400.0, 0.41),)), 7200.0),
+        lambda: probe_set(padding=0.93), ((PD, None, "firing", 1800, 1860), (PD, None, "resolved", 5400, 5520))),
+    # No baseline: a run padded to 62% throughout is below the 70% floor.
+    Row("probe_padding_floor", lambda: probes(ProbeProfile(ranks=2, efficiency=0.62), 1800.0), probe_set,
+        ((PD, None, "firing", 0, 60),)),
+    # One rank of eight thrashes the allocator for half an hour.
+    Row("probe_alloc_thrash_one_rank", lambda: probes(ProbeProfile(ranks=8, thrash=(2400.0, 4200.0), thrash_ranks=(5,)), 7200.0),
+        probe_set, ((AT, None, "firing", 2400, 2460), (AT, None, "resolved", 4800 - 15, 4800 + 5))),
+    # A relaunch resets every counter (retries 0 again): no negative rate, no alert.
+    Row("probe_counters_reset_at_relaunch", lambda: probes(ProbeProfile(ranks=4, relaunch_at_s=(1800.0, 3600.0)), 5400.0),
+        probe_set, ()),
+    # A recompile a minute from hour 1 to hour 2: the rate kind, the limit kind untouched.
+    Row("probe_recompiles_rising", lambda: probes(ProbeProfile(ranks=4, recompile=(3600.0, 7200.0)), 4 * 3600.0),
+        lambda: probe_set(recompiles=2.0), ((RC, None, "firing", 3600, 3600 + 600), (RC, None, "resolved", 7200, 7200 + 1800))),
 ]
 
 
 def _check(row: Row, alerts) -> None:
-    shown = [(a.detector, a.gpu, a.state, round(a.time - T0, 1), a.message) for a in alerts]
+    shown = [(a.detector, a.gpu, a.kind, a.state, round(a.time - T0, 1), a.message) for a in alerts]
     assert len(alerts) == len(row.expect), (row.id, shown)
     for alert, (name, gpu, state, lo, hi) in zip(alerts, row.expect):
         assert (alert.detector, alert.gpu, alert.state) == (name, gpu, state), alert

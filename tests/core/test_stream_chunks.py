@@ -157,3 +157,14 @@ def test_each_real_log_line_by_line_equals_whole(index: int) -> None:
     cuts = [i + 1 for i, c in enumerate(text) if c == "\n"]
     for replay in (False, True):
         assert feed(text, cuts, replay) == feed(text, [], replay)
+
+
+def test_a_glog_year_does_not_depend_on_where_the_chunk_was_cut() -> None:
+    """Found by the property above: a full-dated 2025 line, then yearless glog
+    stamps. The stream reads only the last stamp of a stretch of lines, so a
+    cut after the 2025 line left the glog clock in the default year (2026),
+    a year ahead of the events around it."""
+    text = "\n".join(lines_for(309, 210)) + "\n"
+    whole = feed(text, [], False)
+    for frac in (0.25, 0.5, 0.75, 0.9):
+        assert feed(text, [int(frac * len(text))], False) == whole, frac

@@ -119,7 +119,7 @@ def test_the_bundled_example_replays_to_its_story() -> None:
     fired = [json.loads(line) for line in out.stdout.splitlines()]
     fired = [(a["detector"], a["gpu"]) for a in fired if a["state"] == "firing"]
     assert sorted(fired[:3]) == [("memory_volatility", 5), ("memory_volatility", 6), ("memory_volatility", 7)]
-    assert fired[3:] == [("throughput_drop", None), ("fx_tracing", None)]
+    assert fired[3:] == [("padding", None), ("throughput_drop", None), ("fx_tracing", None)]
 
 
 @pytest.mark.parametrize("command", ["relaunch", "start"])

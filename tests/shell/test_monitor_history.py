@@ -45,7 +45,7 @@ def test_the_cli_replays_json_without_history(monkeypatch) -> None:  # noqa: ANN
     out = io.StringIO()
     monkeypatch.setattr("sys.stdout", out)
     assert command.run(args) == 0
-    assert made == [False] and out.getvalue().count("\n") == 3  # the log alone: no GPU samples
+    assert made == [False] and out.getvalue().count("\n") == 4  # the log alone: no GPU samples
 
 
 def test_the_throughput_series_is_the_runs_own_rate_in_its_unit() -> None:
