@@ -32,14 +32,14 @@ class Diagnosis:
 
 
 def session_symptoms(monitor: Any) -> set[str]:
-    """Detectors firing now, and the one-shot ones (crashes) that fired this session.
+    """Detectors firing now, and those that fired earlier this session.
 
-    A crash is never "firing" for long, but it is part of what the user is
-    looking at when they ask what changed."""
+    A crash is one moment, and a slowdown's alert may have resolved when the
+    job died of it; both are still what the user is asking about when they
+    ask what changed. (The history is bounded: the last 2000 alerts.)"""
     firing = {a.detector for a in monitor.alerts.firing()}
-    for alert in monitor.alerts.history:
-        if alert.state == "firing" and alert.detector in ("fx_tracing", "crash", "recompile"):
-            firing.add(alert.detector)
+    firing.update(a.detector for a in monitor.alerts.history if a.state == "firing")
+    firing.discard("process_exit")
     return firing
 
 

@@ -37,6 +37,10 @@ from .run_figures import ALLOC_RETRIES_KEY, PADDING_KEY, RECOMPILES_KEY, LatestP
 AlertListener = Callable[[Alert], None]
 
 
+# Alerts whose evidence names the likely causes (what changed since the baseline).
+SUSPECT_DETECTORS = frozenset({"throughput_drop", "memory_volatility"})
+
+
 @dataclass(slots=True)
 class StreamState:
     """Per log file: its parser, and the generation it was built for."""
@@ -69,6 +73,10 @@ class Monitor:
     ) -> None:
         self.detector_config = detector_config or DetectorConfig()
         self.baseline = baseline
+        # The job's environment (``Fingerprint.to_dict()``), set by the live
+        # session when it can read it: the suspects of a slowdown compare it
+        # with the baseline's. None: only the run's own figures compare.
+        self.fingerprint: dict[str, Any] | None = None
         self._tz = tz
         self._progress_pattern = progress_pattern
         self._detectors = self._build_detectors()
@@ -279,8 +287,7 @@ class Monitor:
         with self._lock:
             out = []
             for alert in self._detectors.flush():
-                out.append(alert)
-                self._record(alert)
+                out.append(self._record(alert))
             return out
 
     def advance_to(self, time: float) -> list[Alert]:
@@ -393,17 +400,12 @@ class Monitor:
         """The detectors' alerts on ``event``, recorded, after ``out``."""
         alerts = self._detectors.update(event)
         if alerts:
-            for alert in alerts:
-                self._record(alert)
-            out.extend(alerts)
+            out.extend([self._record(alert) for alert in alerts])
         self.version += 1
         return out
 
     def _run_detectors(self, event: Event) -> list[Alert]:
-        alerts = self._detectors.update(event)
-        for alert in alerts:
-            self._record(alert)
-        return alerts
+        return [self._record(alert) for alert in self._detectors.update(event)]
 
     def raise_alert(self, alert: Alert) -> None:
         """An alert the shell itself decided (auto-relaunch's crash loop)."""
@@ -411,10 +413,28 @@ class Monitor:
             self._record(alert)
             self.version += 1
 
-    def _record(self, alert: Alert) -> None:
+    def _record(self, alert: Alert) -> Alert:
+        """Keep and hand out ``alert``; a slowdown or swinging memory judged
+        against a good run's baseline carries the top suspects of what
+        changed since it (``detectors.diagnosis``) in its evidence."""
+        if alert.state == "firing" and alert.detector in SUSPECT_DETECTORS and self.baseline is not None:
+            alert = self._with_suspects(alert)
         self.alerts.add(alert)
         for listener in self._listeners:
             listener(alert)
+        return alert
+
+    def _with_suspects(self, alert: Alert) -> Alert:
+        from .profile import firing_detectors, monitor_suspects
+
+        try:
+            suspects = monitor_suspects(self, self.fingerprint, firing=firing_detectors(self) | {alert.detector})
+        except Exception as exc:  # noqa: BLE001 - an alert is never lost to its annotation
+            self.note(f"suspects for {alert.detector}: {type(exc).__name__}: {exc}")
+            return alert
+        if not suspects:
+            return alert
+        return replace(alert, evidence={**alert.evidence, "suspects": suspects})
 
     # -- job lifecycle ------------------------------------------------------
     def set_job_state(self, state: Any) -> None:

@@ -62,13 +62,29 @@ STATES = (
     State("filter", "volatile", (120, 40), "/ filters the log", keys=("slash", *"bucket", "enter")),
     State("compact-80x24", "volatile", (80, 24), "the same run in an 80x24 terminal"),
     State("help", "healthy", (120, 40), "? lists every key", keys=("question_mark",)),
+    State("diagnosis", "demo", (120, 40),
+          "d on the demo's broken-batching phase: what changed since the good run, most likely cause first",
+          keys=("d",)),
 )
 
-
 async def render_svg(state: State, out: Path) -> Path:
-    scene = build(state.scene)
-    job = SceneJob(scene.job_state, adoption=hand_started() if state.adopt else None)
-    app = DashboardApp(scene.monitor, job=job, tz=UTC, clock=lambda: scene.now, bell_repeat_s=0)
+    if state.scene == "demo":
+        tmp = Path(tempfile.mkdtemp(prefix="dfw-shot-demo-"))
+        try:
+            from dflash_watch.demo.snapshot import replayed_demo
+
+            snap = replayed_demo(tmp, tz=UTC)
+            monitor, now, fingerprint, baseline = snap.monitor, snap.now, snap.fingerprint, snap.baseline_path
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        app = DashboardApp(monitor, job=None, tz=UTC, clock=lambda: now, bell_repeat_s=0,
+                           fingerprint=fingerprint, baseline_path=baseline)
+    else:
+        tmp = None
+        scene = build(state.scene)
+        job = SceneJob(scene.job_state, adoption=hand_started() if state.adopt else None)
+        app = DashboardApp(scene.monitor, job=job, tz=UTC, clock=lambda: scene.now, bell_repeat_s=0)
     path = out / f"{state.name}.svg"
     async with app.run_test(size=state.size) as pilot:
         await pilot.pause(0.2)
@@ -79,6 +95,8 @@ async def render_svg(state: State, out: Path) -> Path:
         await app.workers.wait_for_complete()
         await pilot.pause(0.3)
         app.save_screenshot(filename=path.name, path=str(out))
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

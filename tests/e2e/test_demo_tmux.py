@@ -75,9 +75,61 @@ class Pane:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
 
 
-def demo_leftovers() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "dflash_watch.demo.simulator" in line]
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class DemoProcesses:
+    """The demo this test started and the simulator it started, found from
+    the test's own tmux pane (its process tree, then the demo's private tmux
+    server, whose name carries the demo's pid): never by scanning the
+    machine's process table, where other people's jobs run."""
+
+    def __init__(self, pane: "Pane") -> None:
+        self.pane = pane
+        self.simulators: set[int] = set()
+
+    def _demo_pids(self) -> list[int]:
+        out = subprocess.run(["tmux", "-L", self.pane.socket, "list-panes", "-a", "-F", "#{pane_pid}"],
+                             capture_output=True, text=True, timeout=10)
+        todo = [int(p) for p in out.stdout.split() if p.isdigit()]
+        found = []
+        while todo:
+            pid = todo.pop()
+            if " demo" in _cmdline(pid) and "dflash_watch.demo.simulator" not in _cmdline(pid):
+                found.append(pid)
+            todo += _children(pid)
+        return found
+
+    def remember(self) -> None:
+        """Note the simulator's pid while the demo runs."""
+        for demo in self._demo_pids():
+            out = subprocess.run(["tmux", "-L", f"dfw-demo-{demo}", "list-panes", "-a", "-F", "#{pane_pid}"],
+                                 capture_output=True, text=True, timeout=10)
+            todo = [int(p) for p in out.stdout.split() if p.isdigit()]
+            while todo:
+                pid = todo.pop()
+                if "dflash_watch.demo.simulator" in _cmdline(pid):
+                    self.simulators.add(pid)
+                todo += _children(pid)
+
+    def leftovers(self) -> list[int]:
+        return [p for p in self.simulators if "dflash_watch.demo.simulator" in _cmdline(p)]
 
 
 def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly() -> None:
@@ -89,21 +141,36 @@ def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly() -> None:
         pane.wait_for(r"GPU 7", timeout=60)
         screen = pane.wait_for(r"step [\d,]+/50,000", timeout=90)
         pane.wait_for_all(["q quit", "throughput", "alerts"], timeout=10)
+        demo = DemoProcesses(pane)
+        demo.remember()
+        assert demo.simulators, "the demo's simulator was not found under the test's pane"
         pane.keys("q")
         deadline = time.monotonic() + 20
-        while demo_leftovers() and time.monotonic() < deadline:
+        while demo.leftovers() and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert demo_leftovers() == []
+        assert demo.leftovers() == []
     finally:
         pane.close()
 
 
 def test_demo_story_crash_then_one_key_relaunch() -> None:
     pane = Pane("python3 -m dflash_watch.cli demo --speed 60")
+    demo = DemoProcesses(pane)
     try:
         pane.wait_for(r"VOLATILE", timeout=90)
+        demo.remember()
+        assert demo.simulators, "the demo's simulator was not found under the test's pane"
+        # `d`: what changed since the good run, padding first, the staged
+        # environment's differences, the FX crash not blamed for the slowdown.
+        pane.keys("d")
+        pane.wait_for_all(["what changed", "padding_efficiency", "package:transformers", "package:accelerate"],
+                          timeout=30)
+        pane.keys("Escape")
         screen = pane.wait_for(r"fx_tracing", timeout=60)
         pane.wait_for_all(["exited 1", "relaunch"], timeout=30)
+        pane.keys("d")
+        pane.wait_for_all(["what changed", "explains a crash, not a slowdown"], timeout=30)
+        pane.keys("Escape")
         pane.keys("r")
         screen = pane.wait_for(r"running dflash-demo .* restarts 1", timeout=30)
         # The relaunch warms up and comes back healthy at 21-25 Ktok/s.
@@ -113,9 +180,9 @@ def test_demo_story_crash_then_one_key_relaunch() -> None:
     finally:
         pane.close()
     deadline = time.monotonic() + 20
-    while demo_leftovers() and time.monotonic() < deadline:
+    while demo.leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert demo_leftovers() == []
+    assert demo.leftovers() == []
 
 
 def test_replay_on_a_terminal_opens_the_finished_run_in_the_dashboard() -> None:

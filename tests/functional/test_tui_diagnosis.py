@@ -80,3 +80,27 @@ async def test_d_opens_the_screen_over_the_running_dashboard_and_esc_closes_it()
         await pilot.pause()
         assert not isinstance(app.screen, DiagnosisScreen)
         assert set(job.calls) <= {"status"}  # looking never acts on the job
+
+
+def test_the_demo_run_names_padding_first_in_its_alerts_and_on_d(tmp_path):
+    """The demo's own data (staged environments, simulator output, replay):
+    the slowdown's alert carries the suspects, padding first; `d` shows the
+    package and cache differences and says the FX crash is not the cause."""
+    from dflash_watch.demo.snapshot import replayed_demo
+
+    snap = replayed_demo(tmp_path)
+    history = list(snap.monitor.alerts.history)
+    fired = {a.detector for a in history if a.state == "firing"}
+    assert {"padding", "throughput_drop", "fx_tracing", "alloc_thrash"} <= fired, fired
+    drop = next(a for a in history if a.detector == "throughput_drop" and a.state == "firing")
+    suspects = drop.evidence.get("suspects")
+    assert suspects and suspects[0]["what"] == "padding_efficiency", suspects
+    diagnosis = live_diagnosis(snap.monitor, snap.fingerprint, snap.baseline_path)
+    whats = [c["what"] for c in diagnosis.changes]
+    assert whats[0] == "padding_efficiency", whats
+    for what in ("package:transformers", "package:accelerate", "torch_build", "compile_cache", "crash:fx_tracing"):
+        assert what in whats, (what, whats)
+    fx = next(c for c in diagnosis.changes if c["what"] == "crash:fx_tracing")
+    assert "explains a crash, not a slowdown" in fx["says"]
+    cache = next(c for c in diagnosis.changes if c["what"] == "compile_cache")
+    assert "slow first steps, not a steady drop" in cache["says"]

@@ -24,16 +24,34 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ...diagnose import Diagnosis
-from ..text import plain
+from ...report import format_rate
+from ..text import fmt_bytes, plain
 
 
-def _value(value: Any) -> str:
+def _value(value: Any, what: str = "") -> str:
+    """A profile value as an engineer reads it: bytes in KB/MB/GB, rates in Ktok/s."""
     if value is None:
         return "missing"
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        if what == "throughput":
+            return format_rate(float(value))
+        if what == "padding_efficiency":
+            return f"{value:.0%}"
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
     if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items())
+        parts = []
+        for k, v in value.items():
+            if k == "path":
+                continue
+            if k.endswith("bytes") and isinstance(v, (int, float)):
+                parts.append(fmt_bytes(v))
+            elif isinstance(v, float) and v.is_integer():
+                parts.append(f"{int(v)} {k}")
+            else:
+                parts.append(f"{k}={v}")
+        return ", ".join(parts)
     if isinstance(value, (list, tuple)):
         text = " ".join(str(v) for v in value)
         return text if len(text) <= 60 else text[:59] + "…"
@@ -45,7 +63,7 @@ def diagnosis_text(diagnosis: Diagnosis) -> list[Any]:
     parts: list[Any] = []
     head = Text()
     if diagnosis.symptoms:
-        head.append("symptoms: ", style="bold")
+        head.append("symptoms this session: ", style="bold")
         head.append(plain(", ".join(diagnosis.symptoms)), style="bold red")
         head.append("   ")
     head.append("baseline: ", style="bold")
@@ -65,7 +83,7 @@ def diagnosis_text(diagnosis: Diagnosis) -> list[Any]:
         what = plain(str(change.get("what", "?")))
         if change.get("gpu") is not None:
             what += f" (GPU {change['gpu']})"
-        was, now = _value(change.get("baseline")), _value(change.get("now"))
+        was, now = _value(change.get("baseline"), what), _value(change.get("now"), what)
         table.add_row(Text(f"{rank}."), Text(what), Text(plain(f"{was} -> {now}"), style="dim"))
     parts += [Text(""), table]
     for rank, change in enumerate(diagnosis.changes, 1):
