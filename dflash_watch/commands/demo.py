@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     _exit_on_hangup(cleanup)
     monitor = Monitor(baseline=load_baseline(staged.baseline))
+    monitor.fingerprint = rebuilt_fingerprint(staged)  # the alerts' suspects compare it
     code = 0
     try:
         try:

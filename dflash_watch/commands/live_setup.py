@@ -128,4 +128,8 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
             sinks.close(1.0)
         raise
     outputs = [o for o in (sinks, metrics) if o]
+    if job is not None:
+        from ..sources.job_env import JobEnvironment
+
+        outputs.append(JobEnvironment(monitor, job).start())
     return LiveSetup(settings, monitor, session, job, control_note, outputs)

@@ -65,6 +65,11 @@ def training_pid(pids: Iterable[int]) -> int | None:
         except OSError:
             continue
         argv = proc_cmdline(pid)
+        if argv and any(a.endswith(_WRAPPER) for a in argv[:4]):
+            continue  # dflash-watch's own pane wrapper runs in dflash-watch's Python, not the job's
         if exe.startswith("python") or (argv and Path(argv[0]).name.startswith("python")):
             return pid
     return None
+
+
+_WRAPPER = os.path.join("dflash_watch", "control", "wrapper.py")

@@ -16,6 +16,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--pid-file", required=True)
 parser.add_argument("--marker", default="")
 parser.add_argument("--ignore", default="")
+parser.add_argument("--config", default="")  # only to be on the command line (fingerprint tests)
 args = parser.parse_args()
 for name in filter(None, args.ignore.split(",")):
     signal.signal(getattr(signal, f"SIG{name}"), signal.SIG_IGN)
