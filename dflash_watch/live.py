@@ -2,7 +2,8 @@
 
 The dashboard, `headless` and the demo all watch a run the same way: log
 files tailed like `tail -F`, GPU samples from NVML or from a sample file,
-the tmux job polled for its exit, and a 1 Hz tick. Each source runs on its
+probe files written by ``dflash_watch.probe`` (followed like the sample
+file), the tmux job polled for its exit, and a 1 Hz tick. Each source runs on its
 own daemon thread and only ever calls the Monitor (which has a lock), so a
 slow NFS read or a hung NVML call can never freeze the UI, and stopping
 the watcher never touches the training job.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -114,6 +115,7 @@ class LiveSession:
         *,
         logs: tuple[str, ...] = (),
         samples_file: str | None = None,
+        probes: Sequence[str] | None = None,
         use_nvml: bool = True,
         gpu_interval_s: float = 1.0,
         gpu_indices: tuple[int, ...] | None = None,
@@ -127,10 +129,16 @@ class LiveSession:
         alerts_file: str | None = None,
         tail_poll_s: float = 0.5,
         quiet_s: float = 0.2,
+        probe_poll_s: float = 1.0,
     ) -> None:
         self.monitor = monitor
         self.logs = logs
         self.samples_file = samples_file
+        # Probe files and globs (``--probe``); None: ``dflash-probe-*.jsonl``
+        # beside each log and in the job's working directory. Globs stay
+        # globs, so a rank's file that appears later is picked up.
+        self.probes_given = probes is not None and len(probes) > 0
+        self.probes = list(probes) if self.probes_given else _default_probe_globs(logs, job)
         self.use_nvml = use_nvml and samples_file is None
         self.gpu_interval_s = gpu_interval_s
         self.gpu_indices = gpu_indices
@@ -151,6 +159,11 @@ class LiveSession:
         # Half a second is well inside the dashboard's 1 s redraw, and a
         # backlog is still read without waiting (``LogTailer.wait``).
         self.tail_poll_s = tail_poll_s
+        # Probe files grow by a flush every few seconds (``Probe``'s
+        # every_s): a look a second by name finds appends, new ranks' files
+        # and rotations soon enough, with no file-event thread of its own,
+        # and the thread leaves as soon as the session stops.
+        self.probe_poll_s = probe_poll_s
         # A log that has not grown for this long (wall seconds) is quiet
         # (``Monitor.quiet``): its last traceback is a crash now.
         self.quiet_s = quiet_s
@@ -184,6 +197,8 @@ class LiveSession:
             self._spawn("log-tail", self._tail_logs)
         else:
             self.monitor.note("no log files given: pass --log PATH or set logs in the config")
+        if self.probes:
+            self._spawn("probes", self._tail_probes)
         if self.samples_file:
             self._spawn("gpu-samples", self._tail_samples)
         elif self.use_nvml:
@@ -309,11 +324,51 @@ class LiveSession:
                     self._observe()
             tailer.wait(self.tail_poll_s)
 
-    def _tailer(self, patterns: list[str]) -> Any:
+    def _tail_probes(self) -> None:
+        """Probe lines into ``Monitor.feed_probes``, a file's complete lines at a time.
+
+        Each file keeps its own parser (its rank from its name, its count
+        of bad lines, said once per file). A torn last line waits as a
+        partial chunk until its newline comes. The default places may
+        never hold a probe file: no "waiting for" notice for those. Probe
+        lines arrive every few seconds per rank, so this thread polls
+        (``probe_poll_s``) instead of keeping a file-event thread.
+        """
+        from .sources.logtail import Chunk
+        from .sources.probes import ProbeParser
+
+        tailer = self._tailer(self.probes, self.probe_poll_s, use_watchdog=False)
+        self._tailers.append(tailer)
+        parsers: dict[str, ProbeParser] = {}
+        while not self._stop.is_set():
+            for item in tailer.poll():
+                if not isinstance(item, Chunk):
+                    if self.probes_given or item.kind != "waiting":
+                        self.monitor.note(item.message)
+                    continue
+                if item.partial:
+                    continue
+                parser = parsers.get(item.path)
+                if parser is None:
+                    parser = parsers[item.path] = ProbeParser(item.path)
+                before = parser.bad
+                batch = parser.parse_text(item.text, item.first_lineno)
+                if parser.bad and not before:
+                    self.monitor.note(f"{item.path}: skipping lines that are not probe lines "
+                                      f"(first: line {parser.first_bad})")
+                if batch:
+                    self.monitor.feed_probes(batch)
+                    self._observe()
+            if self._stop.wait(self.probe_poll_s):
+                return
+
+    def _tailer(self, patterns: list[str], poll_s: float | None = None, use_watchdog: bool = True) -> Any:
         """A tailer that finds appends by polling every ``tail_poll_s`` (see ``__init__``)."""
         from .sources.logtail import LogTailer
 
-        return LogTailer(patterns, from_start=self.from_start, poll_interval=self.tail_poll_s, wake_on_writes=False)
+        poll = self.tail_poll_s if poll_s is None else poll_s
+        return LogTailer(patterns, from_start=self.from_start, poll_interval=poll, wake_on_writes=False,
+                         use_watchdog=use_watchdog)
 
     def _start_nvml(self) -> None:
         from .sources.nvml import GpuSampler, SamplerThread
@@ -437,6 +492,14 @@ class LiveSession:
         self.monitor.set_job_state(state)
         if self.sampler is not None and getattr(state, "pids", None):
             self.sampler.job_pids = state.pids
+
+
+def _default_probe_globs(logs: Sequence[str], job: Any) -> list[str]:
+    """``dflash-probe-*.jsonl`` beside each log and in the job's cwd."""
+    from .sources.probes import discover
+
+    spec = getattr(job, "spec", None)
+    return discover((), logs, getattr(spec, "cwd", None))
 
 
 def crash_loop_alert(now: float, exit_event: Any, reason: str) -> Any:

@@ -29,6 +29,7 @@ from parsers.stream import LogStream
 
 from .monitor import Monitor, _display_name, _year
 from .sources.logtail import Chunk, read_chunks
+from .sources.probes import ProbeParser, read_probe_file
 from .sources.samples import read_sample_file
 
 
@@ -102,17 +103,19 @@ def replay(
     logs: Sequence[str],
     *,
     gpu_samples: Sequence[str] = (),
+    probes: Sequence[str] = (),
     monitor: Monitor | None = None,
     tz: Any = None,
     progress_pattern: Any = None,
     on_alert: Callable[[Alert], None] | None = None,
 ) -> ReplayResult:
-    check_inputs([*logs, *gpu_samples])
+    check_inputs([*logs, *gpu_samples, *probes])
     monitor = monitor or Monitor(tz=tz, progress_pattern=progress_pattern, keep_lines=0)
     result = ReplayResult(monitor)
     ends: list[float] = []
     batches: Iterable[list[Event]]
-    if len(logs) == 1 and not gpu_samples:
+    probe_parsers = [ProbeParser(p) for p in probes]
+    if len(logs) == 1 and not gpu_samples and not probes:
         batches = log_batches(logs[0], tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends)
     else:
         streams: list[Iterator[Event]] = [
@@ -120,7 +123,10 @@ def replay(
             for p in logs
         ]
         streams.extend(read_sample_file(p) for p in gpu_samples)
-        merged = heapq.merge(*streams, key=_event_time) if len(streams) > 1 else streams[0]
+        # Probe lines go through feed_events like any event: Monitor.feed_probes
+        # is feed_events, and one merged batch keeps the time order across kinds.
+        streams.extend(read_probe_file(p, parser) for p, parser in zip(probes, probe_parsers))
+        merged = heapq.merge(*streams, key=_event_time) if len(streams) > 1 else iter(streams[0] if streams else ())
         batches = iter(lambda: list(islice(merged, _MERGED_BATCH)), [])
     feed = monitor.feed_events
     for batch in batches:
@@ -128,6 +134,11 @@ def replay(
             result.alerts.append(alert)
             if on_alert is not None:
                 on_alert(alert)
+    for parser in probe_parsers:
+        summary = parser.summary()
+        if summary:
+            result.notices.append(summary)
+            monitor.note(summary)
     # The data ends at the last timestamp of any file, not at its last
     # event: live, the clock would have reached it (and a silence that long
     # judged) while those lines arrived.

@@ -1,6 +1,6 @@
 """`dflash-watch check`: one look at a run, for cron, CI and shell scripts.
 
-Reads what the logs (and GPU sample file) hold now through the same
+Reads what the logs (GPU sample file, probe files) hold now through the same
 pipeline as replay, judges the silence since the last line up to now on the
 wall clock (a run whose log stopped an hour ago is stalled, not healthy),
 asks tmux about the job when a session is named, and prints what is firing.
@@ -23,7 +23,7 @@ def _describe(alert: Any) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    from .common import ClearError, expand_logs, load_run_settings, monitor_kwargs
+    from .common import ClearError, expand_logs, load_run_settings, monitor_kwargs, probe_files
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -38,7 +38,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return fail(str(exc))
     config = settings.config
     logs = expand_logs(config.logs)
-    if not logs and not config.gpu.samples_file:
+    probes = probe_files(settings, logs)
+    if not logs and not config.gpu.samples_file and not probes:
         if config.logs:
             return fail(f"no file matches {', '.join(config.logs)}")
         return fail("nothing to read: pass --log PATH (or set logs in the config)")
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     )
     samples = [config.gpu.samples_file] if config.gpu.samples_file else []
     try:
-        replay(logs, gpu_samples=samples, monitor=monitor)
+        replay(logs, gpu_samples=samples, probes=probes, monitor=monitor)
     except ReplayInputError as exc:
         return fail(str(exc))
     except OSError as exc:

@@ -24,6 +24,9 @@ class RunSettings:
     baseline: Baseline | None
     tz: Any
     progress_pattern: Any
+    # ``--probe`` files and globs as given; empty: look beside the logs
+    # (``probe_patterns``).
+    probes: tuple[str, ...] = ()
 
 
 def parse_tz(name: str | None) -> Any:
@@ -83,7 +86,28 @@ def load_run_settings(args: argparse.Namespace) -> RunSettings:
         baseline=baseline,
         tz=tz,
         progress_pattern=progress_pattern_from(config.progress_regex),
+        probes=tuple(getattr(args, "probe", None) or ()),
     )
+
+
+def probe_patterns(settings: RunSettings, logs: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    """Where probe lines are: ``--probe`` files and globs, else
+    ``dflash-probe-*.jsonl`` beside each log and in the job's working
+    directory (``[run] cwd``). Globs stay globs: live, a rank's file that
+    appears later is found; ``probe_files`` expands them for one read."""
+    from ..sources.probes import discover
+
+    config = settings.config
+    return discover(settings.probes, config.logs if logs is None else logs, config.run.cwd)
+
+
+def probe_files(settings: RunSettings, logs: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    """``probe_patterns`` as the files they name now. A ``--probe`` name
+    without a wildcard is kept (a missing file is the reader's error to
+    report); the default places may hold nothing, and that is fine."""
+    from ..sources.probes import expand
+
+    return expand(probe_patterns(settings, logs))
 
 
 def monitor_kwargs(settings: RunSettings) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from .common import SettingsError, load_run_settings, monitor_kwargs
+from .common import SettingsError, load_run_settings, monitor_kwargs, probe_patterns
 
 DEFAULT_SESSION = "dflash-train"
 
@@ -108,6 +108,7 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
         monitor,
         logs=config.logs,
         samples_file=samples,
+        probes=probe_patterns(settings),
         use_nvml=config.gpu.enabled,
         gpu_interval_s=config.gpu.interval_s,
         gpu_indices=config.gpu.indices,

@@ -1,8 +1,10 @@
-"""`dflash-watch replay LOG... [--gpu-samples F] [--baseline F] [--json]`.
+"""`dflash-watch replay LOG... [--gpu-samples F] [--probe F] [--baseline F] [--json]`.
 
 `--json` prints alert lines (CONTRACTS section 2). Without it, on a
 terminal, the finished run opens in the dashboard (alerts, GPU and
 throughput history, the logs' last lines); piped, it prints a text report.
+Probe lines (``--probe``, else ``dflash-probe-*.jsonl`` beside the logs)
+are merged in time order with the logs and GPU samples.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import argparse
 import sys
 
 from . import fail
-from .common import ClearError, load_run_settings, monitor_kwargs
+from .common import ClearError, load_run_settings, monitor_kwargs, probe_files
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = load_run_settings(args)
 
-        check_inputs([*args.logs, *args.gpu_samples])
+        probes = probe_files(settings, args.logs)
+        check_inputs([*args.logs, *args.gpu_samples, *probes])
         monitor = Monitor(
             **monitor_kwargs(settings),
             keep_lines=0,
@@ -44,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         result = replay(
             args.logs,
             gpu_samples=args.gpu_samples,
+            probes=probes,
             monitor=monitor,
             tz=settings.tz,
             progress_pattern=settings.progress_pattern,
