@@ -28,7 +28,7 @@ Example: rank 3 retries on every other step of 10 s from minute 10.
 
 from __future__ import annotations
 
-from parsers.events import Event, ProbeSample, Tick
+from parsers.events import Event, ProbeSample, ProcessExit, Tick
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_duration
@@ -43,7 +43,7 @@ REMEDY = (
 
 class AllocThrash:
     name = NAME
-    accepts = (ProbeSample, Tick)
+    accepts = (ProbeSample, Tick, ProcessExit)
 
     def __init__(self, config: DetectorConfig | None = None, baseline_per_hour: float | None = None) -> None:
         self.config = c = config or DetectorConfig()
@@ -79,6 +79,15 @@ class AllocThrash:
             return self._quiet(t, event.source) if self.episode.active else []
         if isinstance(event, Tick):
             return self._quiet(t, "probe") if self.episode.active else []
+        if isinstance(event, ProcessExit):
+            # The process whose allocator retried is gone; a relaunch starts
+            # with a clean allocator and counters from zero.
+            self.rises = RankRises(self.config.alloc_thrash_window_s)
+            self._last_rise = None
+            if self.episode.active:
+                self.per_hour = None
+                return self.episode.resolve(t, "the training process exited: its allocator retries ended with it",
+                                            event.source, {"window_s": self.config.alloc_thrash_window_s})
         return []
 
     def _quiet(self, t: float, where: str) -> list[Alert]:

@@ -155,6 +155,7 @@ class PaddingDetector:
         self._probe = _Window(c.padding_window_s, c.padding_min_samples)
         self._log = _Window(c.padding_window_s, c.padding_min_samples)
         self._probe_seen = False
+        self._last_value: float | None = None
         self.source: str | None = None  # "probe" or "log"
         self._worst: float | None = None
 
@@ -163,8 +164,12 @@ class PaddingDetector:
 
     @property
     def efficiency(self) -> float | None:
-        """The windowed efficiency now (probe lines where they come), or None."""
-        return (self._probe if self._probe_seen else self._log).value()
+        """The windowed efficiency now (probe lines where they come), else the
+        last one judged: after the job died its last batches still say what
+        they were (the diagnosis of a crashed run needs them), until the next
+        incarnation's own batches replace them. None before any."""
+        value = (self._probe if self._probe_seen else self._log).value()
+        return value if value is not None else self._last_value
 
     def set_baseline(self, efficiency: float | None) -> None:
         """Judge from now on against ``efficiency`` (None: the floor)."""
@@ -218,6 +223,8 @@ class PaddingDetector:
     def _judge(self, t: float, window: _Window, source: str, where: str) -> list[Alert]:
         c = self.config
         value = window.value()
+        if value is not None:
+            self._last_value = value
         self.source = source
         if value is None or window.samples() < c.padding_min_samples:
             return []

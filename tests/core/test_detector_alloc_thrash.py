@@ -79,3 +79,17 @@ def test_a_cpu_run_without_allocator_figures_says_nothing_and_stays_bounded():
     many = [ProbeSample(T0 + 2000.0 + i * 0.01, rank=i, alloc_retries=i % 3) for i in range(5000)]
     drive(DetectorSet([det]), many)
     assert len(det.rises._ranks) <= 1024
+
+
+def test_the_job_exiting_ends_the_episode_and_a_relaunch_counts_afresh():
+    """The process that thrashed died (the demo's FX crash): its episode
+    resolves at the exit, not a window later on the next incarnation."""
+    from parsers.events import ProcessExit
+
+    events = [ProbeSample(T0 + 5.0 * i, rank=0, alloc_retries=2 * i) for i in range(60)]
+    exit_at = events[-1].time + 1.0
+    events.append(ProcessExit(exit_at, "crash", code=1))
+    events += [ProbeSample(exit_at + 30.0 + 5.0 * i, rank=0, alloc_retries=0) for i in range(20)]
+    alerts = drive(DetectorSet([AllocThrash(CFG)]), events)
+    assert [a.state for a in alerts] == ["firing", "resolved"]
+    assert alerts[1].time == exit_at and "exited" in alerts[1].message
