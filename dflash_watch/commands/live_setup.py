@@ -130,7 +130,12 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
         raise
     outputs = [o for o in (sinks, metrics) if o]
     if job is not None:
+        from ..baseline_auto import AutoBaseline
+        from ..control.spec import default_state_dir
+        from ..sources.auto_baseline import AutoBaselineSaver
         from ..sources.job_env import JobEnvironment
 
         outputs.append(JobEnvironment(monitor, job).start())
+        policy = AutoBaseline.for_session(config.run.state_dir or default_state_dir(), job.spec.session)
+        outputs.append(AutoBaselineSaver(monitor, policy).start())
     return LiveSetup(settings, monitor, session, job, control_note, outputs)
