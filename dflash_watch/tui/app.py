@@ -399,6 +399,10 @@ class DashboardApp(JobActions, App[int]):
             return
         self._diagnose()
 
+    def _refresh_diagnosis(self) -> None:
+        if isinstance(self.screen, DiagnosisScreen):
+            self._diagnose()
+
     @work(thread=True, exclusive=True, group="diagnose")
     def _diagnose(self) -> None:
         from ..diagnose import job_fingerprint, live_diagnosis
@@ -413,9 +417,12 @@ class DashboardApp(JobActions, App[int]):
         self.call_from_thread(self._show_diagnosis, diagnosis)
 
     def _show_diagnosis(self, diagnosis: Any) -> None:
+        if isinstance(self.screen, DiagnosisScreen):
+            self.screen.show(diagnosis)  # a refresh of the open screen
+            return
         if len(self.screen_stack) > 1:
             return  # another dialog came up meanwhile: it has the screen
-        self.push_screen(DiagnosisScreen(diagnosis))
+        self.push_screen(DiagnosisScreen(diagnosis, refresh=self._refresh_diagnosis))
 
     # -- command palette -------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

@@ -173,8 +173,10 @@ def test_demo_story_crash_then_one_key_relaunch() -> None:
         # `d`: what changed since the good run, padding first, the staged
         # environment's differences, the FX crash not blamed for the slowdown.
         pane.keys("d")
+        # The screen follows the run: the padding and allocator symptoms that
+        # come after the memory swings appear in it while it is open.
         pane.wait_for_all(["what changed since", "padding_efficiency", "package:transformers",
-                           "package:accelerate", "alloc_thrash"], timeout=30)
+                           "package:accelerate", "alloc_thrash"], timeout=60)
         pane.close_modal()
         screen = pane.wait_for(r"fx_tracing", timeout=60)
         pane.wait_for_all(["exited 1", "relaunch"], timeout=30)

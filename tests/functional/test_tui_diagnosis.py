@@ -104,3 +104,27 @@ def test_the_demo_run_names_padding_first_in_its_alerts_and_on_d(tmp_path):
     assert "explains a crash, not a slowdown" in fx["says"]
     cache = next(c for c in diagnosis.changes if c["what"] == "compile_cache")
     assert "slow first steps, not a steady drop" in cache["says"]
+
+
+async def test_the_open_screen_follows_the_run():
+    """Open before the slowdown's cause shows, the screen updates in place."""
+    app, s, job = make_app("volatile", minutes=20, fingerprint=lambda: None)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        s.monitor.set_baseline(None)
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DiagnosisScreen) and "no baseline yet" in screen.diagnosis.note
+        _good_baseline_from_scratch(s.monitor)
+        screen._refresh()  # what the screen's timer does every few seconds
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen is screen and screen.diagnosis.changes[0]["what"] == "padding_efficiency"
+
+
+def _good_baseline_from_scratch(monitor):  # noqa: ANN001
+    from dflash_watch.baseline import Baseline
+
+    monitor.set_baseline(Baseline(21_500.0, {"padding_efficiency": 0.93}))

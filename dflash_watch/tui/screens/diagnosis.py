@@ -111,15 +111,32 @@ class DiagnosisScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,d", "close", "close", show=True)]
 
-    def __init__(self, diagnosis: Diagnosis) -> None:
+    def __init__(self, diagnosis: Diagnosis, refresh: Any = None, refresh_s: float = 5.0) -> None:
         super().__init__()
         self.diagnosis = diagnosis
+        # Asked every ``refresh_s`` while the screen is up: a run that is
+        # degrading goes on changing under it (a new symptom, the crash).
+        self._refresh = refresh
+        self._refresh_s = refresh_s
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll() as scroll:
+        with VerticalScroll(id="diagnosis-body") as scroll:
             scroll.border_title = "what changed since the good run, most likely cause first (Esc: close)"
             for part in diagnosis_text(self.diagnosis):
                 yield Static(part)
+
+    def on_mount(self) -> None:
+        if self._refresh is not None:
+            self.set_interval(self._refresh_s, self._refresh)
+
+    def show(self, diagnosis: Diagnosis) -> None:
+        """Draw a newer diagnosis in place (the scroll position is kept)."""
+        if diagnosis == self.diagnosis:
+            return
+        self.diagnosis = diagnosis
+        body = self.query_one("#diagnosis-body", VerticalScroll)
+        body.remove_children()
+        body.mount_all([Static(part) for part in diagnosis_text(diagnosis)])
 
     def action_close(self) -> None:
         self.dismiss(None)
