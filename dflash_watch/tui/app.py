@@ -368,7 +368,7 @@ class DashboardApp(JobActions, App[int]):
         if why is not None:
             self.notify(why, title="baseline", severity="warning", timeout=12, markup=False)
             return
-        baseline = self.monitor.capture_baseline(BASELINE_WINDOW_S)
+        baseline = self._profile_baseline()
         if baseline is None:
             self.notify("no throughput seen yet: a baseline needs progress lines with tokens/s",
                         severity="warning", markup=False)
@@ -376,6 +376,20 @@ class DashboardApp(JobActions, App[int]):
         self.monitor.set_baseline(baseline)  # at once: this session is judged by it from now on
         self.redraw(force=True)
         self._save_baseline(baseline, self.baseline_path)
+
+    def _profile_baseline(self) -> Any:
+        """The recent window as the good run's profile: throughput and its
+        spread, memory, padding, recompile and allocator figures, and the
+        job's environment when the session has read it (`d` compares them)."""
+        from ..baseline import Baseline
+        from ..profile import profile_of_monitor
+
+        with self.monitor.lock:
+            profile = profile_of_monitor(self.monitor, BASELINE_WINDOW_S, self.monitor.fingerprint)
+        if profile is None:
+            return None
+        profile.pop("version", None)
+        return Baseline(profile.pop("throughput_tokens_per_s"), profile)
 
     @work(thread=True, group="baseline")
     def _save_baseline(self, baseline: Any, path: str) -> None:

@@ -132,6 +132,7 @@ async def test_relaunch_refused_names_the_blocking_pids():
 async def test_b_saves_the_window_as_baseline(tmp_path):
     target = tmp_path / "base.json"
     app, s, job = make_app("healthy", baseline_path=str(target))
+    s.monitor.fingerprint = {"packages": {"transformers": "5.8.1"}}  # as the live session reads it
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
         await pilot.press("b")
@@ -139,6 +140,10 @@ async def test_b_saves_the_window_as_baseline(tmp_path):
         data = json.loads(target.read_text())
         assert data["version"] == 1
         assert 20_000 < data["throughput_tokens_per_s"] < 25_000
+        # The profile `d` and `baseline diff` compare later: spread, padding, environment.
+        assert data["throughput_p10"] <= data["throughput_tokens_per_s"] <= data["throughput_p90"]
+        assert data["padding_efficiency"] == 0.93
+        assert data["fingerprint"] == {"packages": {"transformers": "5.8.1"}}
         assert any(str(target) in t for t in toasts(app))
 
 
