@@ -34,15 +34,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEP = "2026-11-29 10:{m:02d}:{s:02d},000 - INFO - train - step {n}/1000 | loss 2.31 | 21.5 Ktok/s\n"
-TRACEBACK = (
-    "[rank{r}]: Traceback (most recent call last):\n"
-    '[rank{r}]:   File "/opt/train.py", line 412, in <module>\n'
-    "[rank{r}]:     main()\n"
-    '[rank{r}]:   File "/opt/trial{t}.py", line {t}, in step_{t}\n'
-    "[rank{r}]:     loss.backward()\n"
-    "[rank{r}]: RuntimeError: trial {t} failed\n"
-)
+sys.path.insert(0, str(ROOT))
+
+# The same log lines as the stdout reference, so the two figures compare.
+from benchmarks.bench_crash_latency import STEP, TRACEBACK  # noqa: E402
 
 
 def serve(posts: queue.Queue) -> ThreadingHTTPServer:

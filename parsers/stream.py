@@ -61,6 +61,9 @@ _DATED_HINT = re.compile(
     r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ ]?|\[[A-Z]{3,8}\])*\[?"
     r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|\{)"
 )
+# First characters of a line whose stamp is a full date (ISO, US, JSON):
+# no glog year to settle, the common case, told without parsing again.
+_DATED_FIRST = frozenset("0123456789{")
 
 _PROGRESS = 1
 _TRIGGER = 2
@@ -655,8 +658,10 @@ class LogStream:
         boundary fell (a full-dated 2025 line, then glog lines, read as 2026
         when the stretch is cut after the 2025 line).
         """
+        if start <= lo or text[start] in _DATED_FIRST:
+            return value  # nothing before it in the stretch, or a full date of its own
         times = self._times
-        if start <= lo or times.parse_dated(text[start:end]) is not None:
+        if times.parse_dated(text[start:end]) is not None:
             return value
         hits = [m.start() + 1 for m in _DATED_HINT.finditer(text, lo - 1 if lo else 0, start)]
         if lo == 0:

@@ -78,8 +78,9 @@ async def render_svg(state: State, out: Path) -> Path:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        # The baseline's name, not its temporary folder: the picture is the same on every render.
         app = DashboardApp(monitor, job=None, tz=UTC, clock=lambda: now, bell_repeat_s=0,
-                           fingerprint=fingerprint, baseline_path=baseline)
+                           fingerprint=fingerprint, baseline_path=Path(baseline).name)
     else:
         tmp = None
         scene = build(state.scene)

@@ -29,8 +29,8 @@ import sys
 from typing import Any
 
 from . import fail
-from .baseline_window import TOKENS, Window, _window_monitor, capture_window, median
-from .common import ClearError, SettingsError, detector_config_from, expand_logs, parse_tz, progress_pattern_from
+from .baseline_window import TOKENS, Window, replay_settings, _window_monitor, capture_window, median
+from .common import ClearError, SettingsError, expand_logs, parse_tz
 
 __all__ = ["Window", "_window_monitor", "capture_window", "describe", "run"]
 
@@ -86,16 +86,11 @@ def _expand(patterns: tuple[str, ...]) -> list[str]:
 
 def _save(args: argparse.Namespace) -> int:
     from ..baseline import Baseline, save_baseline
-    from ..config import load_config
     from ..replay import ReplayInputError, check_inputs, replay
 
     from .baseline_env import replay_probe_kwargs
 
-    config = load_config(args.config)
-    tz_name = args.tz or config.tz
-    tz = parse_tz(tz_name)
-    detector_config = detector_config_from(config.detectors, tz_name if tz is not None else None)
-    pattern = progress_pattern_from(config.progress_regex)
+    config, tz, detector_config, pattern = replay_settings(args)
     logs = list(args.logs) or _expand(config.logs)
     if not logs:
         return fail("no logs to make a baseline from: name them (baseline save LOG ...) "

@@ -26,8 +26,8 @@ from typing import Any
 
 from . import fail
 from .baseline_env import environment_fingerprint, probe_files, replay_probe_kwargs
-from .baseline_window import Window, _window_monitor, capture_window, median
-from .common import detector_config_from, expand_logs, parse_tz, progress_pattern_from
+from .baseline_window import Window, replay_settings, _window_monitor, capture_window, median
+from .common import expand_logs
 
 DEFAULT_BASELINE = "dflash-baseline.json"
 
@@ -62,14 +62,9 @@ def diff(args: argparse.Namespace) -> int:
     from detectors.diagnosis_profile import Profile
 
     from ..baseline import load_baseline
-    from ..config import load_config
     from ..replay import ReplayInputError, check_inputs, replay
 
-    config = load_config(args.config)
-    tz_name = args.tz or config.tz
-    tz = parse_tz(tz_name)
-    detector_config = detector_config_from(config.detectors, tz_name if tz is not None else None)
-    pattern = progress_pattern_from(config.progress_regex)
+    config, tz, detector_config, pattern = replay_settings(args)
     path = args.baseline or config.baseline_file or DEFAULT_BASELINE
     baseline = load_baseline(path)
     logs = list(args.logs) or expand_logs(config.logs)

@@ -60,6 +60,19 @@ class ProbeCounter:
         self.last = value
 
 
+def replay_settings(args: Any) -> tuple[Any, Any, Any, Any]:
+    """(config, tz, detector config, progress pattern) for `baseline save`
+    and `baseline diff`: both replay logs the way the config says."""
+    from ..config import load_config
+    from .common import detector_config_from, parse_tz, progress_pattern_from
+
+    config = load_config(args.config)
+    tz_name = args.tz or config.tz
+    tz = parse_tz(tz_name)
+    detector_config = detector_config_from(config.detectors, tz_name if tz is not None else None)
+    return config, tz, detector_config, progress_pattern_from(config.progress_regex)
+
+
 def _window_monitor(window: Window, **kwargs: Any) -> Any:
     """A Monitor that sees only ``window`` of the data, and measures the
     step interval, the rates and the padding on the way."""

@@ -105,7 +105,6 @@ def run(args: argparse.Namespace) -> int:
                     job=job,
                     session=session,
                     baseline_path=str(staged.baseline),
-                    fingerprint=lambda: rebuilt_fingerprint(staged),
                     control_note="no tmux: the simulated run is a child process of the demo; control is limited"
                     if getattr(job, "limited", False)
                     else None,

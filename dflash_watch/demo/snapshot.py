@@ -38,7 +38,7 @@ def replayed_demo(out: Path, seconds: float = THROUGH_CRASH_S, seed: int = 7, tz
     simulator.main(["--out", str(out), "--fast", "--quiet", "--seed", str(seed), "--start-time", str(START),
                     "--max-sim-seconds", str(seconds)])
     monitor = Monitor(tz=tz, baseline=load_baseline(staged.baseline))
-    monitor.fingerprint = rebuilt_fingerprint(staged)
+    monitor.fingerprint = fingerprint = rebuilt_fingerprint(staged)
     replay([str(out / simulator.LOG_NAME)], gpu_samples=[str(out / simulator.GPU_NAME)],
            probes=[str(out / simulator.PROBE_NAME)], monitor=monitor, tz=tz)
-    return DemoSnapshot(monitor, monitor.last_event_time, lambda: rebuilt_fingerprint(staged), str(staged.baseline))
+    return DemoSnapshot(monitor, monitor.last_event_time, lambda: fingerprint, str(staged.baseline))

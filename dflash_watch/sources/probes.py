@@ -22,6 +22,8 @@ from typing import Any
 
 from parsers.events import ProbeSample
 
+from .samples import json_count
+
 DEFAULT_GLOB = "dflash-probe-*.jsonl"
 # Every integer field of a probe line (all optional, all >= 0).
 INT_FIELDS = (
@@ -29,17 +31,6 @@ INT_FIELDS = (
     "reserved_bytes", "allocated_bytes", "inactive_split_bytes", "recompiles", "graph_breaks",
 )
 _RANK_IN_NAME = re.compile(r"rank(\d+)")
-
-
-def _int(value: Any) -> int | None:
-    """A non-negative integer from JSON (bools and negatives are not counts)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
-        return int(value)
-    return None
 
 
 def rank_from_name(path: str) -> int | None:
@@ -63,7 +54,7 @@ def parse_probe_line(line: str, source: str = "probe", rank: int | None = None) 
     t = data.get("time")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         return None
-    fields = {name: _int(data.get(name)) for name in INT_FIELDS}
+    fields = {name: json_count(data.get(name)) for name in INT_FIELDS}
     if fields["rank"] is None:
         fields["rank"] = rank
     return ProbeSample(time=float(t), source=source, **fields)

@@ -41,8 +41,9 @@ def format_sample_line(sample: GpuSample) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(", ", ": "))
 
 
-def _int(value: Any) -> int | None:
-    """A non-negative integer from JSON (bools are not numbers here)."""
+def json_count(value: Any) -> int | None:
+    """A non-negative integer from JSON (bools and negatives are not counts);
+    shared by the GPU sample and probe line readers."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -68,7 +69,7 @@ def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
     t = data.get("time")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         return None
-    gpu = _int(data.get("gpu"))
+    gpu = json_count(data.get("gpu"))
     if gpu is None:
         return None
     util = data.get("util")
@@ -77,8 +78,8 @@ def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
     return GpuSample(
         time=float(t),
         gpu=gpu,
-        used_bytes=_int(data.get("used_bytes")),
-        total_bytes=_int(data.get("total_bytes")),
+        used_bytes=json_count(data.get("used_bytes")),
+        total_bytes=json_count(data.get("total_bytes")),
         util=None if util is None else float(util),
         processes=_processes(data.get("processes")),
         source=source,
@@ -92,10 +93,10 @@ def _processes(value: Any) -> tuple[GpuProcess, ...] | None:
     for row in value:
         if not isinstance(row, dict):
             continue
-        pid = _int(row.get("pid"))
+        pid = json_count(row.get("pid"))
         if pid is None:
             continue
-        used = _int(row.get("used_bytes"))
+        used = json_count(row.get("used_bytes"))
         name = row.get("name")
         out.append(GpuProcess(pid, used or 0, name if isinstance(name, str) else "", row.get("job") is True))
     return tuple(out)

@@ -111,7 +111,8 @@ class DashboardApp(JobActions, App[int]):
         self.logs_configured = logs_configured
         self.bell_repeat_s = bell_repeat_s
         # The running job's environment for `d` (read off the UI thread);
-        # by default the job's training process, through /proc.
+        # by default the Monitor's (the live session reads the job's), else
+        # the job's training process through /proc.
         self.fingerprint = fingerprint
         self.busy: str | None = None  # the job action in flight, if any
         self.steps: list[str] = []  # job action steps, newest last (tests read them)
@@ -421,7 +422,10 @@ class DashboardApp(JobActions, App[int]):
     def _diagnose(self) -> None:
         from ..diagnose import job_fingerprint, live_diagnosis
 
-        source = self.fingerprint or (lambda: job_fingerprint(self.job))
+        # The live session keeps the job's environment on the Monitor (read
+        # off-thread, every few minutes); the screen's 5 s refresh reuses it
+        # and reads /proc itself only when the session has not yet.
+        source = self.fingerprint or (lambda: self.monitor.fingerprint or job_fingerprint(self.job))
         try:
             diagnosis = live_diagnosis(self.monitor, source, self.baseline_path)
         except Exception as exc:  # noqa: BLE001 - a screen that cannot be built says why
