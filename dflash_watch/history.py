@@ -132,6 +132,77 @@ class SeriesHistory:
                 tier.o_sum += value
                 tier.o_n += 1
 
+    def extend(self, flat: Sequence[float]) -> None:
+        """``append(t, v)`` for each pair of ``flat`` (t0, v0, t1, v1, ...), with the same result.
+
+        Why: a watcher attaching to days of log appends one sample per
+        logged step; one call per step cost the dashboard's catch-up a
+        tenth of its time. Here each tier takes the batch in one loop, and
+        the full-rate tier writes only the samples its ring will keep.
+        """
+        times: list[float] = []
+        values: list[float] = []
+        last = self.last_time
+        isfinite = math.isfinite
+        for i in range(0, len(flat) - 1, 2):
+            value = flat[i + 1]
+            if value is None or not isfinite(value):
+                continue
+            t = flat[i]
+            if last is not None and t < last:
+                t = last
+            last = t
+            times.append(t)
+            values.append(float(value))
+        n = len(times)
+        if not n:
+            return
+        self.last_time = last
+        self.last_value = values[-1]
+        self.count += n
+        for tier in self._tiers:
+            if tier.width == 0.0:
+                self._extend_full(tier, times, values)
+            else:
+                self._extend_buckets(tier, times, values)
+
+    @staticmethod
+    def _extend_full(tier: _Tier, times: list[float], values: list[float]) -> None:
+        n, cap, d = len(times), tier.cap, tier.data
+        skip = max(0, n - cap)  # overwritten within this batch: never written
+        head = (tier.head + skip) % cap
+        for j in range(skip, n):
+            i = head * _FIELDS
+            v = values[j]
+            d[i] = times[j]
+            d[i + 1] = d[i + 2] = d[i + 3] = v
+            head = head + 1 if head + 1 < cap else 0
+        tier.head = head
+        tier.size = min(cap, tier.size + n)
+
+    @staticmethod
+    def _extend_buckets(tier: _Tier, times: list[float], values: list[float]) -> None:
+        width, key = tier.width, tier.key
+        o_t, o_min, o_max, o_sum, o_n = tier.o_t, tier.o_min, tier.o_max, tier.o_sum, tier.o_n
+        for t, value in zip(times, values):
+            k = t // width
+            if k != key:
+                if o_n:
+                    tier.push(o_t, o_min, o_max, o_sum / o_n)
+                key = k
+                o_t = k * width
+                o_min = o_max = o_sum = value
+                o_n = 1
+            else:
+                if value < o_min:
+                    o_min = value
+                elif value > o_max:
+                    o_max = value
+                o_sum += value
+                o_n += 1
+        tier.key = key
+        tier.o_t, tier.o_min, tier.o_max, tier.o_sum, tier.o_n = o_t, o_min, o_max, o_sum, o_n
+
     def window(self, seconds: float, end: float | None = None) -> Window:
         """(times, mins, maxs, means) of the last ``seconds`` up to ``end``.
 

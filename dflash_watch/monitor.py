@@ -90,6 +90,10 @@ class Monitor:
         self.alerts = AlertBook(alert_history)
         self.gpus = GpuHistory()
         self.throughput = SeriesHistory()
+        # Rates read but not yet in ``throughput`` (t, v, t, v, ...): a batch
+        # of events lands in one ``SeriesHistory.extend``, before
+        # ``feed_events`` lets go of the lock (no reader sees it half done).
+        self._rates: list[float] = []
         # The unit of ``throughput``'s values: the run's own ("it/s" for an
         # HF Trainer run that prints no tokens).
         self.throughput_unit = "tok/s"
@@ -122,7 +126,12 @@ class Monitor:
         self._partials: dict[str, tuple[str, int | None]] = {}
         # Recent raw lines per file for the log view; 0 keeps none (replay).
         self.keep_lines = keep_lines
-        self.lines: dict[str, deque[tuple[int, str]]] = {}
+        self._lines: dict[str, deque[tuple[int, str]]] = {}
+        # Per file, the last chunk that alone fills its ring, not yet split
+        # into lines (text, its first line number, its line count): a
+        # catch-up reads thousands of such chunks, and only the last one's
+        # lines are ever shown. ``lines`` splits it when a view reads.
+        self._unsplit: dict[str, tuple[str, int, int]] = {}
         # GPU source facts for the views: static info, or why there is none.
         self.gpu_info: list[Any] = []
         self.gpu_unavailable: str | None = None
@@ -168,19 +177,30 @@ class Monitor:
             # data was seen: ``now`` is then the bare wall clock, and a log
             # being caught up from its start (an old run, another zone) would
             # get steps a year ahead of the stamped lines between them.
+            # Within the chunk, a step that tells its own time (a stamp, or
+            # its step durations) moves that clock: the unstamped lines after
+            # it are read at its time, not at the clock the chunk began on
+            # (a burst that holds a log's first stamp, days behind the wall
+            # clock the lines before it were read on, would else date the
+            # lines after the stamp back on that wall clock, and each such
+            # line would open a silence of days).
             if self.last_event_time is not None or state.stream.last_time is None:
+                at = now
                 for i, e in enumerate(events):
-                    if type(e) is Progress and not e.clocked:
-                        events[i] = replace(e, time=max(e.time, now), clocked=True)
+                    if type(e) is Progress:
+                        if e.clocked:
+                            at = e.time
+                        else:
+                            events[i] = replace(e, time=max(e.time, at), clocked=True)
             # The chunk's lines counted in C; only the last ``keep_lines``
             # of them are split off for the log view (a catch-up chunk holds
             # thousands).
             count = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
             state.lines = first_lineno - 1 + count
-            if self.keep_lines:
-                tail = text[:-1] if text.endswith("\n") else text
-                lines = tail.rsplit("\n", self.keep_lines)[-self.keep_lines :] if count > self.keep_lines else tail.split("\n")
-                self.remember_lines(path, lines, first_lineno + count - len(lines))
+            if self.keep_lines and count >= self.keep_lines:
+                self._unsplit[path] = (text, first_lineno, count)
+            elif self.keep_lines and count:
+                self.remember_lines(path, (text[:-1] if text.endswith("\n") else text).split("\n"), first_lineno)
             self.version += 1
             return self.feed_events(events)
 
@@ -215,10 +235,28 @@ class Monitor:
             if not (type(e) is Progress and e.source == source and e.step is not None and e.step <= step)
         ]
 
+    @property
+    def lines(self) -> dict[str, deque[tuple[int, str]]]:
+        """Recent raw lines per file for the log view: (line number, text), oldest first."""
+        with self._lock:
+            for path in list(self._unsplit):
+                self._split_pending(path)
+            return self._lines
+
+    def _split_pending(self, path: str) -> None:
+        pending = self._unsplit.pop(path, None)
+        if pending is None:
+            return
+        text, first_lineno, count = pending
+        tail = text[:-1] if text.endswith("\n") else text
+        lines = tail.rsplit("\n", self.keep_lines)[-self.keep_lines :]
+        self.remember_lines(path, lines, first_lineno + count - len(lines))
+
     def remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
-        ring = self.lines.get(path)
+        self._split_pending(path)
+        ring = self._lines.get(path)
         if ring is None:
-            ring = self.lines[path] = deque(maxlen=self.keep_lines)
+            ring = self._lines[path] = deque(maxlen=self.keep_lines)
         if len(lines) > self.keep_lines:
             first_lineno += len(lines) - self.keep_lines
             lines = lines[-self.keep_lines :]
@@ -269,7 +307,13 @@ class Monitor:
                 alerts = progress(event) if type(event) is Progress else handle(event)
                 if alerts:
                     out.extend(alerts)
+            if self._rates:
+                self._flush_rates()
         return out
+
+    def _flush_rates(self) -> None:
+        self.throughput.extend(self._rates)
+        self._rates.clear()
 
     def feed_samples(self, samples: Iterable[GpuSample | GpuLost]) -> list[Alert]:
         return self.feed_events(samples)
@@ -366,6 +410,7 @@ class Monitor:
             if event.step is None and event.metric("train_runtime") is not None:
                 return  # HF's end-of-training average, not a point of the curve
         if unit != self.throughput_unit:
+            self._flush_rates()
             # One unit per chart, the most telling one the run prints: tokens
             # over samples over steps. A lesser unit beside it is another
             # loop's (an eval bar's it/s between training's tok/s lines).
@@ -374,7 +419,7 @@ class Monitor:
             if self.throughput.count:
                 self.throughput = SeriesHistory()
             self.throughput_unit = unit
-        self.throughput.append(t, rate)
+        self._rates += (t, rate)
 
     def _in_tokens(self, event: Progress) -> Progress:
         """``event`` in tokens/s where the config says how many tokens its unit is."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -130,3 +131,27 @@ def test_gpu_history_keeps_series_and_latest_state() -> None:
     assert g.total_bytes(3) == 80 * GiB
     assert g.lost(0).message.startswith("GPU 0 lost") and g.lost(3) is None
     assert g.nbytes == 2 * g.used(0).nbytes
+
+
+def _state(h: SeriesHistory) -> tuple:
+    tiers = [(t.head, t.size, t.key, t.o_t, t.o_min, t.o_max, t.o_sum, t.o_n, list(t.data)) for t in h._tiers]
+    return h.count, h.last_time, h.last_value, tiers
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_extend_is_append_for_each_pair(seed: int) -> None:
+    """Batches of any size, rings that wrap inside one batch, bucket edges,
+    NaN and None values, a clock stepping back: the same state as appends."""
+    rng = random.Random(seed)
+    tiers = ((0.0, rng.choice((3, 7, 50))), (rng.choice((2.0, 5.0)), rng.choice((4, 9))), (30.0, 6))
+    one, many = SeriesHistory(tiers), SeriesHistory(tiers)
+    t = 1000.0
+    for _ in range(40):
+        flat: list = []
+        for _ in range(rng.choice((0, 1, 2, 5, 60))):
+            t += rng.choice((0.0, 0.4, 1.0, 3.0, 11.0, -4.0))
+            value = rng.choice((rng.uniform(0, 100), rng.uniform(0, 100), float("nan"), None, float("inf")))
+            flat += (t, value)
+            one.append(t, value)
+        many.extend(flat)
+        assert _state(many) == _state(one)

@@ -219,3 +219,34 @@ def test_a_bar_read_live_as_redraws_is_not_read_again_when_its_line_ends(tmp_pat
     assert steps, "no progress read live"
     assert steps == sorted(steps), steps  # never back
     assert steps[-1] == 10 and len(steps) == len(set(steps))
+
+
+def test_a_burst_holding_the_logs_first_stamp_dates_the_lines_after_it_by_that_stamp() -> None:
+    """nanochat (shared log 18): 1066 step lines without a stamp, read live
+    on the wall clock, then a burst with the log's first stamp (a glog
+    warning 45 days before) and more steps, one of them without a duration
+    ("Step 02250 | Validation bpb"). That line is read at the step clock the
+    stamp started, not at the wall clock the burst began on: else each such
+    line opens (and the next step closes) a silence of 45 days."""
+    log = next((Path(__file__).resolve().parents[2].parent / "shared" / "realworld").glob("18_*.log"))
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.startswith("[rank0]:W1016"))
+    monitor = Monitor(keep_lines=0)
+    seen: list = []
+    monitor.subscribe(seen.append)
+    wall = time.time()
+    monitor.feed_text(str(log), "".join(lines[:first]), 1, wall)
+    validation: list = []
+    original = monitor._handle_progress
+
+    def handle(event):  # noqa: ANN001, ANN202
+        if getattr(event, "step", None) == 2250 and event.step_seconds is None:
+            validation.append(event.time)
+        return original(event)
+
+    monitor._handle_progress = handle
+    monitor.feed_text(str(log), "".join(lines[first:]), first + 1, monitor.last_event_time)
+    monitor.quiet(monitor.last_event_time, monitor.last_event_time)
+    monitor.finish()
+    assert [(a.detector, a.state) for a in seen] == [("recompile", "firing")]
+    assert validation and validation[0] < wall - 40 * 86400

@@ -81,3 +81,35 @@ def test_the_last_crash_is_the_root_cause_not_its_consequence() -> None:
                  rank=0, cause="peer_failure")
     monitor.feed_events([root, peer])
     assert monitor.last_crash is root
+
+
+def _chunks(text: str, sizes: list[int]) -> list[tuple[str, int]]:
+    """``text`` cut into pieces of whole lines (line counts from ``sizes``, cycled)."""
+    lines = text.splitlines(keepends=True)
+    out, i, k = [], 0, 0
+    while i < len(lines):
+        n = sizes[k % len(sizes)]
+        out.append(("".join(lines[i:i + n]), i + 1))
+        i, k = i + n, k + 1
+    return out
+
+
+def test_the_views_lines_and_chart_do_not_depend_on_how_the_log_was_cut() -> None:
+    """A catch-up feeds chunks far larger than the log view keeps and whole
+    batches of rates at once: what the view reads equals one line at a time."""
+    from dflash_watch.replay import log_events
+    from parsers.events import Progress
+
+    text = LOG.read_text(encoding="utf-8")
+    rates = sum(1 for e in log_events(str(LOG)) if type(e) is Progress and e.tokens_per_s is not None)
+    expected = None
+    for sizes in ([1], [60], [60, 3, 2], [7, 200, 1, 40], [20_000]):
+        monitor = Monitor(keep_lines=50)
+        for piece, first in _chunks(text, sizes):
+            monitor.feed_text(str(LOG), piece, first, 1.7e9)
+        t, lo, hi, mean = monitor.throughput.window(1e9)
+        seen = (list(monitor.lines[str(LOG)]), monitor.throughput.count, list(t), list(mean), list(hi))
+        if expected is None:
+            expected = seen
+            assert len(seen[0]) == 50 and seen[0][-1][0] == text.count("\n") and seen[1] == rates > 100
+        assert seen == expected, sizes
