@@ -87,12 +87,18 @@ def test_sigterm_ends_the_list_after_the_pipeline_and_reports_sigterm(tmux, tmp_
 
 
 @pytest.mark.parametrize("code,side,expected", [
-    (0, (0, [3, 0]), (3, None)),          # train | tee: the training's 3
-    (0, (0, [137, 0]), (None, 9)),        # a stage killed by SIGKILL
-    (7, (7, [0]), (7, None)),             # exit 7: bash's own status
-    (0, (0, [1]), (0, None)),             # if false; then :; fi: bash's 0, not false's 1
-    (0, (0, [0, 0]), (0, None)),
-    (2, None, (2, None)),                 # no side file (bash died early): bash's status
+    (0, (0, [3, 0], False), (3, None)),          # train | tee: the training's 3
+    (0, (0, [137, 0], False), (None, 9)),        # a stage killed by SIGKILL
+    (7, (7, [0], False), (7, None)),             # exit 7: bash's own status
+    (0, (0, [1], False), (0, None)),             # if false; then :; fi: bash's 0, not false's 1
+    (0, (0, [0, 0], False), (0, None)),
+    (2, None, (2, None)),                        # no side file (bash died early): bash's status
+    (0, (0, [143, 0], True), (None, 15)),        # train | tee, SIGTERM: the trap exits with tee's 0
+    # After a Ctrl-C that cat died of and the trainer ignored, bash left the
+    # SIGTERM trap early with a status of its own (0 or 1): the statuses the
+    # trap kept count, not bash's exit status.
+    (0, (130, [143, 130], True), (None, 15)),
+    (1, (130, [143, 130], True), (None, 15)),
 ])
 def test_shell_outcome(code, side, expected):
     assert shell_outcome(code, side)[:2] == expected
@@ -122,3 +128,23 @@ def test_cli_start_of_a_pipeline_then_status_says_the_trainers_code(tmux, tmp_pa
     assert cli_actions.cmd_status(args) == 1
     assert "exited with code 4" in capsys.readouterr().out
     assert "RuntimeError: fake crash" in log.read_text()
+
+
+def test_a_signal_trap_cut_short_still_ends_the_list_with_the_statuses_it_kept(tmp_path):
+    """After a Ctrl-C that cat died of and the trainer ignored, bash can leave
+    the SIGTERM trap right after its first command (which kept the
+    pipeline's statuses) and go on with the list. Here the list itself
+    leaves the state that first command leaves: the next command must not
+    run, and the run must read as the trainer's SIGTERM."""
+    import subprocess
+
+    from dflash_watch.control.wrapper import read_status_file, shell_argv
+
+    side, nxt = tmp_path / "side", tmp_path / "next"
+    cut_short = "__dfw_ps='143 130' __dfw_rc=130 __dfw_exiting=signal"
+    done = subprocess.run(shell_argv(f"{cut_short}; touch {shlex.quote(str(nxt))}", str(side)),
+                          stdin=subprocess.DEVNULL, timeout=10)
+    assert not nxt.exists()
+    status = read_status_file(str(side))
+    assert status == (130, [143, 130], True)
+    assert shell_outcome(done.returncode, status)[:2] == (None, signal.SIGTERM)
