@@ -32,8 +32,8 @@ status (0 or 1) or goes on with the list. So the trap keeps the pipeline's
 statuses in its first command, a DEBUG trap ends the shell before any
 command that would run after a signal's trap began, and the side file says
 a signal's trap kept the statuses: the wrapper then trusts them over bash's
-own exit status. The abort of ``trainer | cat; touch next`` under load (2
-busy cores, 3 aborts at once): misreported 2 times in 300 before this, 0 in
+own exit status. The abort of ``trainer | cat; touch next`` under load (busy
+loops on both cores, 3 aborts at once): misreported 2 times in 300 before this, 0 in
 600 with it.
 
 Standard library only, and run by file path (``python -I wrapper.py``), so
