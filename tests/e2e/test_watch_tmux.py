@@ -167,3 +167,69 @@ def test_killing_the_dashboard_leaves_the_job_running(tmp_path, tmux, how):
     size = log.stat().st_size
     time.sleep(1.0)
     assert log.stat().st_size > size  # the job still writes
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(url: str) -> str | None:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.read().decode()
+    except OSError:
+        return None
+
+
+def _gauge(text: str | None, name: str) -> float | None:
+    for line in (text or "").splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_the_dashboard_serves_metrics_while_it_draws_and_stops_serving_when_it_quits(tmp_path, tmux):
+    """`watch --metrics-port`: /metrics follows the run the screen shows
+    (the step moves on both), the job's state is up, and the port is closed
+    once `q` has quit."""
+    log, samples, writer = tmp_path / "train.log", tmp_path / "gpu.jsonl", tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    log.touch()
+    samples.touch()
+    env = f"env -u COLUMNS -u LINES PYTHONPATH={ROOT}"
+    tmux("new-session", "-d", "-s", "job", "-x", "100", "-y", "20", f"{env} {sys.executable} {writer} {log} {samples}")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    status_file = tmp_path / "watch.status"
+    watch = (f"cd {tmp_path} && {env} {sys.executable} -m dflash_watch.cli watch --log {log} --gpu-samples {samples} "
+             f"--no-gpu --session job --socket {tmux.socket} --tz UTC --metrics-port {port}; echo $? > {status_file}")
+    tmux("new-session", "-d", "-s", "ui", "-x", "120", "-y", "40", watch)
+    tmux("set-option", "-t", "ui", "remain-on-exit", "on")
+
+    shown = _step(tmux.wait_for("ui", lambda s: _step(s) is not None))
+    deadline = time.monotonic() + 20
+    text = None
+    while time.monotonic() < deadline and not ((_gauge(text, "dflash_step") or 0) > shown
+                                               and _gauge(text, "dflash_job_up") == 1.0):
+        time.sleep(0.3)
+        text = _scrape(url)
+    assert (_gauge(text, "dflash_step") or 0) > shown, text
+    assert _gauge(text, "dflash_job_up") == 1.0
+    assert _gauge(text, "dflash_throughput_tokens_per_second") == pytest.approx(21500.0)
+    assert _gauge(text, 'dflash_gpu_memory_used_bytes{gpu="1"}') == float(70 * 2**30 + 2**20)
+    # The screen is still the dashboard's, drawn while it serves.
+    tmux.wait_for("ui", lambda s: (_step(s) or 0) > shown and "GPU 1" in s)
+
+    tmux("send-keys", "-t", "ui", "q")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not (status_file.exists() and status_file.read_text().strip()):
+        time.sleep(0.2)
+    assert status_file.read_text().strip() == "0"
+    assert _scrape(url) is None  # the port closed with the dashboard
+    assert tmux("list-panes", "-t", "job", "-F", "#{pane_dead}").split() == ["0"]
