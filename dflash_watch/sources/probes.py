@@ -12,8 +12,6 @@ job (``live.py``), as for the GPU samples file.
 from __future__ import annotations
 
 import glob
-import json
-import math
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -22,7 +20,7 @@ from typing import Any
 
 from parsers.events import ProbeSample
 
-from .samples import json_count
+from .samples import json_count, timed_json_object
 
 DEFAULT_GLOB = "dflash-probe-*.jsonl"
 # Every integer field of a probe line (all optional, all >= 0).
@@ -45,19 +43,14 @@ def parse_probe_line(line: str, source: str = "probe", rank: int | None = None) 
     Only ``time`` (a finite number) is required; ``rank`` defaults to the
     one given (from the file's name).
     """
-    try:
-        data = json.loads(line)
-    except ValueError:  # JSONDecodeError and bad surrogates
+    timed = timed_json_object(line)
+    if timed is None:
         return None
-    if not isinstance(data, dict):
-        return None
-    t = data.get("time")
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-        return None
+    data, t = timed
     fields = {name: json_count(data.get(name)) for name in INT_FIELDS}
     if fields["rank"] is None:
         fields["rank"] = rank
-    return ProbeSample(time=float(t), source=source, **fields)
+    return ProbeSample(time=t, source=source, **fields)
 
 
 class ProbeParser:

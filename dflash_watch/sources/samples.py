@@ -53,13 +53,10 @@ def json_count(value: Any) -> int | None:
     return None
 
 
-def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
-    """A GpuSample from one line, or None if the line is not a usable sample.
-
-    ``time`` (finite number) and ``gpu`` (index >= 0) are required; a bad
-    optional field is dropped (None), not a reason to lose the sample, since
-    a memory value is worth keeping even if its process list is garbled.
-    """
+def timed_json_object(line: str) -> tuple[dict[str, Any], float] | None:
+    """(the object, its ``time``) of one JSON line whose ``time`` is a finite
+    number; None for anything else. Shared by the GPU sample and probe line
+    readers: both require exactly this and treat the rest field by field."""
     try:
         data = json.loads(line)
     except ValueError:  # also JSONDecodeError and bad UTF-8 surrogates
@@ -69,6 +66,20 @@ def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
     t = data.get("time")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         return None
+    return data, float(t)
+
+
+def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
+    """A GpuSample from one line, or None if the line is not a usable sample.
+
+    ``time`` (finite number) and ``gpu`` (index >= 0) are required; a bad
+    optional field is dropped (None), not a reason to lose the sample, since
+    a memory value is worth keeping even if its process list is garbled.
+    """
+    timed = timed_json_object(line)
+    if timed is None:
+        return None
+    data, t = timed
     gpu = json_count(data.get("gpu"))
     if gpu is None:
         return None
@@ -76,7 +87,7 @@ def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0.0 <= util <= 1.0:
         util = None
     return GpuSample(
-        time=float(t),
+        time=t,
         gpu=gpu,
         used_bytes=json_count(data.get("used_bytes")),
         total_bytes=json_count(data.get("total_bytes")),

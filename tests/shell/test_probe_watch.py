@@ -12,6 +12,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from dflash_watch import cli
 from dflash_watch.live import LiveSession
 from dflash_watch.monitor import Monitor
@@ -38,6 +40,20 @@ class Spy(Monitor):
     def fed_probes(self) -> list[ProbeSample]:
         with self.lock:
             return [e for e in self.fed if isinstance(e, ProbeSample)]
+
+
+@pytest.fixture
+def spies(monkeypatch) -> list[Spy]:  # noqa: ANN001
+    """Every Monitor the CLI makes is a Spy, kept here in the order made."""
+    made: list[Spy] = []
+
+    class Recorded(Spy):
+        def __init__(self, **kwargs) -> None:  # noqa: ANN003
+            super().__init__(**kwargs)
+            made.append(self)
+
+    monkeypatch.setattr("dflash_watch.monitor.Monitor", Recorded)
+    return made
 
 
 def _log(path: Path, seconds: range) -> Path:
@@ -77,16 +93,8 @@ def test_replay_merges_probe_lines_in_time_order(tmp_path: Path) -> None:
 
 
 def test_replay_cli_reads_probes_given_and_found_beside_the_log(  # noqa: ANN001
-    tmp_path: Path, capsys, monkeypatch,
+    tmp_path: Path, capsys, spies,
 ) -> None:
-    spies: list[Spy] = []
-
-    class Recorded(Spy):
-        def __init__(self, **kwargs) -> None:  # noqa: ANN003
-            super().__init__(**kwargs)
-            spies.append(self)
-
-    monkeypatch.setattr("dflash_watch.monitor.Monitor", Recorded)
     log = _log(tmp_path / "train.log", range(0, 10))
     _probe(tmp_path / "dflash-probe-rank1.jsonl", range(0, 10, 3))  # found by default
     other = _probe(tmp_path / "elsewhere.jsonl", range(1, 10, 3), rank=7)
@@ -104,15 +112,7 @@ def test_replay_cli_reads_probes_given_and_found_beside_the_log(  # noqa: ANN001
     assert err.count("\n") == 1 and "missing.jsonl: no such file" in err and "Traceback" not in err
 
 
-def test_check_reads_probe_files(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
-    spies: list[Spy] = []
-
-    class Recorded(Spy):
-        def __init__(self, **kwargs) -> None:  # noqa: ANN003
-            super().__init__(**kwargs)
-            spies.append(self)
-
-    monkeypatch.setattr("dflash_watch.monitor.Monitor", Recorded)
+def test_check_reads_probe_files(tmp_path: Path, monkeypatch, capsys, spies) -> None:  # noqa: ANN001
     monkeypatch.chdir(tmp_path)  # no dflash-watch.toml of the repository's
     log = _log(tmp_path / "train.log", range(0, 10))
     _probe(tmp_path / "dflash-probe-rank0.jsonl", range(0, 10, 5))
