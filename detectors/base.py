@@ -51,6 +51,8 @@ class Alert:
     gpu: int | None = None
     kind: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    # The rank the alert is about (CONTRACTS section 2, added), or None.
+    rank: int | None = None
 
     @property
     def key(self) -> tuple[str, int | None, str | None]:
@@ -65,6 +67,7 @@ class Alert:
             "severity": self.severity,
             "gpu": self.gpu,
             "kind": self.kind,
+            "rank": self.rank,
             "message": self.message,
             "source": self.source,
             "evidence": _jsonable(self.evidence),
@@ -174,5 +177,6 @@ class Episode:
                 gpu=self.gpu,
                 kind=self.kind,
                 evidence=evidence or {},
+                rank=fired.rank if fired else None,
             )
         ]

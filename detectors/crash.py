@@ -11,12 +11,19 @@ crash that is not a consequence), with the rest in its evidence.
 
 - *Copies*: the same signature, or the same exception type and message up
   to its numbers (interleaved ranks garble signatures), within
-  ``crash_dedupe_s`` of the incident's first crash.
+  ``crash_dedupe_s`` of the incident's first crash, and never across a
+  restart: when the progress lines between the two show a program running
+  (a relaunch starting again at step 0, or two lines of a stream after the
+  crash that did not prove it survived; ``crash_incident.restarted``), the
+  second crash is an incident of its own, so a crash loop alerts each time.
 - *Consequences* (``parsers.signatures.COLLATERAL_CAUSES``, an NCCL
   timeout, the report): join the most recent incident within the window; with
   none they start one themselves (a report or a watchdog timeout may be
   all a log holds). A root-worthy crash that arrives while such an incident
-  is still held becomes its root. ``WEAK_CAUSES`` never alert on their own.
+  is still held becomes its root; so does a collective timeout that arrives
+  after only torchrun's own lines or its report (``crash_incident.weight``:
+  a rank's traceback is held until its end is known). ``WEAK_CAUSES`` never
+  alert on their own.
 - The alert is held for ``crash_hold_s`` of data time from the moment the
   first crash *arrived* (the detector's clock: the latest event time seen;
   a crash's own time may be a stale timestamp of a log that stamps only
@@ -64,12 +71,16 @@ from .crash_incident import (
     PROOF_LINES,
     CrashEpisode,
     Incident,
+    ends_workers,
     is_collateral,
+    is_report,
     message_key,
+    restarted,
     same_class,
     signature_of,
     stream_of,
     weigh,
+    weight,
 )
 from .crash_text import KIND_LABELS, describe, incident_alert
 
@@ -106,10 +117,6 @@ class CrashDetector:
     def __init__(self, config: DetectorConfig | None = None, name: str = "crash") -> None:
         self.config = config or DetectorConfig()
         self.name = name
-        if name != "crash":
-            # Only ``crash`` judges caught tracebacks: fx_tracing needs no
-            # progress, the most common event of all.
-            self.accepts = (Crash, Tick, Quiet)
         self._open: OrderedDict[str, Incident] = OrderedDict()
         self._recent: deque[Incident] = deque(maxlen=_PAST_KEEP)
         self._past: deque[Incident] = deque(maxlen=_PAST_KEEP)
@@ -119,8 +126,13 @@ class CrashDetector:
         self._survived_alerts = 0
         # (file, rank) -> critical survivable incidents not yet proven fatal.
         self._watch: dict[tuple[str, int | None], list[Incident]] = {}
-        # (file, rank) -> its last few progress lines as (line, step).
-        self._progress: OrderedDict[tuple[str, int | None], deque[tuple[int, int | None]]] = OrderedDict()
+        # (file, rank) -> its last few progress lines as (line, step, time):
+        # survival of a caught traceback, and a restart between two crashes.
+        self._progress: OrderedDict[tuple[str, int | None], deque[tuple[int, int | None, float]]]
+        self._progress = OrderedDict()
+        # file -> its last lines where torch elastic said a worker group was
+        # gone, as (line, its report?): ``crash_incident.restarted``.
+        self._ends: OrderedDict[str, deque[tuple[int, bool]]] = OrderedDict()
         self._clock = float("-inf")
 
     def deadline(self) -> float | None:
@@ -147,8 +159,7 @@ class CrashDetector:
         if t > self._clock:
             self._clock = t
         if type(event) is Progress:
-            if self.name == "crash":
-                self._saw_progress(event)
+            self._saw_progress(event)
             return self._release(t) if self._held else []
         if isinstance(event, Tick):
             return self._release(self._clock) if self._held else []
@@ -172,7 +183,9 @@ class CrashDetector:
             seen = self._progress[key] = deque(maxlen=_PROGRESS_KEEP)
             if len(self._progress) > _STREAMS_MAX:
                 self._progress.popitem(last=False)
-        seen.append((line, p.step))
+        seen.append((line, p.step, p.time))
+        if self.name != "crash":
+            return  # fx_tracing keeps progress only to tell a relaunch apart
         if self._held:
             for inc in self._held:
                 if inc.survived is None and inc.survivable(self.name) and stream_of(inc.root)[:2] == key:
@@ -202,21 +215,41 @@ class CrashDetector:
             if t - inc.first_time <= window:
                 break
             self._open.popitem(last=False)
+        if ends_workers(c):
+            file, _, line = stream_of(c)
+            ends = self._ends.get(file)
+            if ends is None:
+                ends = self._ends[file] = deque(maxlen=_PROGRESS_KEEP)
+                if len(self._ends) > _STREAMS_MAX:
+                    self._ends.popitem(last=False)
+            ends.append((line, is_report(c)))
         sig = signature_of(c)
         alias = message_key(c)
         inc = self._open.get(sig) or self._open.get(alias)
-        if inc is not None and t - inc.first_time <= window:
+        if inc is not None and t - inc.first_time <= window and not self._restarted(inc, c):
             if is_collateral(c):
                 inc.add_collateral(c)  # another rank's copy of a consequence
             else:
                 inc.add_copy(c)
             return
         recent = self._latest(c, by_lines=is_collateral(c))
+        if recent is not None and self._restarted(recent, c):
+            recent = None  # a relaunch's crash: an incident of its own
         if recent is not None and same_class(recent.root, c):
             recent.add_copy(c)  # garbled copies of one error interleave differently
             self._remember(recent, sig, alias)
             return
         if is_collateral(c):
+            if (
+                recent is not None and not recent.sent and recent.root_collateral
+                and weight(c) > weight(recent.root) and (recent.silent or self._may_promote(recent, c))
+            ):
+                # Only the agent's own lines or its report so far (a rank's
+                # traceback is held until its end is known): a consequence
+                # that says more (a collective timeout) names it.
+                recent.promote(c, sig)
+                self._remember(recent, sig, alias)
+                return
             if recent is not None:
                 recent.add_collateral(c)
                 self._remember(recent, sig, alias)
@@ -242,9 +275,9 @@ class CrashDetector:
             # chunk come sorted by time, a survivor's next line may be first).
             file, rank, line = stream_of(c)
             seen = self._progress.get((file, rank)) or ()
-            steps = [step for at, step in seen if at < line and step is not None]
+            steps = [step for at, step, _ in seen if at < line and step is not None]
             inc.base_step = max(steps) if steps else None
-            for at, step in seen:
+            for at, step, _ in seen:
                 # (Read before the crash although later in the file: events
                 # of one time come in file order, the crash when it ended.)
                 weigh(inc, at, step, True)
@@ -278,6 +311,9 @@ class CrashDetector:
             if file == inc.file and 0 <= line - inc.last_line <= _LINE_WINDOW:
                 return inc
         return None
+
+    def _restarted(self, inc: Incident, c: Crash) -> bool:
+        return restarted(inc, c, self._progress, self._ends.get(inc.file, ()))
 
     @staticmethod
     def _may_promote(inc: Incident, c: Crash) -> bool:
@@ -313,7 +349,6 @@ class CrashDetector:
         """No log is growing: the other ranks' copies are in, so the merge hold
         is over; what waits still is only a verdict not yet decided (the
         survival window, in data time, see the docstring)."""
-        out: list[Alert] = []
         for inc in list(self._held):
             if inc.sealed or inc.survived is not None or not inc.survivable(self.name):
                 inc.deadline = self._clock

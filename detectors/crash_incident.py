@@ -5,13 +5,16 @@ it makes about single crashes: is this a consequence of another rank's
 failure (``is_collateral``), two crashes of one specific class
 (``same_class``), "the same crash" by signature or by message
 (``signature_of``, ``message_key``), and does a progress line after it
-prove that the program went on (``weigh``). Bounded: an incident keeps at
+prove that the program went on (``weigh``), did a program run between two
+crashes (``restarted``: a relaunch's crash is never a copy), and how much a
+consequence says (``weight``). Bounded: an incident keeps at
 most ``_COLLATERAL_KEEP`` consequences and ``_RANKS_KEEP`` ranks.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from parsers.events import Crash, Progress
@@ -53,6 +56,12 @@ def is_report(c: Crash) -> bool:
 def is_collateral(c: Crash) -> bool:
     """A consequence of another rank's failure (or the agent's account of it)."""
     return c.cause in COLLATERAL_CAUSES or c.kind == "nccl_timeout" or is_report(c)
+
+
+def ends_workers(c: Crash) -> bool:
+    """torch elastic's word that the worker group is gone: only a restart
+    prints a rank's crash below it."""
+    return c.cause == "child_exit" or is_report(c)
 
 
 def stream_of(c: Crash | Progress) -> tuple[str, int | None, int]:
@@ -140,6 +149,8 @@ class Incident:
         self.collateral.insert(0, old)
         del self.collateral[_COLLATERAL_KEEP:]
         self.root = c
+        if is_report(c) and self.report is None:
+            self.report = c
         self.signature = signature
         self.root_collateral = is_collateral(c)
         self.silent = False
@@ -210,3 +221,71 @@ def message_key(c: Crash) -> str:
     return f"msg|{c.detector}|{c.kind}|{exc}|{_DIGITS.sub('#', ' '.join(c.message.split()))[:160]}"
 
 
+def weight(c: Crash) -> int:
+    """How much a consequence says about its incident: torchrun's own lines
+    nothing, its report or a peer gone the failing rank, a collective timeout
+    the class of failure (the rank that timed out waited for another)."""
+    if c.cause in WEAK_CAUSES:
+        return 0
+    return 2 if c.kind == "nccl_timeout" else 1
+
+
+# Per (file, rank): its last progress lines as (line, step, data time).
+ProgressSeen = Mapping[tuple[str, int | None], Iterable[tuple[int, int | None, float]]]
+
+
+def restarted(inc: Incident, c: Crash, progress: ProgressSeen, ends: Iterable[tuple[int, bool]] = ()) -> bool:
+    """Did a program run between ``inc`` and ``c``? Then ``c`` is no copy
+    or consequence of ``inc`` however close in time: a relaunch that
+    crashes again is a new incident (a crash loop alerts every time).
+
+    ``ends``: the lines of ``inc``'s file where torch elastic said a
+    worker group was gone, as (line, is its report). Its ``failed
+    (exitcode: N)`` line with no report after it (before the later of the
+    two crashes) means the same agent restarted the group
+    (``--max-restarts``): a crash on the other side of it is the restarted
+    group's. After a report the agent itself is gone; what follows is the
+    next command of a script, whose failure may be a consequence of this
+    one (a stage that finds no checkpoint): the window judges that.
+
+    Read from the progress lines between the two: in ``inc``'s file, the
+    lines after its last one (and before ``c`` when ``c`` is in that file
+    too); in another file of ``c``, its stream's lines stamped after
+    ``inc`` arrived. Per stream (file, rank): a line naming a step lower
+    than the stream's last step before ``inc`` is a relaunch starting
+    again; so are ``PROOF_LINES`` lines (one is not enough: tqdm redraws
+    a dying process's bar once more) that do not all go on past that
+    step, or any after a crash that came before the first step. Lines
+    that go on past it are the same program living on: a repeat of a
+    traceback it was seen to survive (inside the survival window) stays
+    one episode; of one it was not (the proof came late or never), a new
+    incident, so a fatal repeat is never hidden in a critical one."""
+    c_file, _, c_line = stream_of(c)
+    if c_file == inc.file and not ends_workers(c) and c_line >= 0:
+        lo, hi = (inc.first_line, c_line) if c_line > inc.first_line else (c_line + 1, inc.first_line)
+        marks = sorted(end for end in ends if lo <= end[0] < hi)
+        if marks and not marks[-1][1]:
+            return True  # the last mark between them is a group's end, not its agent's
+    if not progress:
+        return False
+    for (file, _rank), seen in progress.items():
+        if file == inc.file:
+            upto = c_line if file == c_file else None
+            after = [step for at, step, _ in seen if at > inc.last_line and (upto is None or at < upto)]
+            before = [step for at, step, _ in seen if at < inc.first_line and step is not None]
+        elif file == c_file:
+            after = [step for at, step, when in seen if when > inc.arrival and at < c_line]
+            before = [step for at, step, when in seen if when <= inc.arrival and step is not None]
+        else:
+            continue
+        if not after:
+            continue
+        base = max(before) if before else None
+        steps = [step for step in after if step is not None]
+        if base is not None and steps and min(steps) < base:
+            return True
+        if len(after) < PROOF_LINES:
+            continue
+        if base is None or not steps or min(steps) <= base or inc.proof < PROOF_LINES:
+            return True
+    return False

@@ -9,6 +9,8 @@ innermost frames and the tail of the traceback.
 
 from __future__ import annotations
 
+import re
+
 from parsers.events import Crash
 
 from .base import Alert
@@ -72,6 +74,8 @@ def describe(c: Crash, detector: str) -> str:
         head = f"crashed in native code{cause}{where}: {c.exc_type}: {text}"
     else:
         label = KIND_LABELS.get(c.kind, "")
+        if c.kind == "nccl_timeout" and c.cause is not None:
+            label = "collective timeout"  # gloo, a process group, the c10d store
         head = f"{label}{where}: {c.exc_type}: {text}" if label else f"{c.exc_type}{where}: {text}"
     if c.frames:
         f = c.frames[-1]
@@ -80,11 +84,49 @@ def describe(c: Crash, detector: str) -> str:
 
 
 
+_NOT_PASSED = re.compile(r"Rank (\d+) failed to pass monitoredBarrier")
+_STOPPED = re.compile(r"stopped by torchrun \(SIGTERM\): ranks ([\d,]+)")
+_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
+
+
+def timeout_hint(inc: Incident) -> tuple[str, list[int], list[int]]:
+    """A collective timeout names the rank that *waited*; the one to look at
+    is the rank that never joined. Returns the sentence, the ranks that timed
+    out and the suspects: the ranks monitored_barrier names, else those
+    torchrun still had to stop (they had not failed: hung, or elsewhere)."""
+    waited = sorted(inc.ranks) or ([inc.root.rank] if inc.root.rank is not None else [])
+    suspects: list[int] = []
+    for crash in [inc.root, *inc.collateral]:
+        suspects += [int(r) for r in _NOT_PASSED.findall(crash.message)]
+    why = "it failed to pass monitoredBarrier"
+    if not suspects and inc.report is not None:
+        stopped = _STOPPED.search(inc.report.message)
+        if stopped is not None:
+            suspects = [int(r) for r in stopped.group(1).split(",") if r]
+            why = "still running when torchrun stopped the job"
+    suspects = sorted(set(suspects) - set(waited))
+    who = "rank " + ",".join(map(str, waited)) if waited else "a rank"
+    if suspects:
+        them = "rank " + ",".join(map(str, suspects))
+        return (f"{who} timed out waiting for another rank; suspect {them} ({why}): what is it doing?",
+                waited, suspects)
+    joined = _JOINED.search(inc.root.message)
+    if joined is not None:
+        return (f"only {joined.group(1)} of {joined.group(2)} ranks joined: find the ranks that never started "
+                "or could not reach the master", waited, suspects)
+    return (f"{who} timed out waiting for another rank: find the rank that did not join (the one whose log "
+            "stopped first, or that no timeout names)", waited, suspects)
+
+
 def incident_alert(inc: Incident, detector: str, cfg: DetectorConfig) -> Alert:
     """The one firing alert of an incident."""
     c = inc.root
     survived = inc.survived is not None and inc.survivable(detector)
     message = describe(c, detector)
+    hint: tuple[str, list[int], list[int]] | None = None
+    if c.kind == "nccl_timeout":
+        hint = timeout_hint(inc)
+        message += f"; {hint[0]}"
     if survived:
         message = f"caught and survived (training went on): {message}"
     remedy = _remedy(detector, c.kind, c.cause)
@@ -118,6 +160,8 @@ def incident_alert(inc: Incident, detector: str, cfg: DetectorConfig) -> Alert:
         },
         "survived": inc.survived if survived else None,
     }
+    if hint is not None:
+        evidence["timed_out_ranks"], evidence["suspect_ranks"] = hint[1], hint[2]
     return Alert(
         time=c.time,
         detector=detector,
@@ -130,4 +174,5 @@ def incident_alert(inc: Incident, detector: str, cfg: DetectorConfig) -> Alert:
         gpu=None,
         kind=c.kind if detector == "crash" else None,
         evidence=evidence,
+        rank=c.rank,
     )

@@ -1,7 +1,10 @@
 """process_exit: the managed training process exited (a one-shot alert).
 
-``kind`` is the contract's ``crash`` / ``clean`` / ``killed``: critical for
-the first two that stop a run against its will, info for a clean finish.
+``kind`` is the contract's ``crash`` / ``clean`` / ``killed`` / ``aborted``:
+critical for a crash and a kill from outside (they stop a run against its
+will), info for a clean finish and for a stop the user asked for (``abort``,
+``a`` in the dashboard, a relaunch): the control layer sent that Ctrl-C and
+says so (``ProcessExit.asked``), so the signal it ended by is no news.
 
 An exit code says little ("exited with code 1"); the log usually said why a
 moment before. So the detector also takes the Crash events and names the
@@ -33,6 +36,13 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def ended_by(e: ProcessExit) -> str:
+    """How an asked-for stop ended: the signal, else the exit code."""
+    if e.signal is not None:
+        return signal_name(e.signal)
+    return f"exit code {e.code}" if e.code is not None else "an unknown status"
+
+
 class ProcessExitDetector:
     name = NAME
     accepts = (ProcessExit, Crash)
@@ -54,7 +64,7 @@ class ProcessExitDetector:
     def _reason(self, e: ProcessExit) -> Crash | None:
         c = self._crash
         window = getattr(self.config, "exit_crash_window_s", EXIT_CRASH_WINDOW_S)
-        if c is None or e.kind == "clean" or e.time - c.time > window:
+        if c is None or e.kind in ("clean", "aborted") or e.time - c.time > window:
             return None
         return c
 
@@ -72,6 +82,9 @@ class ProcessExitDetector:
         if e.kind == "clean":
             severity = "info"
             msg = f"training process exited cleanly (exit code {e.code if e.code is not None else 0})"
+        elif e.kind == "aborted":
+            severity = "info"
+            msg = f"training process stopped as asked ({e.asked or 'abort'}) after {ended_by(e)}"
         elif e.kind == "killed":
             severity = "critical"
             if e.signal is not None:
@@ -90,9 +103,11 @@ class ProcessExitDetector:
             if e.kind == "crash" and e.signal is None and e.code is not None:
                 msg = f"training process exited with code {e.code}"
             msg += f" after a crash: {name} ({crash.kind}){where}"
-        elif e.signature and e.kind != "clean":
+        elif e.signature and e.kind not in ("clean", "aborted"):
             msg += f"; last error: {e.signature}"
-        evidence = {"code": e.code, "signal": e.signal, "signature": e.signature}
+        evidence: dict[str, object] = {"code": e.code, "signal": e.signal, "signature": e.signature}
+        if e.asked:
+            evidence["asked"] = e.asked
         if crash is not None:
             evidence["crash"] = {
                 "kind": crash.kind, "cause": crash.cause, "exc_type": crash.exc_type, "rank": crash.rank,

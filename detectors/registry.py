@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from parsers.events import (
-    Crash, Event, GpuLost, GpuSample, PaddingReport, ProbeSample, ProcessExit, Progress, Quiet, Recompile,
-    Tick,
+    Crash, Delivery, Event, GpuLost, GpuSample, PaddingReport, ProbeSample, ProcessExit, Progress, Quiet,
+    Recompile, Tick,
 )
 
 from .alloc_thrash import AllocThrash
@@ -33,7 +33,7 @@ from .stall import Stall
 from .throughput import ThroughputDrop
 
 EVENT_TYPES = (
-    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport,
+    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery,
 )
 _INF = float("inf")
 # An event type's route: each detector's bound update, and (slot in the kept

@@ -45,7 +45,7 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 
-from parsers.events import Crash, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
+from parsers.events import Crash, Delivery, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration
@@ -53,12 +53,16 @@ from .steps import sorted_median
 
 NAME = "stall"
 _INTERVALS_KEPT = 32
+# A log that arrives in bursts (``Delivery``) stalls only after this many
+# burst intervals without a line: a late burst is no stall, and a run hung
+# right after its last burst is still caught within three intervals.
+BURSTS_ALLOWED = 2.5
 
 
 class Stall:
     name = NAME
     # Every event moves the clock; the Monitor also ticks at deadline().
-    accepts = (Progress, Crash, ProcessExit, Tick, GpuSample, GpuLost, Recompile)
+    accepts = (Progress, Crash, ProcessExit, Tick, GpuSample, GpuLost, Recompile, Delivery)
 
     def __init__(self, config: DetectorConfig | None = None) -> None:
         self.config = config or DetectorConfig()
@@ -78,6 +82,8 @@ class Stall:
         # A Tick came exactly at the deadline: fire unless the next input is
         # progress that shows the silence was a clock jump.
         self._pending: float | None = None
+        # Live: the log's lines come in bursts this far apart (0: as written).
+        self.burst_s = 0.0
         self.threshold = self.config.stall_first_s
         self.usual: float | None = None
         self.clock_jumps = 0  # forward jumps of the stamps stepped over
@@ -102,6 +108,11 @@ class Stall:
             self._pending = None
         if isinstance(event, Progress):
             return out + self._progress(event, jumped)
+        if isinstance(event, Delivery):
+            self.burst_s = event.burst_s
+            if self._last_t is not None and self._watching:
+                self._deadline = self._last_t + self._limit()
+            return out
         if isinstance(event, (Crash, ProcessExit)):
             self._watching = False
             if self.episode.active:
@@ -197,12 +208,18 @@ class Stall:
         if self.episode.active:
             gap = t - last_t if last_t is not None else 0.0
             step = f" at step {p.step}" if p.step is not None else ""
-            out = self.episode.resolve(
-                t,
-                f"progress resumed{step} after {fmt_duration(gap)} of silence",
-                p.source,
-                {"silence_s": gap, "step": p.step},
-            )
+            fired = self.episode.since
+            if fired is not None and last_t is not None and t < fired:
+                # Lines stamped inside the silence arrived after the alert:
+                # the run went on, its lines were late (a buffered log). Say
+                # so rather than a silence shorter than the one that fired.
+                message = (
+                    f"progress resumed{step}: lines written during the silence arrived late "
+                    f"(the log's own stamps show {fmt_duration(gap)} between steps; buffered output?)"
+                )
+            else:
+                message = f"progress resumed{step} after {fmt_duration(gap)} of silence"
+            out = self.episode.resolve(t, message, p.source, {"silence_s": gap, "step": p.step})
         if (
             self._last_total
             and self._last_step is not None
@@ -237,8 +254,13 @@ class Stall:
                 # The first bar to end: the run finished, as far as anyone
                 # can tell (however long ago). Progress after it re-arms.
                 self._watching = False
-        self._deadline = t + self.threshold
+        self._deadline = t + self._limit()
         return out
+
+    def _limit(self) -> float:
+        """The silence allowed after the last progress: the threshold, or a
+        few burst intervals of a log that arrives in bursts."""
+        return max(self.threshold, BURSTS_ALLOWED * self.burst_s)
 
     def flush(self) -> list[Alert]:
         """The data ended right after a deadline tick: the silence was real."""
@@ -256,6 +278,8 @@ class Stall:
             f"no progress for {fmt_duration(silence)} (last {step}at {fmt_clock(last_t, self.config.tz)}); "
             f"{usual}, threshold {fmt_duration(self.threshold)}"
         )
+        if self.burst_s:
+            msg += f"; the log arrives in bursts about {fmt_duration(self.burst_s)} apart"
         evidence = {
             "silence_s": silence,
             "last_progress": last_t,

@@ -38,13 +38,20 @@ class Baseline:
 
 def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     p = Path(path)
+    from .sources.samples import strict_json
+
+    if p.exists() and not p.is_file():
+        # A FIFO would block the read forever, /dev/zero would fill memory.
+        raise BaselineError(f"baseline file {p}: not a regular file")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        # Nesting thousands deep, a 400-digit number: a bad file (one line,
+        # exit 2), never a RecursionError or a later OverflowError.
+        data = strict_json(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BaselineError(f"baseline file {p} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(f"baseline file {p}: {exc}") from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, too deep, a number out of range
         raise BaselineError(f"baseline file {p}: invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BaselineError(f"baseline file {p}: expected a JSON object")

@@ -19,6 +19,11 @@ COMMANDS = (
 )
 
 
+# Commands that keep the job's state in the state dir, checked before they run
+# (kept here as names: importing commands.common would load the config module).
+_STATE_COMMANDS = frozenset({"start", "status", "abort", "relaunch", "watch", "headless"})
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -127,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "else dflash-baseline.json)")
     bs.add_argument("--tz", metavar="ZONE", help="time zone of naive log timestamps and of --from/--to")
     bs.add_argument("--config", metavar="F", help="config file (logs, progress regex, warm-up thresholds)")
+    bs.add_argument("--force", action="store_true", help="save even when alerts fired or the run crashed in "
+                    "the window (refused otherwise, as the dashboard's `b` refuses it)")
     bsh = bsub.add_parser("show", help="print a baseline file")
     bsh.add_argument("path", nargs="?", metavar="F",
                      help="baseline file (default: baseline_file in the config, else dflash-baseline.json)")
@@ -175,6 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["watch"])
     module = importlib.import_module(f"dflash_watch.commands.{args.command}")
+    if args.command in _STATE_COMMANDS:
+        from .commands.common import state_dir_problem
+
+        problem = state_dir_problem(args)
+        if problem:
+            sys.stderr.write(f"dflash-watch: {problem}\n")
+            return 2
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:

@@ -118,6 +118,8 @@ class Range:
         """Why ``value`` is not valid, or None when it is."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "must be a whole number" if self.integer else "must be a number"
+        if isinstance(value, int) and abs(value) > 2**63:  # no float holds a 400-digit number
+            return "must be a finite number"
         if not math.isfinite(value):
             return "must be a finite number"
         if self.integer and value != int(value):
@@ -353,6 +355,8 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         else:
             return Config()
     p = Path(path).expanduser()
+    if p.exists() and not p.is_file():  # a FIFO blocks the read, /dev/zero fills memory
+        raise ConfigError(f"config file {p}: not a regular file")
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -361,6 +365,10 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         raise ConfigError(f"config file {p}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {p}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise ConfigError(f"config file {p}: invalid TOML: arrays or tables nested too deep") from None
+    except MemoryError:
+        raise ConfigError(f"config file {p}: too large to read") from None
     return parse_config(raw, str(p))
 
 

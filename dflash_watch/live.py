@@ -51,6 +51,15 @@ class FollowClock:
             self._seen = t
             self._anchor = (t, self._wall())
 
+    def offset(self) -> float:
+        """Data time minus wall time now (0 before any data): how far the
+        data's clock runs ahead of this machine's."""
+        self.observe()
+        if self._anchor is None:
+            return 0.0
+        data, then = self._anchor
+        return data - then - (self._wall() - then) * (1.0 - self.speed)
+
     def __call__(self) -> float:
         # Data may have arrived since the feeder last called ``observe``
         # (another thread reads the clock in between): follow it first.
@@ -148,6 +157,12 @@ class LiveSession:
         # ``speed``: data seconds per wall second (the demo's compressed run).
         self.follow = FollowClock(monitor, speed=speed) if clock is None else None
         self.clock: Clock = clock if clock is not None else self.follow
+        if self.follow is not None and speed == 1.0:
+            follow = self.follow
+            monitor.to_wall = lambda t: t - follow.offset()
+        # Log text has been read (ticks before it would set the detectors'
+        # clocks by a wall clock the log's own may be hours from).
+        self._log_seen = not logs
         self.tick_s = tick_s
         self.from_start = from_start
         # Appends to log and sample files are found by a stat by name every
@@ -193,6 +208,7 @@ class LiveSession:
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> LiveSession:
+        self.monitor.live_since = time.time()
         if self.logs:
             self._spawn("log-tail", self._tail_logs)
         else:
@@ -265,20 +281,31 @@ class LiveSession:
         # whether the lull since then was already announced to the Monitor.
         last_data: float | None = None
         announced = True
+        # What the files held when the session started is caught up first,
+        # on the data's own clock (as replay reads it); lines that arrive
+        # after that are fresh: written while we follow (``Monitor.feed_text``).
+        fresh = not self.from_start
         while not self._stop.is_set():
             covered = rounds.begin()
             grew = False
             for item in tailer.poll():
                 if isinstance(item, Chunk) and item.partial:
                     monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
+                    self._observe()  # (issue 17, CR bars: the clock follows the redraws' times)
                 elif isinstance(item, Chunk):
-                    monitor.feed_text(item.path, item.text, item.first_lineno, self.clock(), item.generation)
+                    with monitor.lock:
+                        monitor.feed_text(
+                            item.path, item.text, item.first_lineno, self.clock(), item.generation, fresh=fresh,
+                            arrived=time.time(),
+                        )
+                        self._log_seen = True
                     self._observe()
                     grew = True
                 else:
                     monitor.note(item.message)
             if tailer.wait(0.0):
                 continue  # a backlog: read on at once, the round is not over
+            fresh = True
             if grew:
                 last_data, announced = time.monotonic(), False
             elif not announced and last_data is not None and time.monotonic() - last_data >= self.quiet_s:
@@ -434,7 +461,8 @@ class LiveSession:
             # would then jump the data's clock to the bare wall clock.
             with self.monitor.lock:
                 now = self.clock()
-                self.monitor.tick(now)
+                if self._log_seen:
+                    self.monitor.tick(now)
             if self.job is None:
                 continue
             if self.logs:

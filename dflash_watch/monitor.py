@@ -24,12 +24,13 @@ from detectors.base import Alert
 from detectors.config import DetectorConfig
 from detectors.registry import DetectorSet, build_detectors
 from parsers.events import (
-    Crash, Event, GpuLost, GpuSample, ProbeSample, ProcessExit, Progress, Quiet, Recompile, Tick,
+    Crash, Delivery, Event, GpuLost, GpuSample, ProbeSample, ProcessExit, Progress, Quiet, Recompile, Tick,
 )
 from parsers.signatures import COLLATERAL_CAUSES
 from parsers.stream import LogStream
 
 from .alertbook import AlertBook
+from .alignment import Alignment
 from .baseline import Baseline
 from .history import GpuHistory, SeriesHistory
 from .run_figures import ALLOC_RETRIES_KEY, PADDING_KEY, RECOMPILES_KEY, LatestProbes, figures_of
@@ -48,6 +49,10 @@ class StreamState:
     stream: LogStream
     generation: int
     lines: int = 0
+    # Live: its stamps against the live clock, and how its lines arrive.
+    align: Alignment | None = None
+    # Part of it was read as a catch-up, on its own clock.
+    caught_up: bool = False
 
 
 # Rate units from the most telling: a chart keeps the best one the run prints.
@@ -121,9 +126,9 @@ class Monitor:
         # Live: the time since which every log has been quiet (``quiet``),
         # None while lines are coming.
         self.quiet_since: float | None = None
-        # Per file, the line read so far only as redraws (its source) and the
-        # last step they showed (``feed_partial``).
-        self._partials: dict[str, tuple[str, int | None]] = {}
+        # Per file, the line read so far only as redraws (its source), the
+        # last step and elapsed counter they showed, and when (``feed_partial``).
+        self._partials: dict[str, tuple[str, int | None, float | None, float]] = {}
         # Recent raw lines per file for the log view; 0 keeps none (replay).
         self.keep_lines = keep_lines
         self._lines: dict[str, deque[tuple[int, str]]] = {}
@@ -135,6 +140,13 @@ class Monitor:
         # GPU source facts for the views: static info, or why there is none.
         self.gpu_info: list[Any] = []
         self.gpu_unavailable: str | None = None
+        # Live: data time to wall time for the alerts handed out (CONTRACTS
+        # section 2: a live alert's ``time`` is the wall clock); None: the
+        # data's own clock (replay).
+        self.to_wall: Callable[[float], float] | None = None
+        # Live: when the watcher began following, on this machine's clock
+        # (set by the live session; else the first fresh chunk's arrival).
+        self.live_since: float | None = None
         # The managed job as last seen by job control (None: no control).
         self.job_state: Any = None
         # Bumped on every change: a view redraws only when it moved.
@@ -154,10 +166,24 @@ class Monitor:
             self.version += 1
 
     # -- inputs -----------------------------------------------------------
-    def feed_text(self, path: str, text: str, first_lineno: int, now: float, generation: int = 0) -> list[Alert]:
-        """A chunk of complete lines of one log file, read at wall time ``now``."""
+    def feed_text(
+        self, path: str, text: str, first_lineno: int, now: float, generation: int = 0, fresh: bool = False,
+        arrived: float | None = None,
+    ) -> list[Alert]:
+        """A chunk of complete lines of one log file, read at wall time ``now``.
+
+        ``fresh``: live, lines written while the watcher follows the file
+        (not the catch-up of what it held): their stamps are put on the live
+        clock and the way they arrive is watched (``alignment``); ``arrived``:
+        when, on the clock of ``live_since`` (this machine's)."""
         with self._lock:
             state = self._streams.get(path)
+            before: list[Alert] = []
+            if state is not None and state.generation != generation:
+                # A new file at this path (truncated, deleted and made anew):
+                # what the old one's parser still held (a traceback that
+                # ended it) is the old file's last word, not lost with it.
+                before = self.feed_events(_flushed(state, now))
             if state is None or state.generation != generation:
                 stream = LogStream(
                     _display_name(path),
@@ -168,7 +194,27 @@ class Monitor:
                 state = StreamState(stream, generation)
                 self._streams[path] = state
             self.quiet_since = None
-            events = state.stream.feed(text, first_lineno, now)
+            delivery = None
+            shift = 0.0
+            if not fresh:
+                state.caught_up = True
+            else:
+                align = state.align
+                if align is None:
+                    align = state.align = Alignment(_display_name(path), learn=not state.caught_up)
+                notes: list[str] = []
+                if arrived is None:
+                    arrived = now
+                if self.live_since is None:
+                    self.live_since = arrived
+                wall = self.to_wall(now) if self.to_wall is not None else None
+                shift = align.prepare(state.stream.peek_stamps(text), now, self.live_since, notes, wall, arrived)
+            events = state.stream.feed(text, first_lineno, now - shift)
+            if shift:
+                events = [replace(e, time=e.time + shift) for e in events]
+            if fresh:
+                # Read before unstamped steps take the arrival time below.
+                delivery = align.delivery(events, now, self.live_since, notes, arrived)
             if path in self._partials:
                 events = self._after_partials(path, events)
             # Live, a progress line without a timestamp of its own happened
@@ -192,6 +238,11 @@ class Monitor:
                             at = e.time
                         else:
                             events[i] = replace(e, time=max(e.time, at), clocked=True)
+            if fresh:
+                for note in notes:
+                    self.note(note)
+                if delivery is not None:
+                    events.append(delivery)
             # The chunk's lines counted in C; only the last ``keep_lines``
             # of them are split off for the log view (a catch-up chunk holds
             # thousands).
@@ -202,37 +253,74 @@ class Monitor:
             elif self.keep_lines and count:
                 self.remember_lines(path, (text[:-1] if text.endswith("\n") else text).split("\n"), first_lineno)
             self.version += 1
+            if before:
+                return before + self.feed_events(events)
             return self.feed_events(events)
 
     def feed_partial(self, path: str, text: str, lineno: int, now: float) -> list[Alert]:
-        """The latest redraw of an unfinished line (a tqdm bar mid-epoch).
+        """The states of an unfinished line drawn since the last look (a tqdm
+        bar mid-epoch), ``'\\r'``-joined, read at ``now``.
 
-        Only progress is read from it, stamped with the time it was seen:
-        it is not a line yet (no line count, no traceback state), and the
-        complete line is parsed as usual when its newline comes.
+        Only progress is read from them: they are not a line yet (no line
+        count, no traceback state), and the complete line is parsed as usual
+        when its newline comes. Every state is a reading of the rate, not
+        only the newest (a bar redrawn five times between two looks gives
+        five), each at its own time (``progress_redraws.redraw_times``: the
+        bar's elapsed counter, else spread since the previous look), so the
+        throughput and stall detectors judge the bar as it is drawn.
         """
-        from parsers.progress import parse_progress
-        from parsers.ranks import split_rank
+        from parsers.progress import progress_from
+        from parsers.progress_redraws import ELAPSED, redraw_times, redraw_values
 
-        line = text.rstrip("\n")
-        rank, rest = split_rank(line) if line[:1] == "[" else (None, line)
-        progress = parse_progress(rest, now, f"{_display_name(path)}:{lineno}", rank, self._progress_pattern)
-        if progress is None:
+        found = redraw_values(text.rstrip("\n"), self._progress_pattern)
+        if not found:
             return []
+        source = f"{_display_name(path)}:{lineno}"
         with self._lock:
-            self._partials[path] = (progress.source, progress.step)
-            return self.feed_events((progress,))
+            seen = self._partials.get(path)
+            if seen is None:
+                # The first look at this line: what it holds before its newest
+                # state was drawn before the watch began (a catch-up of a bar
+                # of hours, which replay reads on the log's clock), or within
+                # a poll; only the newest state is a reading now.
+                found = found[-1:]
+            since = seen[3] if seen is not None else None  # the previous look at this line
+            times = redraw_times([v[ELAPSED] for v in found], since, now)
+            events = [progress_from(t, source, v) for t, v in zip(times, found)]
+            last = found[-1]
+            self._partials[path] = (source, last[0], last[ELAPSED], now)
+            state = self._streams.get(path)
+            if state is not None:
+                state.stream.hint.progressed()
+            return self.feed_events(events)
+
+    def _progress_hints(self, now: float) -> None:
+        """Live, as the clock moves: a log whose run's bar never reaches it
+        (Lightning's RichProgressBar writes nothing to a file) is said once,
+        when no progress followed the framework's banner for ``stall_min_s``
+        (``parsers.progress_hints``); a probe reporting the steps retires it."""
+        with self._lock:
+            for state in self._streams.values():
+                hint = state.stream.hint
+                if hint.done:
+                    continue
+                if self.probe_samples:
+                    hint.progressed()
+                    continue
+                message = hint.due(now, self.detector_config.stall_min_s)
+                if message:
+                    self.note(f"{state.stream.name}: {message}")
 
     def _after_partials(self, path: str, events: list[Event]) -> list[Event]:
         """The complete line whose redraws were read as they came (a tqdm bar):
         the states already seen live are not progress a second time (they
-        would arrive at once, steps gone back, when the epoch's newline comes)."""
-        source, step = self._partials.pop(path)
-        if step is None:
-            return events
+        would arrive at once, at the newline's time, steps gone back). Seen:
+        up to the last step shown live, else up to its elapsed counter (a
+        bar of tokens counts no steps), else every state of the line."""
+        source, step, elapsed, _ = self._partials.pop(path)
         return [
             e for e in events
-            if not (type(e) is Progress and e.source == source and e.step is not None and e.step <= step)
+            if not (type(e) is Progress and e.source == source and _seen_live(e, step, elapsed))
         ]
 
     @property
@@ -275,7 +363,7 @@ class Monitor:
             state = self._streams.get(path)
             if state is None:
                 return []
-            return self.feed_events(state.stream.flush(now))
+            return self.feed_events(_flushed(state, now))
 
     def flush_logs(self, now: float) -> list[Alert]:
         """Close what every log's parser still holds open (a traceback that
@@ -283,7 +371,7 @@ class Monitor:
         with self._lock:
             events: list[Event] = []
             for state in self._streams.values():
-                events.extend(state.stream.flush(now))
+                events.extend(_flushed(state, now))
             if len(events) > 1:
                 events.sort(key=_event_time)
             return self.feed_events(events)
@@ -324,6 +412,7 @@ class Monitor:
 
     def tick(self, now: float) -> list[Alert]:
         """The clock moved (live: once a second)."""
+        self._progress_hints(now)  # (issue 17: a Lightning bar that leaves the log empty)
         return self.feed_events((Tick(now),))
 
     def finish(self) -> list[Alert]:
@@ -364,7 +453,7 @@ class Monitor:
     def _handle(self, event: Event) -> list[Alert]:
         t = event.time
         out = self._arrive(t)
-        if not isinstance(event, (Tick, Quiet)):
+        if not isinstance(event, (Tick, Quiet, Delivery)):
             self.last_event_time = t
         if isinstance(event, Progress):
             if self._convert:
@@ -464,6 +553,8 @@ class Monitor:
         changed since it (``detectors.diagnosis``) in its evidence."""
         if alert.state == "firing" and alert.detector in SUSPECT_DETECTORS and self.baseline is not None:
             alert = self._with_suspects(alert)
+        if self.to_wall is not None:
+            alert = replace(alert, time=self.to_wall(alert.time))
         self.alerts.add(alert)
         for listener in self._listeners:
             listener(alert)
@@ -603,6 +694,16 @@ class Monitor:
         return list(self._streams)
 
 
+def _flushed(state: StreamState, now: float) -> list[Event]:
+    """What ``state``'s parser still held, on the live clock where its
+    fresh lines are (``alignment``)."""
+    shift = state.align.offset or 0.0 if state.align is not None else 0.0
+    events = state.stream.flush(now - shift)
+    if events and shift:
+        events = [replace(e, time=e.time + shift) for e in events]
+    return events
+
+
 def _event_time(event: Event) -> float:
     return event.time
 
@@ -615,6 +716,16 @@ def _year(t: float, tz: Any) -> int | None:
         return _dt.datetime.fromtimestamp(t, tz).year
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def _seen_live(e: Progress, step: int | None, elapsed: float | None) -> bool:
+    """Whether a state of a complete line was already read as a redraw
+    (``Monitor._after_partials``): at or before the last one read."""
+    if step is not None:
+        return e.step is not None and e.step <= step
+    if elapsed is not None:
+        return e.elapsed_s is not None and e.elapsed_s <= elapsed
+    return True
 
 
 def _display_name(path: str) -> str:

@@ -25,12 +25,15 @@ from typing import Any, TextIO
 
 from detectors.base import Alert
 from parsers.events import Event
+from parsers.progress_hints import LIGHTNING_HINT
 from parsers.stream import LogStream
 
 from .monitor import Monitor, _display_name, _year
-from .sources.logtail import Chunk, read_chunks
+from .sources.chunks import emit
+from .sources.lines import MiB, LineSplitter
+from .sources.logtail import Chunk, TailNotice
 from .sources.probes import ProbeParser, read_probe_file
-from .sources.samples import read_sample_file
+from .sources.samples import SampleParser, read_sample_file
 
 
 class ReplayInputError(ValueError):
@@ -50,6 +53,9 @@ def check_inputs(paths: Sequence[str]) -> None:
             raise ReplayInputError(f"{path}: no such file")
         if os.path.isdir(path):
             raise ReplayInputError(f"{path}: is a directory, not a log file")
+        if not os.path.isfile(path):
+            # A FIFO would block the open until a writer comes, /dev/zero never ends.
+            raise ReplayInputError(f"{path}: not a regular file (a FIFO or a device); save it to a file first")
         if not os.access(path, os.R_OK):
             raise ReplayInputError(f"{path}: permission denied")
 
@@ -85,7 +91,7 @@ def log_batches(
     stream = LogStream(
         _display_name(path), tz=tz, progress_pattern=progress_pattern, default_year=_year(fallback, tz), replay=True
     )
-    for item in read_chunks(path):
+    for item in _log_chunks(path):
         if isinstance(item, Chunk):
             events = stream.feed(item.text, item.first_lineno, fallback)
             if events:
@@ -95,8 +101,29 @@ def log_batches(
     events = stream.flush(fallback)
     if ends is not None and stream.last_time is not None:
         ends.append(stream.last_time)
+    if notices is not None and stream.hint.framework is not None and not stream.hint.done:
+        # A finished run: its whole log showed no progress after the banner.
+        notices.append(f"{stream.name}: {LIGHTNING_HINT}")
     if events:
         yield events
+
+
+def _log_chunks(path: str) -> Iterator[Chunk | TailNotice]:
+    """``read_chunks``, but a line redrawn with '\\r' is read whole, state by state.
+
+    A tqdm bar that spans an epoch (HF Trainer's spans the run) is one line
+    of many MiB; cut at 1 MiB like any over-long line, a drop after its
+    first MiB would be lost. Its states come as chunks of their own, each
+    numbered as the line (``LineSplitter.take_states``), before the line's
+    end comes as usual; the 1 MiB cut holds for text without '\\r'.
+    """
+    splitter = LineSplitter(MiB, keep_states=True)
+    with open(path, "rb", buffering=0) as fh:
+        while data := fh.read(MiB):
+            yield from emit(path, 0, splitter.feed(data), MiB)
+            for states in splitter.take_states():
+                yield Chunk(path, str(states, "utf-8", "replace") + "\n", splitter.lineno, 0)
+        yield from emit(path, 0, splitter.finish(), MiB)
 
 
 def replay(
@@ -115,6 +142,7 @@ def replay(
     ends: list[float] = []
     batches: Iterable[list[Event]]
     probe_parsers = [ProbeParser(p) for p in probes]
+    sample_parsers: list[SampleParser] = []
     if len(logs) == 1 and not gpu_samples and not probes:
         batches = log_batches(logs[0], tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends)
     else:
@@ -122,7 +150,8 @@ def replay(
             log_events(p, tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends)
             for p in logs
         ]
-        streams.extend(read_sample_file(p) for p in gpu_samples)
+        sample_parsers = [SampleParser(path=p) for p in gpu_samples]
+        streams.extend(read_sample_file(p, parser) for p, parser in zip(gpu_samples, sample_parsers))
         # Probe lines go through feed_events like any event: Monitor.feed_probes
         # is feed_events, and one merged batch keeps the time order across kinds.
         streams.extend(read_probe_file(p, parser) for p, parser in zip(probes, probe_parsers))
@@ -134,7 +163,9 @@ def replay(
             result.alerts.append(alert)
             if on_alert is not None:
                 on_alert(alert)
-    for parser in probe_parsers:
+    if monitor.probe_samples:  # the probe reported the steps that the bar did not
+        result.notices[:] = [n for n in result.notices if not n.endswith(LIGHTNING_HINT)]
+    for parser in [*sample_parsers, *probe_parsers]:
         summary = parser.summary()
         if summary:
             result.notices.append(summary)

@@ -148,7 +148,8 @@ class GpuLost:
 class ProcessExit:
     """The managed training process exited (CONTRACTS ``process_exit``).
 
-    ``kind`` is ``crash``, ``clean`` or ``killed``.
+    ``kind`` is ``crash``, ``clean``, ``killed`` or ``aborted`` (the user
+    asked: ``asked`` names the action, ``abort`` or ``relaunch``).
     """
 
     time: float
@@ -157,6 +158,7 @@ class ProcessExit:
     signal: int | None = None
     signature: str | None = None
     source: str = "tmux"
+    asked: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,22 @@ class Quiet:
 
     time: float
     since: float
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Live: how one log's lines reach the watcher.
+
+    ``burst_s`` > 0: they arrive in bursts about that many seconds apart
+    (a block-buffered writer: ``python train.py > log``, ``| tee`` without
+    ``-u``), so a silence shorter than a few bursts is the buffer, not the
+    run; 0: line by line again. Made by the shell, which alone sees when
+    bytes arrive; a detector that judges silence takes it into account.
+    """
+
+    time: float
+    source: str
+    burst_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,5 +255,5 @@ def rate_of(event: Progress) -> tuple[float | None, str]:
 
 
 Event = Union[
-    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport
+    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery
 ]

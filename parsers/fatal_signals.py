@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from parsers.events import Crash
-from parsers.signatures import SIGNAL_NAMES, normalise, signal_signature
+from parsers.signatures import SIGNAL_NAMES, agent_signal, normalise, signal_signature
 
 # Literal substrings of the lines read here (the stream's scanner triggers).
 # Few and without digits: each one costs the scan of every chunk (one
@@ -106,9 +106,8 @@ class SignalReader:
         if "SignalException" in text:
             agent = _AGENT_SIGNAL.search(text)
             if agent is not None:
-                number = int(agent.group(2))
-                cause = "sigkill" if number == 9 else "sigterm" if number == 15 else f"signal_{number}"
-                return self._emit(("agent", agent.group(1)), lineno, time, "killed", cause, text.strip(), rank,
+                kind, cause = agent_signal(agent.group(0))
+                return self._emit(("agent", agent.group(1)), lineno, time, kind, cause, text.strip(), rank,
                                   "SignalException")
         signal = _SIGNAL.search(text)
         if signal is not None and not text.lstrip().startswith("traceback"):

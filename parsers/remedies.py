@@ -37,12 +37,16 @@ _KIND = {
         "large (fragmentation); enable activation checkpointing; check for another process on the GPU."
     ),
     "nccl_timeout": (
-        "NCCL watchdog timeout: a collective waited longer than the process-group timeout, usually because "
-        "one rank hung or died (or never reached the collective) and the others waited for it.\n"
-        "Remedies: find the rank that stopped logging first; rerun with NCCL_DEBUG=INFO and "
-        "TORCH_NCCL_TRACE_BUFFER_SIZE set for the flight recorder; keep TORCH_NCCL_ASYNC_ERROR_HANDLING=1 so "
-        "the job fails fast; raise the timeout (init_process_group(timeout=...)) only for slow first "
-        "collectives such as checkpoint loading."
+        "Collective timeout (NCCL watchdog, gloo send/recv, a process group, monitored_barrier or the c10d "
+        "store): a rank waited longer than the process-group timeout, almost always for another rank that "
+        "hung, died, ran slower (data loading, checkpointing) or took another code path and never joined. The "
+        "rank named is the one that waited, not the culprit.\n"
+        "Remedies: find the rank that did not join: the one no timeout names, whose log stopped first, or that "
+        "torchrun still had to stop; py-spy dump it if it is alive; check that every rank runs the same "
+        "collectives in the same order; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL (monitored_barrier names "
+        "the missing rank), NCCL_DEBUG=INFO and TORCH_NCCL_TRACE_BUFFER_SIZE for the flight recorder; keep "
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 so the job fails fast; raise the timeout "
+        "(init_process_group(timeout=...)) only for slow first collectives such as checkpoint loading."
     ),
     "missing_module": (
         "A Python module is missing from the environment the job ran in.\n"

@@ -33,6 +33,19 @@ MARKERS: tuple[tuple[str, str], ...] = (
     ("cuda_oom", "CUDA out of memory"),
     ("cuda_oom", "HIP out of memory"),
     ("nccl_timeout", "Watchdog caught collective operation timeout"),
+    # Collective timeouts of the other backends and of the c10d store
+    # (torch 2.13's own words). The first two name a rank that did not
+    # join; the others count only in a torch.distributed context
+    # (``collective_timeout`` below).
+    ("monitored_barrier", "failed to pass monitoredBarrier"),
+    ("store_clients", "clients joined"),
+    ("timed_out", "Timed out waiting"),
+    ("timed_out", "timed out"),
+    ("timed_out", "wait timeout after"),
+    ("timed_out", "Socket Timeout"),
+    ("gloo", "gloo/"),
+    ("gloo", "ProcessGroupGloo"),
+    ("process_group", "ProcessGroup"),
     ("cuda_error", "CUDA error:"),
     ("cuda_error", "AcceleratorError"),
     ("cuda_error", "CUBLAS_STATUS_"),
@@ -73,6 +86,20 @@ WEAK_CAUSES = frozenset({"torchrun_stopping", "child_exit"})
 # native code, and their cause names.
 SIGNAL_CAUSES = {-11: "sigsegv", -6: "sigabrt", -7: "sigbus", -8: "sigfpe", -4: "sigill"}
 SIGNAL_NAMES = {"SIGSEGV": "sigsegv", "SIGABRT": "sigabrt", "SIGBUS": "sigbus", "SIGFPE": "sigfpe", "SIGILL": "sigill"}
+
+# torch.distributed's own error types (torch/distributed/__init__.py): a
+# timeout inside one of them is a collective's or the store's.
+_DIST_TYPES = frozenset({"DistError", "DistBackendError", "DistStoreError", "DistNetworkError"})
+_DIST_FILES = ("distributed_c10d.py", "c10d_logger.py", "torch/distributed/rendezvous.py")
+
+# torchrun's agent raises SignalException when a signal reaches it: its
+# number says whose hand it was.
+_AGENT_SIGNALS = {
+    15: ("killed", "sigterm"), 9: ("killed", "sigkill"), 1: ("killed", "sighup"), 3: ("killed", "sigquit"),
+    # Ctrl-C at the terminal: the user's own hand, as a KeyboardInterrupt.
+    2: ("exception", "keyboard_interrupt"),
+}
+_GOT_SIGNAL = re.compile(r"got signal: (\d+)")
 
 # Exception class names (last dotted component) that make a compile error.
 _COMPILE_TYPES = frozenset({
@@ -188,6 +215,14 @@ def classify(
         return Classification("crash", "host_oom", None)
     if "nccl_timeout" in markers:
         return Classification("crash", "nccl_timeout", None)
+    timeout = collective_timeout(names, frames, markers)
+    if timeout is not None:
+        return Classification("crash", "nccl_timeout", timeout)
+    if "SignalException" in names:
+        for exc in chain:
+            if short_type(exc.exc_type) == "SignalException":
+                by, why = agent_signal(exc.message)
+                return Classification("crash", by, why)
     if "ModuleNotFoundError" in names or (
         "ImportError" in names and "missing_module" in markers
     ):
@@ -212,6 +247,37 @@ def classify(
     if "nccl_error" in markers:
         return Classification("crash", "exception", "nccl_error")
     return Classification("crash", "exception", None)
+
+
+def collective_timeout(names: set[str], frames: tuple[Frame, ...], markers: frozenset[str]) -> str | None:
+    """A collective or the c10d store timed out on a backend other than
+    NCCL's watchdog (that one is the ``nccl_timeout`` marker). Returns the
+    cause, or None. "Timed out" alone is anybody's (an HTTP read); it counts
+    inside a torch.distributed error type, a c10d frame or gloo's text."""
+    if "monitored_barrier" in markers:
+        return "monitored_barrier"
+    if "store_clients" in markers:
+        return "store_timeout"
+    if "timed_out" not in markers:
+        return None
+    if "gloo" in markers:
+        return "gloo_timeout"
+    if "DistStoreError" in names:
+        return "store_timeout"
+    if names & _DIST_TYPES or "process_group" in markers or any(
+        f.file.replace("\\", "/").endswith(_DIST_FILES) for f in frames
+    ):
+        return "collective_timeout"
+    return None
+
+
+def agent_signal(message: str) -> tuple[str, str]:
+    """(kind, cause) of torchrun's ``SignalException: Process N got signal: S``:
+    a SIGTERM/SIGKILL/SIGHUP to the launcher came from outside (a person,
+    the scheduler): ``killed``; a SIGINT is the user's Ctrl-C."""
+    found = _GOT_SIGNAL.search(message)
+    number = int(found.group(1)) if found else 15
+    return _AGENT_SIGNALS.get(number, ("killed", f"signal_{number}"))
 
 
 def _classify_child(report: ChildReport) -> Classification:

@@ -23,6 +23,7 @@ on where the chunk ended (tests/core/test_stream_chunks.py).
 from __future__ import annotations
 
 import re
+from copy import copy
 from dataclasses import replace
 from datetime import tzinfo
 from itertools import accumulate, repeat
@@ -42,6 +43,8 @@ from parsers.progress import (
     value_columns,
     progress_possible,
 )
+from parsers.progress_hints import SilentBarHint
+from parsers.progress_redraws import redraw_values
 from parsers.ranks import split_rank
 from parsers.scanner import Scanner, make_scanner
 from parsers.step_clock import StepClock
@@ -107,6 +110,15 @@ def _default_assembler() -> tuple[Callable[[str], Assembler], tuple[str, ...]]:
 
 def _has_digit(literal: str) -> bool:
     return any("0" <= c <= "9" for c in literal)
+
+
+def _look_for_progress(hint: SilentBarHint, events: list[Event]) -> None:
+    """Retires ``hint`` once a step or a rate was read (a loss alone, as the
+    one line a Rich bar leaves when the run ends, is no progress seen)."""
+    for e in events:
+        if type(e) is Progress and (e.step is not None or e.rate is not None or e.tokens_per_s is not None):
+            hint.progressed()
+            return
 
 
 class LogStream:
@@ -194,11 +206,45 @@ class LogStream:
         # Events since a traceback opened that it is still open for: they
         # wait for its crash, which is placed among them by time (``placed``).
         self._open_held: list[Event] = []
+        # A run whose bar never reaches this log (Lightning's Rich bar): said
+        # once by whoever moves the clock (``progress_hints``).
+        self.hint = SilentBarHint()
 
     @property
     def last_time(self) -> float | None:
         """The clock of the data: the last timestamp seen, else None."""
         return self._last_time
+
+    def peek_stamps(self, text: str, lines: int = 64) -> tuple[float, float] | None:
+        """The first and the last timestamp among the first and the last
+        ``lines`` lines of ``text``, read by a copy of this stream's clock
+        (its own state is untouched: the text is fed after this).
+
+        Live, a chunk's stamps tell where the log's clock sits against the
+        watcher's before the chunk is dated (``dflash_watch.alignment``).
+        """
+        if not text:
+            return None
+        times = copy(self._times)
+        rows = text.split("\n", lines)[:lines]
+        tail = text.rsplit("\n", lines + 1)[-lines - 1 :]
+
+        def first_of(candidates: Sequence[str]) -> float | None:
+            for line in candidates:
+                if "\r" in line:
+                    line = line.rsplit("\r", 1)[-1]
+                if line[:1] == "[":
+                    line = split_rank(line)[1]
+                t = times.parse(line)
+                if t is not None:
+                    return t
+            return None
+
+        first = first_of(rows)
+        if first is None:
+            return None
+        last = first_of(tail[::-1])
+        return first, (last if last is not None else first)
 
     @property
     def lines(self) -> int:
@@ -219,6 +265,9 @@ class LogStream:
         """
         if not text:
             return []
+        hint = self.hint
+        if not hint.done:
+            hint.look(text)
         if self._last_time is None:
             self._clock.fallback(fallback_time)
         # One character outside ASCII (a tqdm block bar) makes the whole
@@ -394,6 +443,8 @@ class LogStream:
                 events[open_at:] = placed(events[open_at:])
         if events:
             events = self._ordered(events)
+            if not hint.done:
+                _look_for_progress(hint, events)
         if clock is not None:
             self._last_time = clock
             if not assembler.is_open:
@@ -557,27 +608,8 @@ class LogStream:
 
     def _redraws(self, line: str) -> list[tuple]:
         """The Progress values of each state of a line redrawn with '\\r', in
-        order, one per step shown (a bar redraws a step more than once). A
-        state that does not parse (the dict HF prints after its bar, glued)
-        is skipped; so is a state with no step equal to the one before it."""
-        rank = None
-        if line[:1] == "[":
-            rank, line = split_rank(line)
-        out: list[tuple] = []
-        last = None
-        for segment in line.split("\r"):
-            if not segment.strip():
-                continue
-            found = progress_values(segment, rank, self._pattern)
-            if found is None:
-                continue
-            key = found[0] if found[0] is not None else found
-            if key == last:
-                out[-1] = found  # the newer state of the same step
-                continue
-            last = key
-            out.append(found)
-        return out
+        order (``progress_redraws.redraw_values``: live reads them alike)."""
+        return redraw_values(line, self._pattern)
 
     def _progress(self, line: str, has_cr: bool) -> tuple | None:
         """The line's Progress values after time and source (``progress_values``)."""

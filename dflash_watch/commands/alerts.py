@@ -74,13 +74,13 @@ def run(args: argparse.Namespace) -> int:
         where = config.path or "the config (none found: pass --config F)"
         return fail(f"no [[alerts.sink]] tables in {where}")
 
-    from ..sinks.senders import build_sender
+    from ..sinks.senders import build_sender, secret_names
 
     alert = test_alert()
     results: list[str | None] = ["no answer"] * len(sinks)
 
     def attempt(i: int) -> None:
-        results[i] = _try(build_sender(sinks[i]), alert, timeout)
+        results[i] = _try(build_sender(sinks[i], secret_names(sinks)), alert, timeout)
 
     threads = [threading.Thread(target=attempt, args=(i,), daemon=True) for i in range(len(sinks))]
     for thread in threads:

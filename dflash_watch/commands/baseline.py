@@ -148,6 +148,17 @@ def _save(args: argparse.Namespace) -> int:
         named = ", ".join(logs) if len(logs) <= 3 else f"{logs[0]} and {len(logs) - 1} more logs"
         return fail(f"no throughput in {named}{where}: no progress line with a rate (tok/s, it/s, samples/s)")
 
+    # A window the user picked is refused as the dashboard's `b` refuses it;
+    # the default one (the whole run after warm-up) is theirs to judge, told.
+    refused = _refusal(monitor, start if start is not None else first)
+    picked = start is not None or end is not None
+    if refused and picked and not getattr(args, "force", False):
+        return fail(f"{refused}; --force saves it anyway", code=1)
+    if refused:
+        why = refused.removeprefix("not saved: ")
+        sys.stderr.write(f"dflash-watch: warning: saved with --force although {why}\n" if picked else
+                         f"dflash-watch: warning: {why}; --from/--to pick a healthy window\n")
+
     extra = dict(captured.extra)
     extra["window"] = {"from": first, "to": last}
     if window.unit != TOKENS:
@@ -170,6 +181,25 @@ def _save(args: argparse.Namespace) -> int:
         return fail(f"cannot write {out}: {exc.strerror or exc}")
     print(f"saved {out}: {_rate(baseline)} over {_span(first, last, tz)}")
     return 0
+
+
+def _refusal(monitor: Any, start: float | None) -> str | None:
+    """Why the window must not become the baseline, by the dashboard's rule
+    for its `b` key (``tui.baseline_guard.refusal``: an alert fired in it,
+    a crash, the job ended in it), or None. The window monitor saw only the
+    window, so all it fired counts. The rule's unit check is left out: a
+    saved file records a rate in another unit as ``throughput_unit``."""
+    from types import SimpleNamespace
+
+    from ..tui.baseline_guard import refusal
+
+    now = monitor.now
+    if now is None:
+        return None
+    view = SimpleNamespace(alerts=monitor.alerts, now=now, job_state=None, last_exit=monitor.last_exit,
+                           throughput_unit=TOKENS, lock=monitor.lock)
+    span = now - start if start is not None and start < now else 0.0
+    return refusal(view, window_s=60.0 * max(1, math.ceil(span / 60.0)))  # "in the last 8 minutes"
 
 
 # -- show ------------------------------------------------------------------------

@@ -136,3 +136,47 @@ def expand_logs(patterns: tuple[str, ...] | list[str]) -> list[str]:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         paths.extend(p for p in matches if p not in paths)
     return paths
+
+
+def state_dir_problem(args: argparse.Namespace) -> str | None:
+    """Why the state dir (``[run] state_dir``, else ``$XDG_STATE_HOME/dflash-watch``)
+    cannot hold the job's files, as one line; None when it can.
+
+    Asked up front, before tmux or a thread is started: a state dir that is
+    a file, or on a read-only mount, otherwise surfaces as an OSError
+    traceback from deep inside job control (or, live, not at all). A dir
+    that does not exist yet is fine when it can be made: its nearest
+    existing ancestor is tried with a temporary file that is removed at
+    once, so a command that only reads (``status``) leaves nothing behind.
+    """
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from ..control.spec import default_state_dir
+
+    try:
+        config = load_config(getattr(args, "config", None))
+    except ConfigError:
+        return None  # the command reports the config itself, in its words
+    if getattr(args, "command", None) in ("watch", "headless"):
+        from .live_setup import _wants_job
+
+        if not _wants_job(args, config):
+            return None  # no job to control: watching alone keeps no state
+    configured = config.run.state_dir
+    where = ("[run] state_dir" if configured else
+             "$XDG_STATE_HOME/dflash-watch" if os.environ.get("XDG_STATE_HOME") else "the default")
+    path = Path(str(configured)).expanduser() if configured else default_state_dir()
+    fix = f"set {'[run] state_dir' if configured else 'XDG_STATE_HOME (or [run] state_dir)'} to a writable directory"
+    probe = path
+    while not os.path.lexists(probe) and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"state dir {path} ({where}): {probe} is not a directory; {fix}"
+    try:
+        with tempfile.TemporaryFile(dir=probe, prefix=".dflash-watch-probe-"):
+            pass
+    except OSError as exc:
+        return f"state dir {path} ({where}): cannot write in {probe}: {exc.strerror or exc}; {fix}"
+    return None

@@ -57,6 +57,16 @@ class _Printer:
                     pass
 
 
+def _nothing_to_watch(args: argparse.Namespace, live: Any) -> bool:
+    """No log, no config, no sample or probe file, no job: a daemon that
+    would wait forever for nothing (a typo'd unit file, a missing flag).
+    Recording or exporting NVML samples alone is a use of its own."""
+    config = live.settings.config
+    return not (config.path or config.logs or config.gpu.samples_file or config.gpu.record_file
+                or live.job is not None or live.control_note or live.settings.probes
+                or getattr(args, "metrics_port", None) or getattr(args, "metrics_file", None))
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     from .common import ClearError
     from .live_setup import build_live
@@ -68,9 +78,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except ClearError as exc:
         print(f"dflash-watch: {exc}", file=err)
         return 2
+    if _nothing_to_watch(args, live):
+        live.close(1.0)
+        print("dflash-watch: nothing to watch: pass --log PATH (or --config F with logs, --gpu-samples F, "
+              "--session NAME)", file=err)
+        return 2
     monitor, session = live.monitor, live.session
     printer = _Printer(out, err)
-    monitor.subscribe(printer.alert)
+    monitor.subscribe(live.fresh(printer.alert))
     if live.control_note:
         monitor.note(live.control_note)
 

@@ -18,7 +18,8 @@ from .common import SettingsError
 DEFAULT_HOST = "127.0.0.1"
 
 
-def start_metrics(args: argparse.Namespace, settings: Any, monitor: Any, session: Any) -> Any | None:
+def start_metrics(args: argparse.Namespace, settings: Any, monitor: Any, session: Any,
+                  sinks: Any = None) -> Any | None:
     port = getattr(args, "metrics_port", None)
     host = getattr(args, "metrics_host", None)
     path = getattr(args, "metrics_file", None)
@@ -33,7 +34,7 @@ def start_metrics(args: argparse.Namespace, settings: Any, monitor: Any, session
     from ..metrics.collector import build_registry
     from ..metrics.exporter import Exporters, HttpExporter, TextfileExporter
 
-    registry = build_registry(monitor)
+    registry = build_registry(monitor, sinks)
     parts: list[Any] = []
     if port is not None:
         try:

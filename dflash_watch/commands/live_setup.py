@@ -38,6 +38,12 @@ class LiveSetup:
             except Exception as exc:  # noqa: BLE001 - leaving must not fail
                 self.monitor.note(f"while stopping {type(output).__name__}: {type(exc).__name__}: {exc}")
 
+    def fresh(self, listener: Any) -> Any:
+        """``listener`` for the alerts not already in the alert history when the
+        watcher started: a restart does not print them again (``history_replay``)."""
+        history = getattr(self.session, "_history", None)
+        return listener if history is None else history.gate(listener)
+
 
 def _wants_job(args: argparse.Namespace, config: Any) -> bool:
     """Job control when the user named a job: a command, or a session of their own."""
@@ -108,7 +114,9 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
         monitor,
         logs=config.logs,
         samples_file=samples,
-        probes=probe_patterns(settings),
+        # Only --probe files are "given": the default globs beside the logs
+        # may never match, and waiting for them is not worth a notice.
+        probes=probe_patterns(settings) if settings.probes else None,
         use_nvml=config.gpu.enabled,
         gpu_interval_s=config.gpu.interval_s,
         gpu_indices=config.gpu.indices,
@@ -120,15 +128,18 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
     from .live_metrics import start_metrics
     from .live_sinks import start_sinks
 
-    sinks = start_sinks(settings, monitor)
+    # The alert history: written first, closed first (its own thread), and
+    # the gate that keeps a restart from sending what it already holds.
+    history = getattr(session, "_history", None)
+    sinks = start_sinks(settings, monitor, gate=history.gate if history is not None else None)
     try:
-        metrics = start_metrics(args, settings, monitor, session)
+        metrics = start_metrics(args, settings, monitor, session, sinks=sinks)
     except Exception:
         # A port in use is exit 2; the dispatcher already started must not linger.
         if sinks:
             sinks.close(1.0)
         raise
-    outputs = [o for o in (sinks, metrics) if o]
+    outputs = [o for o in (history, sinks, metrics) if o]
     if job is not None:
         from ..baseline_auto import AutoBaseline
         from ..control.spec import default_state_dir

@@ -11,8 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 
-def start_sinks(settings: Any, monitor: Any) -> Any | None:
-    """A started dispatcher with ``close(timeout)``, or None without sinks."""
+def start_sinks(settings: Any, monitor: Any, gate: Any = None) -> Any | None:
+    """A started dispatcher with ``close(timeout)``, or None without sinks.
+
+    ``gate`` wraps the dispatcher's listener (the alert history's: a restart
+    does not send again what the history already holds, but the sinks
+    recall the episodes it opened, so that their resolves match)."""
     alerts = getattr(settings.config, "alerts", None)
     sinks = alerts.sinks if alerts is not None else ()
     if not sinks:
@@ -20,5 +24,5 @@ def start_sinks(settings: Any, monitor: Any) -> Any | None:
     from ..sinks.dispatch import Dispatcher
 
     dispatcher = Dispatcher(sinks, monitor.note).start()
-    monitor.subscribe(dispatcher.offer)
+    monitor.subscribe(dispatcher.offer if gate is None else gate(dispatcher.offer, dispatcher.recall))
     return dispatcher

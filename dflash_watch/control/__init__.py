@@ -16,7 +16,9 @@ from .job import (
     RelaunchRefused,
     classify_exit,
 )
+from .errors import SurvivorsAlive
 from .lock import JobLock, LockTimeout
+from .survivors import Survivors
 from .tmux import InvalidName, Tmux, TmuxError, TmuxMissing, TmuxServerGone, validate_name
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "JobState",
     "LockTimeout",
     "RelaunchRefused",
+    "Survivors",
+    "SurvivorsAlive",
     "Tmux",
     "TmuxError",
     "TmuxMissing",

@@ -6,6 +6,10 @@ the process groups of the pane's tree so torchrun's workers die with it.
 Two processes are never signalled directly: dflash-watch's wrapper (it
 must live to record how its child ended, and exits by itself) and a user's
 interactive shell (the pane is theirs).
+
+A run with no pane left (its tmux server was killed and it ignored the
+hangup) gets the same three steps, SIGINT in place of Ctrl-C, sent only to
+the processes ``survivors.find`` verified, re-verified before each signal.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable, Iterator
 from .procfs import SHELLS, proc_alive, proc_group, proc_name, proc_pgid, proc_signal_groups, proc_signal_pids
 from .record import is_ours
 from .state import JobState, int_or_none, pids_text, signame
+from .survivors import Survivors, signal_survivors
 from .tmux import Tmux
 
 WaitFn = Callable[[Callable[[], bool], float], bool]
@@ -60,3 +65,24 @@ def escalate(tmux: Tmux, st: JobState, rec: dict | None, grace_s: float, wait: W
             return
     left = sorted(p for p in victims if proc_alive(p))
     yield f"still alive after SIGKILL: {pids_text(tuple(left))}"
+
+
+def end_survivors(first: Survivors, find: Callable[[], Survivors], grace_s: float,
+                  wait: WaitFn) -> Iterator[str]:
+    """SIGINT, SIGTERM, SIGKILL to a run that outlived its pane; ``find()`` re-verifies it each time."""
+    t0 = time.monotonic()
+    yield f"no pane left; the last run still has {pids_text(first.pids)}"
+    for sig, limit in ((signal.SIGINT, grace_s), (signal.SIGTERM, grace_s), (signal.SIGKILL, SIGKILL_WAIT_S)):
+        now = find()
+        if not now:
+            break
+        hit = signal_survivors(now, sig)
+        yield f"sent {signame(sig)} to {len(hit)} processes ({pids_text(tuple(sorted(hit)))})"
+        if wait(lambda: not find(), limit):
+            yield f"stopped after {signame(sig)} ({time.monotonic() - t0:.1f} s)"
+            return
+    left = find()
+    if left:
+        yield f"still alive after SIGKILL: {pids_text(left.pids)}"
+    else:
+        yield f"stopped ({time.monotonic() - t0:.1f} s)"

@@ -34,6 +34,7 @@ class ChildJob:
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at: float | None = None
         self._reported: int | None = None
+        self._asked: tuple[int, str] | None = None  # (pid, action) whose end was asked for
 
     def status(self) -> JobState:
         p = self.proc
@@ -61,10 +62,12 @@ class ChildJob:
             on_step(f"started child process {self.proc.pid}")
         return self.status()
 
-    def abort(self, grace_s: float | None = None, on_step: StepFn | None = None) -> JobState:
+    def abort(self, grace_s: float | None = None, on_step: StepFn | None = None,
+              asked: str = "abort") -> JobState:
         p = self.proc
         if p is None or p.poll() is not None:
             return self.status()
+        self._asked = (p.pid, asked)
         grace = self.grace_s if grace_s is None else grace_s
         for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
             if on_step:
@@ -81,7 +84,7 @@ class ChildJob:
         return self.status()
 
     def relaunch(self, grace_s: float | None = None, on_step: StepFn | None = None) -> JobState:
-        self.abort(grace_s, on_step)
+        self.abort(grace_s, on_step, asked="relaunch")
         return self.start(on_step)
 
     def poll_exit(self, now: float, signature: str | None = None) -> ProcessExit | None:
@@ -91,4 +94,7 @@ class ChildJob:
         self._reported = p.pid
         code, sig = (None, -p.returncode) if p.returncode < 0 else (p.returncode, None)
         kind, _ = classify_exit(code, sig, signature)
-        return ProcessExit(now, kind, code=code, signal=sig, signature=signature, source="child")
+        asked = self._asked[1] if self._asked and self._asked[0] == p.pid else None
+        if asked:
+            kind = "aborted"
+        return ProcessExit(now, kind, code=code, signal=sig, signature=signature, source="child", asked=asked)

@@ -33,15 +33,19 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     """The JobSpec from ``[run]`` of the config (see dflash_watch.config), flags on top."""
     from ..config import ConfigError, load_config
 
+    from .secrets import sink_secret_names
+
     try:
-        run = load_config(getattr(args, "config", None)).run
+        config = load_config(getattr(args, "config", None))
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
-    return spec_from_run(run, args)
+    secrets = sink_secret_names(getattr(getattr(config, "alerts", None), "sinks", ()) or ())
+    return spec_from_run(config.run, args, secret_env=secrets)
 
 
-def spec_from_run(run: Any, args: argparse.Namespace | None = None) -> JobSpec:
-    """A RunConfig (and optional flags) as a JobSpec."""
+def spec_from_run(run: Any, args: argparse.Namespace | None = None,
+                  secret_env: tuple[str, ...] = ()) -> JobSpec:
+    """A RunConfig (and optional flags) as a JobSpec; ``secret_env``: variables the job must not get."""
 
     def pick(flag: str, value: Any) -> Any:
         given = getattr(args, flag, None) if args is not None else None
@@ -61,6 +65,7 @@ def spec_from_run(run: Any, args: argparse.Namespace | None = None) -> JobSpec:
             grace_s=float(pick("grace", run.grace_s)),
             gpus=run.gpus,
             preflight_timeout_s=float(run.preflight_timeout_s),
+            secret_env=tuple(secret_env),
             **kwargs,
         )
     except (InvalidName, TypeError, ValueError) as exc:
@@ -81,6 +86,33 @@ def _job(args: argparse.Namespace, gpu_holders: GpuHolders | None, *, needs_comm
     if not job.available:
         raise ControlUnavailable("tmux not found on PATH: job control disabled (monitoring still works)")
     return job
+
+
+def nvml_holders() -> GpuHolders:
+    """(gpu, pid, used_bytes, name) of every GPU process NVML lists, read when called.
+
+    Optional: without NVML (no driver, no nvidia-ml-py) it lists nothing, and
+    start/relaunch rely on the run's record alone. NVML is opened on the
+    first call only, so a machine without GPUs pays one failed import.
+    """
+    sampler: list[Any] = []
+
+    def holders() -> list[tuple[int, int, int, str]]:
+        import time
+
+        if not sampler:
+            from ..sources.nvml import GpuSampler
+
+            sampler.append(GpuSampler())
+        if not sampler[0].available:
+            return []
+        rows = []
+        for sample in sampler[0].sample(time.time()):
+            for p in getattr(sample, "processes", None) or ():
+                rows.append((sample.gpu, p.pid, p.used_bytes, p.name))
+        return rows
+
+    return holders
 
 
 def _say(message: str) -> None:
@@ -116,7 +148,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_start(args: argparse.Namespace, gpu_holders: GpuHolders | None = None) -> int:
     def action() -> int:
-        st = _job(args, gpu_holders, needs_command=True).start(on_step=_say)
+        st = _job(args, gpu_holders or nvml_holders(), needs_command=True).start(on_step=_say)
         _say(st.line())
         return 0
 
@@ -125,16 +157,19 @@ def cmd_start(args: argparse.Namespace, gpu_holders: GpuHolders | None = None) -
 
 def cmd_abort(args: argparse.Namespace) -> int:
     def action() -> int:
-        st = _job(args, None).abort(getattr(args, "grace", None), on_step=_say)
+        st = _job(args, nvml_holders()).abort(getattr(args, "grace", None), on_step=_say)
         _say(st.line())
-        return 1 if st.running else 0
+        if st.pids and not st.running:
+            print(f"dflash-watch: could not end pids {', '.join(map(str, st.pids))}", file=sys.stderr)
+        return 1 if st.running or st.pids else 0
 
     return _guard(action)
 
 
 def cmd_relaunch(args: argparse.Namespace, gpu_holders: GpuHolders | None = None) -> int:
     def action() -> int:
-        st = _job(args, gpu_holders, needs_command=True).relaunch(getattr(args, "grace", None), on_step=_say)
+        st = _job(args, gpu_holders or nvml_holders(), needs_command=True).relaunch(
+            getattr(args, "grace", None), on_step=_say)
         _say(st.line())
         return 0
 

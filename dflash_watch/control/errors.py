@@ -32,3 +32,16 @@ class RelaunchRefused(JobError):
     def __init__(self, message: str, pids: tuple[int, ...]) -> None:
         super().__init__(message)
         self.pids = pids
+
+
+class SurvivorsAlive(JobError):
+    """The last run's processes outlived their pane (a killed tmux server): starting now would
+    make two trainings. ``run_alive``: the training itself lives on, not only leftovers."""
+
+    def __init__(self, action: str, pids: tuple[int, ...], run_alive: bool) -> None:
+        what = ("the last run still runs outside tmux" if run_alive
+                else "processes of the last run are still alive")
+        super().__init__(f"refusing to {action}: {what} (pids {', '.join(map(str, pids))}); "
+                         "dflash-watch abort ends them")
+        self.pids = pids
+        self.run_alive = run_alive

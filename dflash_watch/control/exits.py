@@ -9,6 +9,7 @@ also when the run ended between two polls.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 
 from parsers.events import ProcessExit
 
@@ -36,15 +37,22 @@ def classify_exit(code: int | None, sig: int | None, signature: str | None = Non
 
 
 class ExitWatcher:
-    """Turns successive job states into at most one ProcessExit per run incarnation."""
+    """Turns successive job states into at most one ProcessExit per run incarnation.
 
-    __slots__ = ("_reported", "_last_run")
+    ``asked``: run ids whose end this process asked for (abort, relaunch);
+    the exit of such a run is ``aborted`` (CONTRACTS section 4), not a kill.
+    """
+
+    __slots__ = ("_reported", "_last_run", "asked")
 
     def __init__(self) -> None:
         self._reported: set[str] = set()
         self._last_run: str | None = None
+        self.asked: dict[str, str] = {}
 
-    def see(self, st: JobState, rec: dict | None, now: float, signature: str | None) -> ProcessExit | None:
+    def see(self, st: JobState, rec: dict | None, now: float, signature: str | None,
+            asked: Callable[[str], str | None] | None = None) -> ProcessExit | None:
+        """``asked(run_id)``: the action that asked that run to end, if any (another caller's note)."""
         if st.running:
             self._last_run = st.run_id
             return None
@@ -52,6 +60,9 @@ class ExitWatcher:
         if not key or key in self._reported:
             return None
         rec_done = bool(rec) and rec.get("run_id") == key and rec.get("state") in ("exited", "killed")
+        if (not rec_done and st.pids and rec and rec.get("run_id") == key
+                and rec.get("state") in ("starting", "running")):
+            return None  # its pane is gone but the run lives on (it outlived the tmux server)
         if st.code is None and st.signal is None and not rec_done and key != self._last_run:
             return None  # never seen running and no status: nothing known to report
         self._reported.add(key)
@@ -62,5 +73,10 @@ class ExitWatcher:
             code, sig = int_or_none(rec.get("code")), int_or_none(rec.get("signal"))
         ended = rec.get("ended_at") if rec_done else None
         kind, sig = classify_exit(code, sig, signature)
+        why = (str(rec.get("asked")) if rec_done and rec.get("asked") else None) or self.asked.get(key)
+        if why is None and asked is not None:
+            why = asked(key)
+        if why:
+            kind = "aborted"
         return ProcessExit(time=float(ended) if ended else now, kind=kind, code=code, signal=sig,
-                           signature=signature)
+                           signature=signature, asked=why)

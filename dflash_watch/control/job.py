@@ -12,6 +12,13 @@ Why this shape:
   a live pane), so concurrent callers cannot end up with two trainings.
   ``-k`` is used only by :meth:`Job.take_over`, to replace the user's shell
   at its prompt once the training in it is dead, after the user confirmed.
+- A run that outlived its tmux server (it ignores SIGHUP) is found from its
+  record by identity (``survivors.py``): start and relaunch refuse while it
+  lives, and abort ends it.
+- An abort leaves a note beside the record before its first signal
+  (``record.write_asked``): the exit is then ``aborted`` (asked for), not
+  ``killed``. The training inherits none of the watcher's alert secrets
+  (``secrets.py``).
 - The parts live by concept: the spec (``spec.py``), the state and its
   words (``state.py``), exit events (``exits.py``), abort escalation
   (``abort.py``), the relaunch preflight (``release.py``), the pane
@@ -24,14 +31,19 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from dataclasses import replace
 from typing import Callable, Iterator
 
 from parsers.events import ProcessExit
 
-from .abort import escalate, keeper
+from .abort import end_survivors, escalate, keeper
 from .adopt import Adoption, Foreground, read_foreground, survey
-from .errors import AlreadyRunning, ControlUnavailable, JobError, RelaunchRefused
+from .errors import (
+    AlreadyRunning,
+    ControlUnavailable,
+    JobError,
+    RelaunchRefused,
+    SurvivorsAlive,
+)
 from .exits import OUTSIDE_SIGNALS, ExitWatcher, classify_exit
 from .lock import JobLock
 from .pane import Pane, active_pane, chain
@@ -47,10 +59,22 @@ from .procfs import (
     proc_start_time,
     proc_tree,
 )
-from .record import WRAPPER_PATH, is_ours, launch_argv, outcome_text, read_record
+from .record import (
+    WRAPPER_PATH,
+    asked_path,
+    is_ours,
+    launch_argv,
+    outcome_text,
+    read_asked,
+    read_record,
+    write_asked,
+)
 from .release import GpuHolders, wait_released
+from .secrets import clean_environ, secret_names
 from .spec import JobSpec, default_state_dir
-from .state import JobState, incarnation, int_or_none, pids_text
+from .state import JobState, incarnation, int_or_none
+from .survivors import Survivors, survivors_text
+from .survivors import find as find_survivors
 from .tmux import Tmux, TmuxError, TmuxMissing, TmuxServerGone, escape_format
 
 STATES = ("running", "exited", "killed", "absent")
@@ -72,7 +96,9 @@ class Job:
         lock_timeout_s: float = 300.0,
     ) -> None:
         self.spec = spec
-        self.tmux = tmux or Tmux(socket=spec.socket)
+        # Without the alert secrets: a tmux server this starts holds none of them.
+        self.tmux = tmux or Tmux(socket=spec.socket,
+                                 env=clean_environ(spec.secret_env) if spec.secret_env else None)
         self.gpu_holders = gpu_holders
         self._clock = clock
         self._sleep = sleep
@@ -112,16 +138,16 @@ class Job:
         # The record after the pane: a pane seen dead was the wrapper's
         # end, and the wrapper writes its record before it ends.
         rec = self._record()
-        survivors = self._survivors(rec, exclude=pane.pid if pane and not pane.dead else None)
         if pane is None:
+            surv = self.survivors(rec)
             msg = gone
             if rec and rec.get("state") in ("exited", "killed"):
                 msg += f"; last run {outcome_text(rec)}"
-            if survivors:
-                msg += f"; processes of the last run still alive: {pids_text(survivors)}"
+            if surv:
+                msg += f"; {survivors_text(surv)}"
             return JobState("absent", self.spec.session, code=int_or_none(rec and rec.get("code")),
-                            signal=int_or_none(rec and rec.get("signal")), pids=survivors, message=msg,
-                            run_id=rec.get("run_id") if rec else None)
+                            signal=int_or_none(rec and rec.get("signal")), pids=surv.pids, message=msg,
+                            run_id=rec.get("run_id") if rec else None, asked=(rec or {}).get("asked"))
         ours = is_ours(rec, pane.pid)
         run_id = rec.get("run_id") if ours else f"pane:{pane.pane_id}:{pane.pid}"
         if not pane.dead:
@@ -144,11 +170,12 @@ class Job:
             msg = "" if (code is not None or sig is not None) else "tmux reported no exit status"
             if ours:
                 msg = "wrapper ended without recording (killed?)" + (f"; {msg}" if msg else "")
-        if survivors:
-            msg = (msg + "; " if msg else "") + f"processes of the last run still alive: {pids_text(survivors)}"
+        surv = find_survivors(rec, self.gpu_holders) if ours else Survivors()
+        if surv:
+            msg = (msg + "; " if msg else "") + survivors_text(surv)
         return JobState("killed" if sig else "exited", self.spec.session, code=code, signal=sig, pid=pane.pid,
-                        pids=survivors, started_at=rec.get("started_at") if ours else None, message=msg,
-                        pane=pane.pane_id, run_id=run_id)
+                        pids=surv.pids, started_at=rec.get("started_at") if ours else None, message=msg,
+                        pane=pane.pane_id, run_id=run_id, asked=rec.get("asked") if ours else None)
 
     def _remember_foreground(self, pane: Pane, fg: int) -> None:
         """Read the user's foreground job once per process group (cheap: a few /proc files)."""
@@ -162,12 +189,9 @@ class Job:
         while len(self._foreground) > _FOREGROUND_KEEP:
             self._foreground.pop(next(iter(self._foreground)))
 
-    def _survivors(self, rec: dict | None, exclude: int | None) -> tuple[int, ...]:
-        """Processes of the recorded run's process group that outlived it."""
-        pgid = int_or_none(rec and rec.get("pgid"))
-        if not pgid:
-            return ()
-        return tuple(p for p in proc_group(pgid) if p != exclude)
+    def survivors(self, rec: dict | None = None) -> Survivors:
+        """Verified live processes of the recorded run (see ``survivors.py``), GPU holders included."""
+        return find_survivors(rec if rec is not None else self._record(), self.gpu_holders)
 
     # -------------------------------------------------------------- exit event
     def poll_exit(self, now: float, signature: str | None = None) -> ProcessExit | None:
@@ -181,7 +205,12 @@ class Job:
             st = self.status()
         except (ControlUnavailable, TmuxError, OSError):
             return None
-        return self._exits.see(st, self._record() if not st.running else None, now, signature)
+        return self._exits.see(st, self._record() if not st.running else None, now, signature,
+                               asked=self._asked_for)
+
+    def _asked_for(self, run_id: str) -> str | None:
+        """The action that asked run ``run_id`` to end (this process's, or any caller's note)."""
+        return self._exits.asked.get(run_id) or read_asked(self.spec.state_path, run_id)
 
     # ------------------------------------------------------------------ start
     def start(self, on_step: StepFn | None = None) -> JobState:
@@ -193,6 +222,9 @@ class Job:
             st = self.status()
             if st.running:
                 raise AlreadyRunning(st)
+            surv = self.survivors()
+            if surv:
+                raise SurvivorsAlive("start", surv.pids, surv.run_alive)
             self._launch(step)
             return self._wait_started()
 
@@ -204,9 +236,13 @@ class Job:
         """(wrapper argv, tmux -c/-e options) of a new run incarnation; clears the old record."""
         spec = self.spec
         self._need_command()
-        spec.state_path.parent.mkdir(parents=True, exist_ok=True)
-        spec.state_path.unlink(missing_ok=True)
-        argv = launch_argv(spec.state_path, uuid.uuid4().hex, spec.command)
+        fresh = spec.fresh_state_path
+        fresh.parent.mkdir(parents=True, exist_ok=True)
+        for old in {spec.state_path, fresh}:  # the record of the name before the hash too
+            old.unlink(missing_ok=True)
+            asked_path(old).unlink(missing_ok=True)
+        unset = secret_names(spec.secret_env, os.environ) if spec.secret_env else ()
+        argv = launch_argv(fresh, uuid.uuid4().hex, spec.command, unset)
         opts: list[str] = []
         if spec.cwd:
             opts += ["-c", escape_format(os.path.abspath(os.path.expanduser(spec.cwd)))]
@@ -249,18 +285,44 @@ class Job:
             time.sleep(0.02)
 
     # ------------------------------------------------------------------ abort
-    def abort_steps(self, grace_s: float | None = None) -> Iterator[str]:
-        """Ctrl-C, wait, SIGTERM the process groups, wait, SIGKILL; yields one message per step."""
+    def abort_steps(self, grace_s: float | None = None, asked: str = "abort") -> Iterator[str]:
+        """Ctrl-C, wait, SIGTERM the process groups, wait, SIGKILL; yields one message per step.
+
+        A run that outlived its tmux server gets the same escalation (SIGINT
+        in place of Ctrl-C), to its verified processes only. ``asked`` names
+        the action (abort, relaunch) the exit is then reported as.
+        """
         self._require()
         grace = self.spec.grace_s if grace_s is None else grace_s
         st = self.status()
+        rec = self._record()
         if not st.running:
-            yield f"not running ({st.line()})"
+            surv = self.survivors(rec)
+            if not surv:
+                yield f"not running ({st.line()})"
+                return
+            self._note_asked(surv.run_id, asked)
+            yield from end_survivors(surv, lambda: self.survivors(rec), grace, self._wait)
             return
-        yield from escalate(self.tmux, st, self._record(), grace, self._wait, self.spec.target)
+        self._note_asked(st.run_id, asked)
+        yield from escalate(self.tmux, st, rec, grace, self._wait, self.spec.target)
+        rest = self.survivors(rec) if is_ours(rec, st.pid) else Survivors()
+        if rest:  # a worker that left the group (setsid) and still holds a GPU
+            yield from end_survivors(rest, lambda: self.survivors(rec), grace, self._wait)
 
-    def abort(self, grace_s: float | None = None, on_step: StepFn | None = None) -> JobState:
-        for message in self.abort_steps(grace_s):
+    def _note_asked(self, run_id: str | None, action: str) -> None:
+        """Before the first signal: the end of this run is asked for (see ``record.write_asked``)."""
+        if not run_id:
+            return
+        self._exits.asked[run_id] = action
+        while len(self._exits.asked) > _FOREGROUND_KEEP:
+            self._exits.asked.pop(next(iter(self._exits.asked)))
+        if not run_id.startswith("pane:"):
+            write_asked(self.spec.state_path, run_id, action, self._clock())
+
+    def abort(self, grace_s: float | None = None, on_step: StepFn | None = None,
+              asked: str = "abort") -> JobState:
+        for message in self.abort_steps(grace_s, asked):
             if on_step:
                 on_step(message)
         return self._settled_status()
@@ -303,12 +365,15 @@ class Job:
             if st.running and incarnation(st) != before:
                 step(f"already relaunched by another caller: {st.line()}")
                 return st
-            old = set(st.pids) | set(self._survivors(self._record(), exclude=None))
+            surv = self.survivors()
+            if not st.running and surv.run_alive:
+                raise SurvivorsAlive("relaunch", surv.pids, True)
+            old = set(st.pids) | set(surv.pids)
             if st.running:
                 spared = self._keeper(st)
                 if spared is not None and proc_name(spared) in SHELLS:
                     old.discard(spared)
-                st = self.abort(grace_s, step)
+                st = self.abort(grace_s, step, asked="relaunch")
                 if st.running:
                     raise JobError(f"could not stop the old run: {st.line()}")
             self._preflight(old, step)
@@ -334,59 +399,10 @@ class Job:
 
     def take_over(self, adoption: Adoption, grace_s: float | None = None, command: str | None = None,
                   on_step: StepFn | None = None) -> JobState:
-        """Make the hand-started pane of ``adoption`` a managed job (after the user confirmed it).
+        """Make the hand-started pane of ``adoption`` a managed job (see ``takeover.py``)."""
+        from .takeover import take_over
 
-        Under the job's lock: the pane must be the one surveyed; training
-        processes still alive are stopped first (the user's shell is
-        spared); then, only when nothing but the pane's own process is left,
-        the pane is respawned (``respawn-pane -k`` ends the shell at its
-        prompt) with the command and working directory, run by the wrapper.
-        From then on this Job's spec holds that command and directory.
-        """
-        self._require()
-        step = on_step or (lambda _m: None)
-        text = (command if command is not None else adoption.command).strip()
-        if not text:
-            raise JobError(f"cannot tell what ran in pane {adoption.pane}: pass --cmd \"...\" to say it")
-        with JobLock(self.spec.lock_path, timeout_s=self._lock_timeout_s):
-            st = self.status()
-            if st.pane != adoption.pane or st.managed:
-                raise JobError(f"pane {adoption.pane} changed since it was checked ({st.line()}): nothing was touched")
-            now = self._pane()
-            if now is None or now.pid != adoption.pane_pid:
-                raise JobError(f"pane {adoption.pane} now runs another process: nothing was touched")
-            old = {p for p in st.pids if p != now.pid} if st.running else set()
-            if st.running:
-                st = self.abort(grace_s, step)
-                if st.running:
-                    raise JobError(f"could not stop the training in pane {adoption.pane}: {st.line()}")
-            left = self._pane_leftovers(now)
-            if left:
-                raise JobError(f"pane {adoption.pane} still runs {pids_text(left)} besides its shell: "
-                               "stop them first (nothing was respawned)")
-            wait_released(old, self.gpu_holders, self.spec.gpus, self.spec.preflight_timeout_s, step, self._sleep)
-            self.spec = replace(self.spec, command=text, cwd=adoption.cwd or self.spec.cwd,
-                                env={**dict(adoption.env), **dict(self.spec.env)})
-            cmd, opts = self._fresh_run()
-            remain = ["set-option", "-w", "-t", self.spec.target, "remain-on-exit", "on"]
-            kill = ["-k"] if not self._pane_dead(adoption.pane) else []
-            self.tmux.run(*chain(remain, ["respawn-pane", *kill, "-t", adoption.pane, *opts, "--", *cmd]))
-            step(f"took over pane {adoption.pane} in {self.spec.session}: {text}")
-            self._foreground.pop(adoption.pane, None)
-            return self._wait_started()
-
-    def _pane_leftovers(self, pane: Pane) -> tuple[int, ...]:
-        """Live processes in the pane other than its own (a shell's background jobs, an editor)."""
-        if pane.dead:
-            return ()
-        return tuple(p for p in proc_tree(pane.pid) if p != pane.pid and proc_alive(p))
-
-    def _pane_dead(self, pane_id: str) -> bool:
-        try:
-            out = self.tmux.run("display-message", "-p", "-t", pane_id, "#{pane_dead}").stdout.strip()
-        except TmuxError:
-            return False
-        return out == "1"
+        return take_over(self, adoption, grace_s, command, on_step)
 
 
 # Names of the old single-file module, importable from here as before.

@@ -78,6 +78,18 @@ def proc_group(pgid: int) -> tuple[int, ...]:
     return tuple(sorted(pid for pid, st in _all_stats().items() if int(st[2]) == pgid))
 
 
+def proc_group_identities(pgid: int) -> dict[int, tuple[int, int]]:
+    """Live members of process group PGID as {pid: (start ticks, session)}."""
+    out: dict[int, tuple[int, int]] = {}
+    for pid, st in _all_stats().items():
+        if int(st[2]) == pgid:
+            try:
+                out[pid] = (int(st[19]), int(st[3]))
+            except (IndexError, ValueError):
+                continue
+    return out
+
+
 def proc_start_time(pid: int) -> float | None:
     st = _stat(pid)
     if not st:
@@ -115,6 +127,42 @@ def proc_signal_pids(pids: set[int], sig: int) -> set[int]:
             except (ProcessLookupError, PermissionError):
                 pass
     return hit
+
+
+def proc_identity(pid: int) -> tuple[int, int, int] | None:
+    """(start time in clock ticks since boot, process group, session) of a live PID, else None.
+
+    The start ticks are what tell a process from a later one that got its
+    pid: the pair (pid, start ticks) is unique for the life of the machine.
+    """
+    st = _stat(pid)
+    if not st or st[0] in ("Z", "X"):
+        return None
+    try:
+        return int(st[19]), int(st[2]), int(st[3])
+    except (IndexError, ValueError):
+        return None
+
+
+def proc_ticks_time(ticks: int) -> float | None:
+    """Start ticks as seconds since the epoch (for records that predate start ticks)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            btime = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+def proc_environ_has(pid: int, key: str, value: str) -> bool:
+    """Whether PID's initial environment holds KEY=VALUE (False when not ours to read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return False
+    want = f"{key}={value}".encode("utf-8", "surrogateescape")
+    return want in raw.split(b"\0")
 
 
 def proc_cmdline(pid: int) -> tuple[str, ...]:

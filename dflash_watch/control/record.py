@@ -14,12 +14,43 @@ import sys
 from pathlib import Path
 
 WRAPPER_PATH = str(Path(__file__).resolve().with_name("wrapper.py"))
+# Beside the record: the watcher asked this run to end (abort, relaunch).
+# The wrapper copies it into the record as ``"asked"``; the exit then reads
+# as ``aborted`` (CONTRACTS section 4), not as a kill from outside.
+ASKED_SUFFIX = ".asked"
 
 
-def launch_argv(state_path: Path, run_id: str, command: str) -> list[str]:
-    """The argv tmux runs in the pane. ``--shell=`` keeps a command starting with '-' a value."""
-    return [sys.executable, "-I", WRAPPER_PATH, "--state", str(state_path), "--run-id", run_id,
+def launch_argv(state_path: Path, run_id: str, command: str, unset: tuple[str, ...] = ()) -> list[str]:
+    """The argv tmux runs in the pane. ``--shell=`` keeps a command starting with '-' a value;
+    ``--unset NAME``: a variable the training must not inherit (a secret of the watcher)."""
+    drop = [f"--unset={name}" for name in unset]
+    return [sys.executable, "-I", WRAPPER_PATH, "--state", str(state_path), "--run-id", run_id, *drop,
             f"--shell={command}"]
+
+
+def asked_path(state_path: Path) -> Path:
+    return Path(f"{state_path}{ASKED_SUFFIX}")
+
+
+def write_asked(state_path: Path, run_id: str | None, action: str, now: float) -> None:
+    """Say, before the first signal, that the end of run ``run_id`` was asked for (atomic)."""
+    if not run_id:
+        return
+    path = asked_path(state_path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps({"run_id": run_id, "action": action, "time": now}), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass  # the stop still happens; it would read as a kill
+
+
+def read_asked(state_path: Path, run_id: str | None) -> str | None:
+    """The action asked for run ``run_id``, from the record's side file; None when none was."""
+    rec = read_record(asked_path(state_path))
+    if rec is None or not run_id or rec.get("run_id") != run_id:
+        return None
+    return str(rec.get("action") or "abort")
 
 
 def read_record(path: Path) -> dict | None:
@@ -39,6 +70,9 @@ def is_ours(rec: dict | None, pane_pid: int | None) -> bool:
 def outcome_text(rec: dict) -> str:
     from .state import int_or_none, signame
 
+    if rec.get("asked"):
+        how = signame(int_or_none(rec.get("signal"))) if rec.get("signal") else f"exit code {rec.get('code')}"
+        return f"stopped as asked ({rec['asked']}) after {how}"
     if rec.get("signal"):
         return f"killed by {signame(int_or_none(rec.get('signal')))}"
     return f"exited with code {rec.get('code')}"

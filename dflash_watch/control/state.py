@@ -14,7 +14,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class JobState:
     """One look at the job. ``pids`` is the pane's process tree while running,
-    else any processes of the last run still alive."""
+    else any processes of the last run still alive (verified: ``survivors.py``).
+    ``asked``: the run ended because dflash-watch was asked to end it
+    (``abort``, ``relaunch``), so its signal is no failure."""
 
     state: str
     session: str
@@ -27,6 +29,7 @@ class JobState:
     message: str = ""
     pane: str | None = None
     run_id: str | None = None
+    asked: str | None = None
 
     @property
     def running(self) -> bool:
@@ -42,6 +45,9 @@ class JobState:
         if self.state == "running":
             up = f", up {duration_text(self.uptime_s)}" if self.uptime_s is not None else ""
             text = f"running in {self.session} (pid {self.pid}, {len(self.pids)} processes{up})"
+        elif self.asked and self.state in ("killed", "exited"):
+            how = signame(self.signal) if self.signal else f"exit code {self.code}"
+            text = f"stopped as asked ({self.asked}) after {how} in {self.session}"
         elif self.state == "killed":
             text = f"killed by {signame(self.signal)} in {self.session}"
         elif self.state == "exited":

@@ -22,8 +22,10 @@ from typing import Sequence
 
 # Characters that tmux gives a meaning in a target (session:window.pane,
 # $id, @id, %id, !, ^, = exact match) or in a format (#). A name holding one
-# of them would make a later ``-t NAME`` hit something else.
-_FORBIDDEN_NAME_CHARS = set(":.$%@!^#=")
+# of them would make a later ``-t NAME`` hit something else. A backslash is
+# doubled by tmux when it names a session or window (tmux 3.3: ``a\`` lists
+# as ``a\\``), so the name would never be found again.
+_FORBIDDEN_NAME_CHARS = set(":.$%@!^#=\\")
 
 # stderr fragments that mean "no server", as printed by tmux 2.x-3.5.
 _SERVER_GONE_MARKERS = (
@@ -126,7 +128,9 @@ class Tmux:
         return True
 
     def argv(self, *args: str) -> list[str]:
-        argv = [self.resolve_binary()]
+        # -u: names are UTF-8 whatever the locale. Under LANG=C tmux turns
+        # each byte of 训练1 into '_', and 训练1 and 实验1 become one session.
+        argv = [self.resolve_binary(), "-u"]
         if self.socket:
             argv += ["-S", self.socket] if "/" in self.socket else ["-L", self.socket]
         argv.extend(args)

@@ -39,7 +39,16 @@ loops on both cores, 3 aborts at once): misreported 2 times in 300 before this, 
 Standard library only, and run by file path (``python -I wrapper.py``), so
 it works in a training directory where dflash_watch is not importable.
 
-Usage: ``python -I wrapper.py --state FILE [--run-id ID] --shell "COMMAND"``
+The record also holds what identifies the processes later (the start
+time in clock ticks of the wrapper and of the training, and the session):
+a training that outlives the tmux server is found by identity, never by a
+pid alone (``survivors.py``). The training's environment carries the run id
+(``DFLASH_WATCH_RUN_ID``) and lacks the variables named by ``--unset`` (the
+watcher's alert secrets). When the watcher asked for the end (abort,
+relaunch), it leaves ``STATE.asked`` naming the run; the record then says
+``"asked"`` so the exit reads as a stop the user asked for.
+
+Usage: ``python -I wrapper.py --state FILE [--run-id ID] [--unset NAME]... --shell "COMMAND"``
 or ``python -I wrapper.py --state FILE [--run-id ID] -- ARGV...``
 """
 
@@ -57,6 +66,8 @@ import time
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STATE_VERSION = 1
 SIGNAL_STATUS = range(129, 128 + 65)  # a shell's status for "killed by signal status-128"
+RUN_ID_ENV = "DFLASH_WATCH_RUN_ID"  # = survivors.RUN_ID_ENV (this file imports nothing of dflash_watch)
+ASKED_SUFFIX = ".asked"  # = record.ASKED_SUFFIX
 
 # Runs before the user's command, in the same bash. $1 is the side file; it
 # is shifted away so the command sees no positional parameters, as in a
@@ -165,6 +176,29 @@ def _give_terminal(fd: int | None, pgid: int) -> None:
         signal.signal(signal.SIGTTOU, old)
 
 
+def _identity(pid: int | str) -> tuple[int | None, int | None]:
+    """(start ticks since boot, session id) of a process, from /proc; Nones when unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("utf-8", "replace")
+        fields = raw[raw.rfind(")") + 2:].split()
+        return int(fields[19]), int(fields[3])
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def _asked(state: str, run_id: str) -> str | None:
+    """The action (abort, relaunch) the watcher left for this run, else None."""
+    try:
+        with open(state + ASKED_SUFFIX, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and run_id and data.get("run_id") == run_id:
+        return str(data.get("action") or "abort")
+    return None
+
+
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
@@ -177,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", required=True, help="JSON file to record the run in")
     parser.add_argument("--run-id", default="", help="identifier of this run incarnation")
     parser.add_argument("--shell", default=None, help="a shell command line, run by bash -c (pipelines report their first failing stage)")
+    parser.add_argument("--unset", action="append", default=[], metavar="NAME",
+                        help="an environment variable the training must not inherit (repeatable)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = list(args.command)
@@ -192,12 +228,21 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("no command given after --")
 
+    env = {k: v for k, v in os.environ.items() if k not in set(args.unset)}
+    if args.run_id:
+        env[RUN_ID_ENV] = args.run_id
+    for name in args.unset:
+        os.environ.pop(name, None)
+    my_ticks, my_sid = _identity("self")
     record: dict = {
         "version": STATE_VERSION,
         "run_id": args.run_id,
         "state": "starting",
         "wrapper_pid": os.getpid(),
+        "wrapper_start": my_ticks,
+        "sid": my_sid,
         "pid": None,
+        "pid_start": None,
         "pgid": None,
         "started_at": time.time(),
         "ended_at": None,
@@ -234,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(sig, signal.SIG_DFL)
 
     try:
-        child = subprocess.Popen(command, preexec_fn=in_child, close_fds=True)
+        child = subprocess.Popen(command, preexec_fn=in_child, close_fds=True, env=env)
     except OSError as exc:
         record.update(state="exited", code=127, ended_at=time.time(), message=f"cannot run command: {exc}")
         write_state(args.state, record)
@@ -247,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     _give_terminal(tty, child.pid)
     child_pgid.append(child.pid)
-    record.update(state="running", pid=child.pid, pgid=child.pid)
+    record.update(state="running", pid=child.pid, pgid=child.pid, pid_start=_identity(child.pid)[0])
     write_state(args.state, record)
     for signum in pending:
         forward(signum, None)
@@ -275,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         record.update(state="exited", code=os.WEXITSTATUS(status), signal=None)
     if status_file is not None:
         _unlink(status_file)
+    asked = _asked(args.state, args.run_id)
+    if asked:
+        record["asked"] = asked
     _give_terminal(tty, os.getpgrp())
     write_state(args.state, record)
 

@@ -15,7 +15,7 @@ of section 4, GPU indices, unit words), never text read from a log.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -67,9 +67,12 @@ class AlertCounter:
 class MonitorCollector(Collector):
     """The Monitor's picture of the run as metric families, built per scrape."""
 
-    def __init__(self, monitor: Any, counter: AlertCounter) -> None:
+    def __init__(self, monitor: Any, counter: AlertCounter,
+                 dropped: Callable[[], dict[str, int]] | None = None) -> None:
         self.monitor = monitor
         self.counter = counter
+        # Per sink, alerts it will never deliver (``Dispatcher.dropped``).
+        self.dropped = dropped
         self.version = _version()
         # One scrape at a time: an HTTP scrape and the textfile writer may
         # collect at the same moment from two threads.
@@ -83,6 +86,7 @@ class MonitorCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._collecting:
             snap = self._snapshot()
+            snap["dropped"] = self.dropped() if self.dropped is not None else None
         yield from _families(snap, self.version)
 
     def _snapshot(self) -> dict[str, Any]:
@@ -191,6 +195,15 @@ def _families(s: dict[str, Any], version: str) -> Iterator[Metric]:
             fired.add_metric([name, severity], float(n))
     yield fired
 
+    if s.get("dropped") is not None:
+        # Sink names come from the config (``name``, else ``kind[i]``), never from a log.
+        dropped = CounterMetricFamily("dflash_alerts_dropped", "Alerts a sink accepted and will never deliver "
+                                      "(failed, queue full, rate limit, unsent, or pending at exit)",
+                                      labels=["sink"])
+        for name, n in sorted(s["dropped"].items()):
+            dropped.add_metric([name], float(n))
+        yield dropped
+
     if s["job_up"] is not None:
         yield GaugeMetricFamily("dflash_job_up", "1 while the managed training job runs", value=s["job_up"])
     yield CounterMetricFamily("dflash_job_restarts", "Relaunches of the training job seen",
@@ -206,11 +219,12 @@ def _rate(name: str, doc: str, value: float, unit: str | None) -> GaugeMetricFam
     return family
 
 
-def build_registry(monitor: Any) -> CollectorRegistry:
+def build_registry(monitor: Any, sinks: Any = None) -> CollectorRegistry:
     """A registry of our own (never the global one) with the Monitor's collector,
-    its alert counter subscribed to the Monitor."""
+    its alert counter subscribed to the Monitor; ``sinks``: the session's
+    dispatcher, whose drops are ``dflash_alerts_dropped_total{sink}``."""
     counter = AlertCounter()
     monitor.subscribe(counter)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(MonitorCollector(monitor, counter))
+    registry.register(MonitorCollector(monitor, counter, sinks.dropped if sinks is not None else None))
     return registry

@@ -2,7 +2,7 @@
 
 Both are outputs of ``LiveSetup``: started before the session, closed after
 it with ``close(timeout)``. Neither runs on the ingest threads; the HTTP
-server answers scrapes on its own thread, the textfile writer wakes every
+server answers scrapes on one thread of its own, the textfile writer wakes every
 few seconds on its own.
 """
 
@@ -12,8 +12,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client.exposition import start_http_server, write_to_textfile
+from prometheus_client.exposition import write_to_textfile
 from prometheus_client.registry import CollectorRegistry
+
+from .http_server import MetricsServer
 
 # node_exporter's textfile collector reads its directory on every scrape
 # (15 s is usual): a few seconds keeps the file fresh at no real cost.
@@ -21,7 +23,8 @@ TEXTFILE_INTERVAL_S = 5.0
 
 
 class HttpExporter:
-    """prometheus-client's HTTP server on ``host:port`` for one registry.
+    """``/metrics`` on ``host:port`` for one registry (``http_server``: one thread,
+    bounded connections, never a thread per idle client).
 
     Raises ``OSError`` (port in use, unknown address) from the constructor,
     so the command can say so in one line before anything else starts.
@@ -29,7 +32,7 @@ class HttpExporter:
     """
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
-        self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+        self._server = MetricsServer(registry, host, port)
         self.host = host
         self.port: int = self._server.server_address[1]
 
@@ -39,9 +42,7 @@ class HttpExporter:
         return f"http://{host}:{self.port}/metrics"
 
     def close(self, timeout: float = 5.0) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout)
+        self._server.close(timeout)
 
 
 class TextfileExporter:

@@ -9,6 +9,14 @@ failure with exponential backoff, and says every failure as a Monitor
 notice: headless prints notices on stderr, the dashboard shows them.
 Nothing is dropped without a notice that counts it (a full queue, the
 rate limit, a sink that cannot work here, what ``close`` could not send).
+
+Leaving keeps the backoff: ``close`` gives an alert waiting out its backoff
+one last try at once, and a sink that fails while the watcher is leaving
+is not asked again (a webhook answering 500 gets one more request, not a
+retry storm until the deadline). Every alert a sink accepted and never
+delivered is counted exactly once (``SinkWorker.dropped_total``): for
+``dflash_alerts_dropped_total{sink}`` while running, and in one line per
+sink when the watcher stops.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from collections.abc import Callable, Iterable
 
 from detectors.base import Alert
 
-from .senders import DeliveryError, Sender, build_sender
+from .senders import DeliveryError, Sender, build_sender, secret_names
 from .settings import SinkConfig
 
 Note = Callable[[str], None]
@@ -53,7 +61,10 @@ class SinkWorker:
         self.dropped = 0  # the queue was full
         self.limited = 0  # over max_per_minute
         self.unsent = 0  # the sender cannot work here
+        self.at_exit = 0  # still queued or in flight when ``close`` ended
         self.last_error: str | None = None
+        # The sink failed while the watcher was leaving: it is not asked again.
+        self._down = False
         self._limited_run = 0
         self._dropped_run = 0
         self._limited_keys: set[tuple] = set()
@@ -61,11 +72,15 @@ class SinkWorker:
         self._inflight: Alert | None = None
         self._closing = threading.Event()
         self._deadline = float("inf")
+        self._counted = False
         self.thread = threading.Thread(target=self._run, name=f"sink-{sink.name}", daemon=True)
 
     # -- the Monitor's side: never blocks ------------------------------------
     def offer(self, alert: Alert) -> None:
         if not self.sink.wants(alert.detector, alert.severity, alert.state):
+            return
+        if self._counted:  # after ``close``: nobody will send it
+            self.at_exit += 1
             return
         if self.sender.unavailable:
             self.unsent += 1
@@ -129,7 +144,7 @@ class SinkWorker:
             done = self._deliver(alert)
             if done:
                 self._inflight = None
-            if not done or self._clock() >= self._deadline:
+            if not done or self._down or self._clock() >= self._deadline:
                 return
 
     def _deliver(self, alert: Alert) -> bool:
@@ -138,7 +153,8 @@ class SinkWorker:
         attempt = 0
         while True:
             timeout = sink.timeout_s
-            if self._closing.is_set():
+            leaving = self._closing.is_set()
+            if leaving:
                 left = self._deadline - self._clock()
                 if left <= 0:
                     return False
@@ -155,6 +171,12 @@ class SinkWorker:
                     self._note(f"{self.where}: delivered {_what(alert)} on retry {attempt}")
                 return True
             self.last_error = reason
+            if leaving:
+                # Leaving: its backoff would outlast us, and retrying at once
+                # is a storm. This alert and those queued behind it are not
+                # delivered (``close`` counts them), the sink is not asked again.
+                self._down = True
+                return False
             if not retry or attempt >= sink.retries:
                 self.failed += 1
                 tries = _plural(attempt + 1, "attempt")
@@ -176,6 +198,34 @@ class SinkWorker:
         """Alerts accepted but not (yet) delivered or given up on."""
         return self.queue.qsize() + (1 if self._inflight is not None else 0)
 
+    @property
+    def dropped_total(self) -> int:
+        """Alerts this sink accepted (past its filters) and will never deliver."""
+        return self.failed + self.dropped + self.limited + self.unsent + self.at_exit
+
+    def count_at_exit(self) -> None:
+        """After the worker stopped: what it still held is dropped, counted once."""
+        self.at_exit += self.pending()
+        while True:
+            try:
+                self.queue.get_nowait()
+            except queue.Empty:
+                break
+        self._inflight = None
+        self._counted = True
+
+    def dropped_line(self) -> str | None:
+        """The exit line of this sink: how many it dropped and why; None if none."""
+        total = self.dropped_total
+        if not total:
+            return None
+        parts = [f"{n} {why}" for n, why in (
+            (self.failed, "failed after retries"), (self.dropped, "queue full"),
+            (self.limited, "over the rate limit"), (self.unsent, f"unsent: {self.sender.unavailable}"),
+            (self.at_exit, "not delivered when the watcher stopped")) if n]
+        error = f"; last error: {self.last_error}" if self.last_error else ""
+        return f"{self.where}: {_plural(total, 'alert')} dropped ({', '.join(parts)}{error})"
+
 
 class Dispatcher:
     """All sinks of a session. ``offer`` is the Monitor's listener."""
@@ -183,7 +233,10 @@ class Dispatcher:
     def __init__(self, sinks: Iterable[SinkConfig], note: Note,
                  senders: dict[str, Sender] | None = None) -> None:
         self._note = note
-        self.workers = [SinkWorker(s, (senders or {}).get(s.name) or build_sender(s), note) for s in sinks]
+        sinks = tuple(sinks)
+        hidden = secret_names(sinks)
+        self.workers = [SinkWorker(s, (senders or {}).get(s.name) or build_sender(s, hidden), note)
+                        for s in sinks]
         self._closed = False
 
     def start(self) -> Dispatcher:
@@ -197,11 +250,25 @@ class Dispatcher:
         for worker in self.workers:
             worker.offer(alert)
 
+    def recall(self, alert: Alert) -> None:
+        """An alert sent before a restart (the history holds it): not sent again,
+        but a sender that keeps episodes (PagerDuty) learns it, so the resolve
+        that comes after the restart closes the incident its firing opened."""
+        for worker in self.workers:
+            recall = getattr(worker.sender, "recall", None)
+            if recall is not None and worker.sink.wants(alert.detector, alert.severity, alert.state):
+                recall(alert)
+
+    def dropped(self) -> dict[str, int]:
+        """Per sink name, the alerts it will never deliver (for /metrics; exact)."""
+        return {w.sink.name: w.dropped_total for w in self.workers}
+
     def close(self, timeout: float = 5.0) -> dict[str, int]:
         """Give what is pending a last chance within ``timeout``; say what was not delivered.
 
         Returns, per sink name, how many alerts it never delivered (given up
-        on, cut off at the deadline, dropped, over the rate limit, or unsent).
+        on, cut off at the deadline, dropped, over the rate limit, or unsent),
+        and says so in one line per sink that dropped any.
         """
         if self._closed:
             return {}
@@ -210,21 +277,14 @@ class Dispatcher:
         for worker in self.workers:
             worker.begin_close(deadline)
         for worker in self.workers:
-            worker.thread.join(max(0.0, deadline - time.monotonic()))
+            # A send in flight is bounded by the deadline; a little grace lets
+            # its answer land so that the count is exact.
+            worker.thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
         lost: dict[str, int] = {}
         for worker in self.workers:
-            left = worker.pending()
-            if left:
-                why = f" (last error: {worker.last_error})" if worker.last_error else ""
-                self._note(f"{worker.where}: {_plural(left, 'alert')} not delivered when the watcher "
-                           f"stopped{why}")
-            if worker.unsent:
-                self._note(f"{worker.where}: {_plural(worker.unsent, 'alert')} not sent: "
-                           f"{worker.sender.unavailable}")
-            if worker._limited_run:
-                held = _plural(worker._limited_run, "alert")
-                self._note(f"{worker.where}: {held} over the rate limit not sent")
-            total = left + worker.failed + worker.dropped + worker.limited + worker.unsent
-            if total:
-                lost[worker.sink.name] = total
+            worker.count_at_exit()
+            line = worker.dropped_line()
+            if line:
+                self._note(line)
+                lost[worker.sink.name] = worker.dropped_total
         return lost

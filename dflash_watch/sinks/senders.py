@@ -16,7 +16,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from detectors.base import Alert
@@ -99,6 +99,13 @@ class PagerDutySender:
         self.starts = payloads.EpisodeStarts()
         self.source = sink.source or socket.gethostname()
 
+    def recall(self, alert: Alert) -> None:
+        """An episode this sink was sent before a restart (``Dispatcher.recall``).
+
+        Called on the Monitor's thread before any later alert of the episode
+        is queued; one dict store, so no lock beside the worker's reads."""
+        self.starts.start_of(alert)  # a firing opens its episode, a resolve closes it
+
     def send(self, alert: Alert, timeout: float) -> None:
         # The episode is looked up before anything can fail: a retry of a
         # resolve must find the same key (``start_of`` forgets it).
@@ -116,28 +123,45 @@ class PagerDutySender:
             raise
 
 
+def secret_names(sinks: Iterable[SinkConfig]) -> frozenset[str]:
+    """The environment variables that hold the sinks' secrets (``url_env``, ``routing_key_env``)."""
+    return frozenset(name for s in sinks for name in (s.url_env, s.routing_key_env) if name)
+
+
+def child_env(hidden: Iterable[str]) -> dict[str, str]:
+    """The watcher's environment without the variables named in ``hidden``.
+
+    A command sink runs a program of the user's choosing with the alert on
+    stdin; it has no business holding the webhook URLs and PagerDuty keys
+    the watcher holds (a script that logs its environment would leak them)."""
+    hide = set(hidden)
+    return {k: v for k, v in os.environ.items() if k not in hide}
+
+
 class CommandSender:
     """argv (never a shell) with the alert JSON on stdin; killed at the timeout.
 
     The child runs in its own process group, so a timeout kills it and
-    whatever it started, and nothing else.
+    whatever it started, and nothing else. Its environment lacks the
+    variables named by every sink's ``url_env`` and ``routing_key_env``.
     """
 
     unavailable: str | None = None
 
-    def __init__(self, argv: tuple[str, ...]) -> None:
+    def __init__(self, argv: tuple[str, ...], hidden: Iterable[str] = ()) -> None:
         self.argv = list(argv)
+        self.hidden = frozenset(hidden)
         if shutil.which(self.argv[0]) is None:
             self.unavailable = f"{self.argv[0]} not found"
 
     def send(self, alert: Alert, timeout: float) -> None:
-        run_with_stdin(self.argv, payloads.alert_json(alert) + b"\n", timeout)
+        run_with_stdin(self.argv, payloads.alert_json(alert) + b"\n", timeout, child_env(self.hidden))
 
 
-def run_with_stdin(argv: list[str], data: bytes, timeout: float) -> None:
+def run_with_stdin(argv: list[str], data: bytes, timeout: float, env: dict[str, str] | None = None) -> None:
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, start_new_session=True)
+                                stderr=subprocess.PIPE, start_new_session=True, env=env)
     except OSError as exc:
         raise DeliveryError(f"cannot run {argv[0]}: {exc.strerror or exc}", retry=False) from None
     try:
@@ -158,12 +182,13 @@ def run_with_stdin(argv: list[str], data: bytes, timeout: float) -> None:
 class DesktopSender:
     """notify-send where present; where not, the dispatcher says so once."""
 
-    def __init__(self) -> None:
+    def __init__(self, hidden: Iterable[str] = ()) -> None:
+        self.hidden = frozenset(hidden)
         self.unavailable = None if shutil.which("notify-send") else (
             "notify-send not found on PATH (install libnotify-bin for desktop notifications)")
 
     def send(self, alert: Alert, timeout: float) -> None:
-        run_with_stdin(payloads.desktop_argv(alert), b"", timeout)
+        run_with_stdin(payloads.desktop_argv(alert), b"", timeout, child_env(self.hidden))
 
 
 class BellSender:
@@ -191,7 +216,10 @@ class BellSender:
                 raise DeliveryError(f"no terminal to ring: {exc}", retry=False) from None
 
 
-def build_sender(sink: SinkConfig) -> Sender:
+def build_sender(sink: SinkConfig, hidden: Iterable[str] | None = None) -> Sender:
+    """The sender of ``sink``; ``hidden``: variables its child processes must not
+    inherit (all sinks' secrets; by default this sink's own)."""
+    hidden = secret_names([sink]) if hidden is None else hidden
     kind = sink.kind
     if kind == "webhook":
         return HttpSender(sink, payloads.webhook)
@@ -203,7 +231,7 @@ def build_sender(sink: SinkConfig) -> Sender:
     if kind == "pagerduty":
         return PagerDutySender(sink)
     if kind == "command":
-        return CommandSender(sink.argv)
+        return CommandSender(sink.argv, hidden)
     if kind == "desktop":
-        return DesktopSender()
+        return DesktopSender(hidden)
     return BellSender()

@@ -192,6 +192,13 @@ def _check(sink: SinkConfig, section: str) -> None:
         if sink.url and not sink.url.startswith(("http://", "https://")):
             # Not echoed: a URL pasted here may be a secret after all.
             raise ConfigError(f"{section} url: must start with http:// or https://")
+        if sink.url and "@" in sink.url.split("://", 1)[1].split("/", 1)[0]:
+            # user:pass@host: a password in the file, then in every error,
+            # log line and `ps` of a command that quotes the URL. Never echoed.
+            raise ConfigError(f"{section} url of sink {sink.name}: holds credentials (user:password@host), "
+                              "which do not belong "
+                              "in the config file: put the whole URL in an environment variable and name "
+                              "it with url_env")
         if not (sink.url or sink.url_env) and sink.kind != "pagerduty":
             raise ConfigError(f"{section} url_env: a {sink.kind} sink needs url_env (or url)")
         if sink.kind == "pagerduty" and not sink.routing_key_env:

@@ -22,6 +22,11 @@ class Chunk:
     epoch), so that a live watch sees progress during the epoch. They carry
     the line's number but are not lines: the complete line still comes
     later as an ordinary chunk.
+
+    ``generation`` counts the incarnations of ``path`` whose text does not
+    go on from the one before: a truncation or a file deleted and created
+    anew. A renamed (rotated) file goes on in the next one, same generation,
+    line numbers from 1 in each file.
     """
 
     path: str
@@ -36,7 +41,7 @@ class TailNotice:
     """A state change worth telling a person about (not log content)."""
 
     path: str
-    kind: str  # waiting | appeared | rotated | truncated | recreated | deleted | cut_line | error
+    kind: str  # waiting | appeared | rotated | truncated | recreated | deleted | lost | cut_line | error
     message: str
 
 

@@ -45,15 +45,21 @@ class LineSplitter:
 
     A partial last line is kept as bytes (so a UTF-8 character split across
     writes decodes whole).  A line longer than ``max_line`` keeps only its
-    head; the rest is counted and dropped until its newline arrives.
+    head; the rest is counted and dropped until its newline arrives (with
+    ``keep_states``, a line redrawn with '\\r' sets its states aside instead).
     """
 
-    __slots__ = ("max_line", "lineno", "pending", "cut_head", "cut_dropped", "tail", "tail_new")
+    __slots__ = (
+        "max_line", "lineno", "pending", "cut_head", "cut_dropped", "tail", "tail_new", "tail_fresh",
+        "tail_cut", "states",
+    )
 
-    # How much of an unfinished line's end is kept for its latest redraw.
-    TAIL = 4096
+    # How much of an unfinished line's end is kept for its redraws: every
+    # state drawn between two polls must fit (a bar with a long postfix
+    # redrawn 100 times a second, polled every 0.5 s, draws ~10 KiB).
+    TAIL = 64 * 1024
 
-    def __init__(self, max_line: int, lineno: int = 1) -> None:
+    def __init__(self, max_line: int, lineno: int = 1, *, keep_states: bool = False) -> None:
         self.max_line = max_line
         self.lineno = lineno
         self.pending = bytearray()
@@ -61,22 +67,55 @@ class LineSplitter:
         self.cut_dropped = 0
         # The last bytes of the unfinished line, kept even when the line is
         # cut (an epoch-long tqdm line passes 1 MiB; its newest state is at
-        # its end), and whether they changed since latest_redraw() last ran.
+        # its end), whether they changed since latest_redraw() last ran, how
+        # many of them came since then, and whether their head was dropped.
         self.tail = b""
         self.tail_new = False
+        self.tail_fresh = 0
+        self.tail_cut = False
+        # ``keep_states`` (replay): an unfinished line redrawn with '\\r' is
+        # not cut at ``max_line``: its complete states move here instead
+        # (``take_states``), so that every state of an epoch-long bar is read.
+        self.states: list[bytes] | None = [] if keep_states else None
 
     def latest_redraw(self) -> str | None:
-        """The newest ``'\\r'``-separated state of the unfinished line, once per change."""
+        """Every ``'\\r'``-separated state of the unfinished line drawn since
+        the last call, oldest first and ``'\\r'``-joined, once per change.
+
+        Not only the newest one: a bar's states between two polls are each
+        a reading of the run's rate (a drop shows in them, live, as it does
+        in replay). A state still being written at the last call comes again
+        whole; a state whose start fell out of the kept tail is left out.
+        """
         # A '\r' at the very end is a CRLF line whose '\n' is still to come
         # (a burst cut between them): that line is not a redraw.
         tail = self.tail[:-1] if self.tail.endswith(b"\r") else self.tail
         if not self.tail_new or b"\r" not in tail:
             return None
         self.tail_new = False
-        parts = [p for p in tail.split(b"\r") if p.strip()]
+        new_from = len(self.tail) - self.tail_fresh
+        self.tail_fresh = 0
+        parts: list[bytes] = []
+        pos = 0
+        for i, part in enumerate(tail.split(b"\r")):
+            end = pos + len(part)
+            # New: its last byte came since the last call (not a head cut off).
+            if end > new_from and part.strip() and not (i == 0 and self.tail_cut):
+                parts.append(part)
+            pos = end + 1
         if not parts:
             return None
-        return str(parts[-1], "utf-8", "replace")
+        return str(b"\r".join(parts), "utf-8", "replace")
+
+    def take_states(self) -> list[bytes]:
+        """The complete states of a long redrawn line set aside since the
+        last call (``keep_states``), oldest first; each block is a run of
+        ``'\\r'``-separated states of the line numbered ``lineno``."""
+        states = self.states
+        if not states:
+            return []
+        self.states = []
+        return states
 
     @property
     def buffered(self) -> int:
@@ -86,6 +125,10 @@ class LineSplitter:
         """Returns (text, first_lineno, [(lineno, full_length) of cut lines]) or None."""
         out: list[bytes] = []
         cuts: list[tuple[int, int]] = []
+        if self.states is not None:
+            data = self._states_aside(data)
+            if not data:
+                return None
         if self.cut_head is not None:
             nl = data.find(b"\n")
             if nl < 0:
@@ -122,17 +165,44 @@ class LineSplitter:
             self.pending = bytearray()
         return self._result(out, cuts)
 
+    def _states_aside(self, data: bytes) -> bytes:
+        """``keep_states``: the unfinished line, with ``data`` up to its
+        newline, would pass ``max_line``: its complete states go aside
+        (``take_states``), its last one stays pending; the rest of ``data``."""
+        nl = data.find(b"\n")
+        head = len(data) if nl < 0 else nl
+        if self.cut_head is not None or len(self.pending) + head <= self.max_line:
+            return data
+        seg = bytes(self.pending) + data[:head]
+        cr = seg.rfind(b"\r")
+        if cr <= 0:
+            return data
+        self.states.append(seg[:cr])  # type: ignore[union-attr]
+        self.pending = bytearray(seg[cr:])
+        self._keep_tail(data[:head])
+        return data[head:]
+
     def _keep_tail(self, data: bytes, fresh: bool = False) -> None:
-        self.tail = (data if fresh else self.tail + data)[-self.TAIL :]
+        whole = data if fresh else self.tail + data
+        self.tail_cut = (len(whole) > self.TAIL) or (self.tail_cut and not fresh)
+        self.tail = whole[-self.TAIL :]
+        self.tail_fresh = min(len(self.tail), (0 if fresh else self.tail_fresh) + len(data))
         self.tail_new = True
 
     def _hold(self, rest: bytes) -> None:
         if not rest:
             if self.tail:
-                self.tail, self.tail_new = b"", False
+                self.tail, self.tail_new, self.tail_fresh, self.tail_cut = b"", False, 0, False
             return
         self._keep_tail(rest, fresh=not self.pending)
         self.pending += rest
+        if len(self.pending) > self.max_line and self.states is not None:
+            # Replay: a bar redrawn for a whole epoch is read state by state,
+            # never cut; only its unfinished last state stays pending.
+            cr = self.pending.rfind(b"\r")
+            if cr > 0:
+                self.states.append(bytes(self.pending[:cr]))
+                del self.pending[:cr]
         if len(self.pending) > self.max_line:
             self.cut_head = _trim_utf8(bytes(self.pending[: self.max_line]))
             self.cut_dropped = len(self.pending) - len(self.cut_head)

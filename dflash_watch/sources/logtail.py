@@ -7,6 +7,14 @@ because inotify misses writes on NFS/Lustre, coalesces events and can run out
 of watches.  So a tailer without watchdog behaves exactly like one with it,
 only with up to ``poll_interval`` more latency.
 
+Rotation loses no byte the tailer could reach: the held descriptor is read
+to its end before the name's new file, and on while its writer may still
+write to it; files rotated in between two polls are read from their new
+names (``rotated``). A rename is the same writer going on, so its text
+stays one generation (one parser stream: a traceback that ended the old
+file is closed by the next record); truncation and deletion start a new
+generation, a new run perhaps.
+
 Bytes are split at the last ``b'\\n'`` of each read and decoded once per
 chunk, never per line: most lines of a training log say nothing, and a
 per-line loop here would cost more than the rest of the pipeline together.
@@ -17,13 +25,17 @@ from __future__ import annotations
 import glob
 import os
 import stat
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from .chunks import Chunk, TailNotice, emit, read_chunks
 from .lines import LineSplitter
+from .rotated import Ident, Leftovers, Sibling, fresh_siblings, pruned_unread
 from .wakeups import Wakeups, has_magic
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
+
+_Split = tuple[str, int, list[tuple[int, int]]]  # what LineSplitter.feed returns: text, first line, cuts
 
 # Chunks read per file per poll.  More data stays for the next poll (``wait``
 # then returns at once), so a 10 GB backlog never lands in one list.
@@ -36,10 +48,10 @@ class _Follower:
     __slots__ = (
         "path", "abspath", "fd", "ident", "offset", "splitter", "generation",
         "attach_at_end", "announce", "ever_opened", "waiting_noted", "gone", "error", "skip_nul",
-        "last_byte",
+        "last_byte", "left", "looked_ns", "rotated_away",
     )
 
-    def __init__(self, path: str, max_line: int, attach_at_end: bool, announce: bool) -> None:
+    def __init__(self, path: str, max_line: int, chunk: int, attach_at_end: bool, announce: bool) -> None:
         self.path = path
         self.abspath = os.path.abspath(path)
         self.fd: int | None = None
@@ -55,6 +67,9 @@ class _Follower:
         self.error: str | None = None  # last reported reason, to report each reason once
         self.skip_nul = False  # after copytruncate a non-O_APPEND writer leaves a NUL hole
         self.last_byte = b""  # the byte before ``offset`` as we read it: a changed one means rewritten
+        self.left = Leftovers(chunk, max_line)  # renamed files still read, files read to their end
+        self.looked_ns = time.time_ns()  # wall time of the last look: rotated files since then are new
+        self.rotated_away = False  # let go by rotation (not deletion): the next file goes on the stream
 
 
 def _reason(exc: OSError) -> str:
@@ -141,6 +156,7 @@ class LogTailer:
         self._wakeups.close()
         for f in self._followers.values():
             self._close_fd(f)
+            f.left.close()
 
     def __enter__(self) -> LogTailer:
         return self
@@ -161,7 +177,7 @@ class LogTailer:
         key = os.path.normpath(path)
         if key in self._followers:
             return
-        f = _Follower(path, self._max_line, attach_at_end, announce)
+        f = _Follower(path, self._max_line, self._chunk, attach_at_end, announce)
         self._followers[key] = f
         self._wakeups.files.add(f.abspath)
 
@@ -179,6 +195,9 @@ class LogTailer:
     # ---- one file ----------------------------------------------------
 
     def _poll_one(self, f: _Follower, out: list[Chunk | TailNotice]) -> None:
+        since, f.looked_ns = f.looked_ns, time.time_ns()
+        if f.left.renamed:
+            f.left.read_renamed(self._feed(f, out), writer_moved=f.fd is not None and f.offset > 0)
         try:
             st: os.stat_result | None = os.stat(f.path)
         except (FileNotFoundError, NotADirectoryError):
@@ -189,20 +208,20 @@ class LogTailer:
                 self._read(f, out, budget=_POLL_CHUNKS)
             return
         if st is None:
-            self._name_missing(f, out)
+            self._name_missing(f, out, since)
             return
         if stat.S_ISDIR(st.st_mode):
             self._error(f, out, "is a directory")
             return
         if f.fd is not None and (st.st_dev, st.st_ino) != f.ident:
-            self._replaced(f, out)
+            self._replaced(f, out, since, (st.st_dev, st.st_ino))
         elif f.fd is not None and self._rewritten(f, st.st_size):
             self._end_incarnation(f, out)
             os.lseek(f.fd, 0, os.SEEK_SET)
             f.offset = 0
             f.skip_nul = True
             out.append(TailNotice(f.path, "truncated", f"{f.path} truncated (copytruncate); reading from the start"))
-        if f.fd is None and not self._open(f, out):
+        if f.fd is None and not self._open(f, out, since):
             return
         f.gone = False  # (it may have been renamed back)
         self._read(f, out, budget=_POLL_CHUNKS)
@@ -219,20 +238,27 @@ class LogTailer:
         except OSError:
             return False
 
-    def _name_missing(self, f: _Follower, out: list[Chunk | TailNotice]) -> None:
+    def _name_missing(self, f: _Follower, out: list[Chunk | TailNotice], since: int) -> None:
         if f.fd is not None:
             deleted = self._nlink(f) == 0
             # A renamed file may still get lines until its writer reopens the name: keep
             # following it.  A deleted one is drained and closed, or we would pin its disk space.
             self._read(f, out, budget=None if deleted else _POLL_CHUNKS)
-            if not f.gone:
-                if deleted:
-                    out.append(TailNotice(f.path, "deleted", f"{f.path} deleted; waiting for it to come back"))
-                else:
-                    out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; waiting for the new file"))
             if deleted:
-                self._end_incarnation(f, out)
-                self._close_fd(f)
+                old = self._fstat(f)
+                found = self._siblings(f, since, {f.ident})
+                if found:  # rotated away and pruned by rotation, not deleted by a person
+                    self._switch(f, out, old, found, keep_old=False)
+                    out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; waiting for the new file"))
+                else:
+                    message = f"{f.path} deleted; waiting for it to come back"
+                    out.append(TailNotice(f.path, "deleted", message))
+                    self._end_incarnation(f, out)
+                    self._close_fd(f)
+                f.gone = True
+                return
+            if not f.gone:
+                out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; waiting for the new file"))
             f.gone = True
         elif not f.ever_opened:
             f.attach_at_end = False  # it did not exist at attach: all of it is new
@@ -241,17 +267,62 @@ class LogTailer:
                 f.announce = True
                 out.append(TailNotice(f.path, "waiting", f"waiting for {f.path} to appear"))
 
-    def _replaced(self, f: _Follower, out: list[Chunk | TailNotice]) -> None:
-        """The name now points at another inode: finish the old one, then switch."""
+    def _replaced(self, f: _Follower, out: list[Chunk | TailNotice], since: int, new: Ident) -> None:
+        """The name now points at another inode: finish the old one, then switch.
+
+        Renamed (rotation: RotatingFileHandler, logrotate's ``create``, ``mv``),
+        the old file is the same writer's text going on: its tail, the files
+        rotation made in between and the new file are one stream, of one
+        generation, so a traceback that ended the old file is closed by the
+        next record as if nothing had rotated. Deleted and created anew (a
+        relaunch), the new file is a new generation.
+        """
         self._read(f, out, budget=None)
-        deleted = self._nlink(f) == 0
-        was_gone = f.gone
+        old = self._fstat(f)
+        found = self._siblings(f, since, {f.ident, new})
+        if (old is not None and old.st_nlink) or found:
+            self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0)
+            out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
+            return
         self._end_incarnation(f, out)
         self._close_fd(f)
-        if was_gone or deleted:
-            out.append(TailNotice(f.path, "recreated", f"{f.path} recreated; reading the new file"))
+        out.append(TailNotice(f.path, "recreated", f"{f.path} recreated; reading the new file"))
+
+    def _switch(self, f: _Follower, out: list[Chunk | TailNotice], old: os.stat_result | None,
+                found: list[Sibling], *, keep_old: bool) -> None:
+        """Rotation: the held file (read to its end) is read on while it may grow,
+        then the files rotated in between are read whole, oldest first; the next
+        file opened for the name continues the stream, its lines counted from 1."""
+        assert f.fd is not None
+        if keep_old:
+            f.left.keep(f.fd, f.ident, f.splitter, self._feed(f, out))
         else:
-            out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
+            self._out(f, f.splitter.finish(), out)
+            f.left.done(f.ident, f.fd, f.offset, f.splitter.lineno)
+            self._close_fd(f)
+        f.fd = None
+        f.splitter = LineSplitter(self._max_line)
+        f.gone = True
+        f.rotated_away = True
+        self._read_siblings(f, found, out)
+        if pruned_unread(old, found):  # one notice for all that this rotation lost
+            out.append(TailNotice(f.path, "lost", f"{f.path} rotated faster than it was read: "
+                                  "rotation deleted some rotated files before they could be read"))
+
+    def _siblings(self, f: _Follower, since: int, skip: set[Ident]) -> list[Sibling]:
+        followed = {g.abspath for g in self._followers.values()}  # never another followed file
+        skip |= f.left.idents()
+        found = fresh_siblings(f.abspath, since, skip, f.left.read)
+        return [s for s in found if os.path.abspath(s.path) not in followed]
+
+    def _read_siblings(self, f: _Follower, found: list[Sibling], out: list[Chunk | TailNotice]) -> None:
+        done, errors = f.left.read_whole(found, self._feed(f, out))
+        out.extend(TailNotice(f.path, "rotated", f"{f.path}: read {p}, rotated in between") for p in done)
+        for message in errors:
+            self._error(f, out, message)
+
+    def _feed(self, f: _Follower, out: list[Chunk | TailNotice]) -> Callable[[_Split | None], None]:
+        return lambda res: self._out(f, res, out)
 
     def _end_incarnation(self, f: _Follower, out: list[Chunk | TailNotice]) -> None:
         self._out(f, f.splitter.finish(), out)
@@ -259,7 +330,7 @@ class LogTailer:
         f.splitter = LineSplitter(self._max_line)
         f.gone = False
 
-    def _open(self, f: _Follower, out: list[Chunk | TailNotice]) -> bool:
+    def _open(self, f: _Follower, out: list[Chunk | TailNotice], since: int) -> bool:
         try:
             fd = os.open(f.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -272,15 +343,21 @@ class LogTailer:
             os.close(fd)
             self._error(f, out, "not a regular file")
             return False
+        ident = (st.st_dev, st.st_ino)
+        if f.gone or f.waiting_noted:
+            # It came (back) while we were not holding it: it may have rotated
+            # already, before we looked (a burst at the start of a run).
+            self._read_siblings(f, self._siblings(f, since, {ident}), out)
         f.fd = fd
-        f.ident = (st.st_dev, st.st_ino)
+        f.ident = ident
         f.offset = 0
         f.error = None
-        if f.ever_opened and f.gone:  # deleted earlier, back now (a relaunched run)
+        if f.ever_opened and f.gone and not f.rotated_away:
             out.append(TailNotice(f.path, "recreated", f"{f.path} recreated; reading the new file"))
         elif not f.ever_opened and f.announce:
             out.append(TailNotice(f.path, "appeared", f"{f.path} appeared"))
         f.ever_opened = True
+        f.waiting_noted = f.rotated_away = False
         if f.attach_at_end:
             f.attach_at_end = False
             self._seek_to_last_line(f)
@@ -330,11 +407,16 @@ class LogTailer:
                 self._backlog = True
                 return
 
-    def _out(self, f: _Follower, res: tuple[str, int, list[tuple[int, int]]] | None,
-             out: list[Chunk | TailNotice]) -> None:
+    def _out(self, f: _Follower, res: _Split | None, out: list[Chunk | TailNotice]) -> None:
         if res is not None:
             self._cut_count += len(res[2])
             out.extend(emit(f.path, f.generation, res, self._max_line))
+
+    def _fstat(self, f: _Follower) -> os.stat_result | None:
+        try:
+            return os.fstat(f.fd) if f.fd is not None else None
+        except OSError:
+            return None
 
     def _nlink(self, f: _Follower) -> int:
         try:

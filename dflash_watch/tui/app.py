@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -35,6 +34,7 @@ from textual.widgets import Footer, Static
 from detectors.base import Alert
 from ..baseline import save_baseline
 from ..report import format_rate
+from .banner import choose_banner
 from .baseline_guard import BASELINE_WINDOW_S, refusal as baseline_refusal
 from .job_actions import JobActions
 from .reading import locked
@@ -51,7 +51,6 @@ from .widgets.throughput import ThroughputPanel
 DEFAULT_BASELINE = "dflash-baseline.json"
 GC_SETTLE_S = 2.0  # after the first paint and the first data: see DashboardApp.settle_gc
 _TOAST_SEVERITY = {"critical": "error", "warning": "warning", "info": "information"}
-_CRASH_DETECTORS = ("crash", "fx_tracing", "process_exit")
 
 
 class DashboardApp(JobActions, App[int]):
@@ -64,7 +63,7 @@ class DashboardApp(JobActions, App[int]):
         Binding("a", "abort", "abort"),
         Binding("r", "relaunch", "relaunch"),
         Binding("b", "baseline", "baseline"),
-        Binding("d", "diagnose", "what changed"),
+        Binding("d", "diagnose", "diagnose"),  # "what changed" is 4 columns too wide at 80
         Binding("m", "acknowledge", "ack"),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("f", "next_file", "next log", show=False),
@@ -145,10 +144,12 @@ class DashboardApp(JobActions, App[int]):
                 yield self.throughput_panel
                 yield self.alerts_panel
             yield self.log_panel
-        yield Footer()
+        self.footer = Footer()
+        yield self.footer
 
     def on_mount(self) -> None:
         self._dfw_ready = True
+        self._fit_footer()
         self.log_panel.view.focus()
         self.redraw(force=True)
         self.set_interval(self.refresh_s, self.redraw)
@@ -215,38 +216,46 @@ class DashboardApp(JobActions, App[int]):
         self._banner(firing)
 
     def on_resize(self) -> None:
+        self._fit_footer()
         self.redraw(force=True)
 
+    def _fit_footer(self) -> None:
+        """Below 100 columns the footer drops its spacing and the palette key
+        (Ctrl-P still opens it), so that `? help` and `q quit` stay on screen."""
+        narrow = self.size.width < 100
+        footer = self.footer
+        if footer.compact != narrow:
+            footer.compact = narrow
+            footer.show_command_palette = not narrow
+
     def _banner(self, firing: list[Alert]) -> None:
+        """Red over a crash or a kill, calm over a stop the user asked for (``banner.py``)."""
         banner = self.banner
         with locked(self.monitor):
             state = self.monitor.job_state
             last_exit = self.monitor.last_exit
-        dead = state is not None and getattr(state, "state", "") in ("exited", "killed")
-        crashed = dead and not (state.state == "exited" and state.code == 0)
-        crash = next((a for a in firing if a.detector in _CRASH_DETECTORS and a.detector != "process_exit"), None)
-        if not crashed and not (crash is not None and (state is None or dead)) and not (
-            last_exit is not None and last_exit.kind != "clean" and state is None
-        ):
+        chosen = choose_banner(state, last_exit, firing, controlled=self.job is not None and not self.control_note,
+                               control_note=self.control_note)
+        if chosen is None:
             banner.remove_class("-shown")
             return
-        first = Text(no_wrap=True, overflow="ellipsis", end="")
-        first.append(" ✖ ", style="bold white on red")
-        what = state.line() if state is not None and hasattr(state, "line") else "the job stopped"
-        first.append(f" {plain(what)}", style="bold")
-        if crash is not None:
-            first.append(": " + plain(crash.message.splitlines()[0][:300]))
-        second = Text(no_wrap=True, overflow="ellipsis", end="")
-        if self.job is not None and not self.control_note:
-            second.append(" r ", style="bold black on yellow")
-            second.append(" relaunch (preflight first)   ", style="bold")
-        elif self.control_note:
-            second.append(f" restart it yourself: {self.control_note}   ", style="yellow")
-        second.append(" Enter ", style="bold black on cyan")
-        second.append(" the highlighted alert: its evidence and log line")
-        text = Text("\n", no_wrap=True, overflow="ellipsis").join([first, second])
-        set_static(banner, text, layout=True)
-        banner.add_class("-shown")
+        set_static(banner, chosen.text, layout=True)
+        banner.set_class(chosen.calm, "-calm")
+        if not banner.has_class("-shown"):
+            banner.add_class("-shown")
+            if not chosen.calm:
+                self._focus_alerts()
+
+    def _focus_alerts(self) -> None:
+        """When the job stops, the alerts are what matter: Up/Down move their highlight.
+
+        Done once, as the banner appears, and only from the log view (the
+        filter box or a chosen tile keep their focus).
+        """
+        if self.focused is self.log_panel.view or self.focused is None:
+            table = self.alerts_panel.table
+            if table.display:
+                table.focus()
 
     # -- alerts: toast and bell ---------------------------------------------------
     def _deliver_alerts(self) -> None:
@@ -347,9 +356,13 @@ class DashboardApp(JobActions, App[int]):
         if line is None:
             return None
         panel = self.log_panel
-        path = panel.find_file(name) or panel.current
-        if path is None:
+        if not panel.files:
             return f"{source}: no log lines kept"
+        # Only a followed log: a probe or GPU-sample file's line 12 is not
+        # line 12 of the training log on screen.
+        path = panel.find_file(name)
+        if path is None:
+            return f"{source}: not a followed log (the log view stays where it was)"
         panel.select_file(path)
         panel.update_view(self.monitor)
         found = panel.view.mark(line)
@@ -432,15 +445,17 @@ class DashboardApp(JobActions, App[int]):
             self.call_from_thread(self.notify, f"what changed: {type(exc).__name__}: {exc}",
                                   severity="error", markup=False)
             return
-        self.call_from_thread(self._show_diagnosis, diagnosis)
+        with locked(self.monitor):  # which of the session's symptoms still fire
+            firing = frozenset(a.detector for a in self.monitor.alerts.firing())
+        self.call_from_thread(self._show_diagnosis, diagnosis, firing)
 
-    def _show_diagnosis(self, diagnosis: Any) -> None:
+    def _show_diagnosis(self, diagnosis: Any, firing: frozenset[str] | None = None) -> None:
         if isinstance(self.screen, DiagnosisScreen):
-            self.screen.show(diagnosis)  # a refresh of the open screen
+            self.screen.show(diagnosis, firing)  # a refresh of the open screen
             return
         if len(self.screen_stack) > 1:
             return  # another dialog came up meanwhile: it has the screen
-        self.push_screen(DiagnosisScreen(diagnosis, refresh=self._refresh_diagnosis))
+        self.push_screen(DiagnosisScreen(diagnosis, refresh=self._refresh_diagnosis, firing=firing))
 
     # -- command palette -------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

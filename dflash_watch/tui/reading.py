@@ -84,3 +84,74 @@ def current_rate(monitor: Any) -> tuple[float | None, str, float | None]:
     if baseline is None and unit == TOKENS:
         baseline = monitor.baseline_tokens_per_s
     return value, unit, baseline
+
+
+STALE_LOOP_S = 600.0  # a held training bar older than this gives way to whatever reports now
+
+
+def loop_rank(progress: Any) -> tuple[int, int]:
+    """How much a progress line looks like the training loop: tokens/s first, then the most steps.
+
+    An eval or a data-loading bar is short (its total is a few hundred
+    steps) and counts in it/s; the training bar counts tokens or runs for
+    thousands of steps. The same order as ``Monitor.throughput_unit``
+    (tokens over other units), plus the loop's size.
+    """
+    tokens = progress.tokens_per_s is not None or progress.rate_unit == TOKENS
+    return int(tokens), max(progress.total_steps or 0, progress.step or 0)
+
+
+class TrainingBar:
+    """The progress the header's step and ETA read: the training loop's, not an eval bar's.
+
+    ``Monitor.last_progress`` is the newest progress of any loop, so an eval
+    tqdm bar drawn between training lines would take the header's step
+    (``step 12/50``). The header keeps the progress of the loop that ranks
+    highest (``loop_rank``) and lets a lesser one replace it only when the
+    held one is stale (``STALE_LOOP_S`` on the data's clock: the training
+    ended, another run took the log) or the job restarted.
+    """
+
+    __slots__ = ("_restarts", "held")
+
+    def __init__(self) -> None:
+        self.held: Any = None
+        self._restarts: int | None = None
+
+    def choose(self, latest: Any, restarts: int = 0) -> Any:
+        if restarts != self._restarts:
+            self._restarts, self.held = restarts, None
+        held = self.held
+        if latest is None or latest is held:
+            return held if held is not None else latest
+        if held is None or latest.time - held.time > STALE_LOOP_S or (
+                latest.step is not None and loop_rank(latest) >= loop_rank(held)):
+            self.held = latest
+        return self.held
+
+
+def split_holders(processes: Any, job: frozenset[int]) -> tuple[list[Any], list[Any]]:
+    """(the job's, everyone else's) among one GPU's processes.
+
+    The job's: flagged by the sampler, or a pid of the job's process tree
+    (``job``). The GPU tiles and the relaunch preflight both split by this,
+    so the dialog never names a holder the tiles do not show, or the reverse.
+    """
+    mine = [p for p in processes if p.job or p.pid in job]
+    others = [p for p in processes if not (p.job or p.pid in job)]
+    return mine, others
+
+
+def gpu_holders(monitor: Any, extra_pids: Any = ()) -> dict[int, tuple[list[Any], list[Any]] | None]:
+    """Per GPU: (job's, others') processes of its latest sample, as its tile shows
+    them; None where the sampler could not list processes. ``extra_pids``: pids
+    known to be the job's besides the Monitor's (a fresh status). Call under ``locked``."""
+    job = job_pids(monitor) | frozenset(extra_pids or ())
+    out: dict[int, tuple[list[Any], list[Any]] | None] = {}
+    for gpu in monitor.gpus.gpus:
+        last = monitor.gpus.last(gpu)
+        if last is None or last.processes is None:
+            out[gpu] = None
+        else:
+            out[gpu] = split_holders(last.processes, job)
+    return out

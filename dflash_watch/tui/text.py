@@ -122,3 +122,31 @@ def fmt_rate_unit(value: float | None, unit: str, compact: bool = False) -> str:
     v = abs(value)
     number = f"{value / 1000:.1f}K" if v >= 10_000 else f"{value:.0f}" if v >= 100 else f"{value:.3g}"
     return f"{number} {unit}"
+
+
+def signal_label(number: int | None) -> str | None:
+    """SIGINT for 2; "signal 99" for a number the platform does not name."""
+    import signal
+
+    if not number:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def asked_to_stop(state: Any, last_exit: Any, crash: Any = None) -> bool:
+    """The job stopped because the user asked (``abort``, `a`, a relaunch): CONTRACTS ``aborted``.
+
+    Either the job's state says so (``JobState.asked``) or the last
+    ``process_exit`` is kind ``aborted``, and no crash fired after it (a
+    crash alert newer than the abort is news again).
+    """
+    if getattr(state, "state", None) == "running":
+        return False
+    asked = bool(getattr(state, "asked", None)) or getattr(last_exit, "kind", None) == "aborted"
+    if not asked:
+        return False
+    since = getattr(last_exit, "time", None)
+    return crash is None or since is None or crash.time <= since

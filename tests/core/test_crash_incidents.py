@@ -346,3 +346,80 @@ def test_a_clean_exit_names_no_crash(exit_kind: str) -> None:
     det.update(Crash(T0, "a:1", "crash", "exception", "ValueError", "x", "s"))
     (alert,) = det.update(ProcessExit(T0 + 1, exit_kind, code=0))
     assert "after a crash" not in alert.message
+
+
+# -- a crash loop: a relaunch that crashes again is a new incident -------------------
+
+
+def _bad_batch(t: float, source: str, message: str = "bad batch at step 5", detector: str = "crash") -> Crash:
+    kind = "fx_tracing" if detector == "fx_tracing" else "exception"
+    return Crash(t, source, detector, kind, "ValueError", message, "ValueError @ train.py:forward",
+                 frames=(Frame("train.py", 6, "forward"),))
+
+
+def _run(file: str, first_line: int, t: float, steps: range) -> list:
+    return [Progress(t + 0.1 * i, f"{file}:{first_line + i}", step=s) for i, s in enumerate(steps)]
+
+
+@pytest.mark.parametrize(("second_file", "message", "detector"), [
+    ("t.log", "bad batch at step 5", "crash"),  # the same traceback twice
+    ("t.log", "corrupt shard 7", "crash"),  # the same type, another message
+    ("t-2.log", "bad batch at step 5", "crash"),  # the relaunch logs to a new file
+    ("t.log", "bad batch at step 5", "fx_tracing"),  # a tracing collision on every launch
+])
+def test_a_relaunch_that_crashes_again_25_s_later_is_a_second_alert(second_file: str, message: str,
+                                                                     detector: str) -> None:
+    events = _run("t.log", 1, T0, range(5)) + [_bad_batch(T0 + 1, "t.log:11", detector=detector)]
+    # The relaunch: progress from step 0, then the same crash 25 s after the first.
+    start = 20 if second_file == "t.log" else 1
+    events += _run(second_file, start, T0 + 25, range(5)) + [_bad_batch(T0 + 26, f"{second_file}:{start + 10}",
+                                                                       message, detector)]
+    alerts = alerts_of(events)
+    assert [(a.detector, a.source, a.severity) for a in alerts] == [
+        (detector, "t.log:11", "critical"), (detector, f"{second_file}:{start + 10}", "critical")]
+    assert alerts[1].evidence["message"] == message and alerts[0].evidence["count"] == 1
+
+
+def test_a_relaunch_resuming_from_a_checkpoint_is_a_restart_too() -> None:
+    # Steps 100-104, crash; the relaunch resumes at 100 (the last checkpoint).
+    events = _run("t.log", 1, T0, range(100, 105)) + [_bad_batch(T0 + 1, "t.log:11")]
+    events += _run("t.log", 20, T0 + 25, range(100, 103)) + [_bad_batch(T0 + 26, "t.log:30")]
+    assert len(alerts_of(events)) == 2
+
+
+@pytest.mark.parametrize("between", [
+    [Progress(T0 + 1.1, "t.log:12", step=4)],  # tqdm's last redraw of the dying bar
+    [Progress(T0 + 1.1, "t.log:12", step=5, rank=2)],  # a rank one step behind, once
+    [Progress(T0 + 1.1, "t.log:12", step=4, rank=2), Progress(T0 + 1.2, "t.log:13", step=4, rank=3)],
+])
+def test_copies_from_other_ranks_after_one_progress_line_are_still_one_incident(between: list) -> None:
+    events = _run("t.log", 1, T0, range(5)) + [_bad_batch(T0 + 1, "t.log:11")] + between
+    events += [Crash(T0 + 3, "t.log:20", "crash", "exception", "ValueError", "bad batch at step 5",
+                     "ValueError @ train.py:forward", rank=2, frames=(Frame("train.py", 6, "forward"),))]
+    (alert,) = alerts_of(events)
+    assert alert.evidence["count"] == 2
+
+
+def test_a_fatal_repeat_after_the_program_went_on_is_a_second_alert() -> None:
+    """Slow steps: the first traceback's proof came after the survival window
+    (critical); the same traceback again with nothing after it is reported,
+    not hidden in the first incident as a copy."""
+    events = _run("t.log", 1, T0, range(5)) + [_bad_batch(T0 + 1, "t.log:11")]
+    events += [Progress(T0 + 10, "t.log:12", step=5), Progress(T0 + 20, "t.log:13", step=6),
+               _bad_batch(T0 + 30, "t.log:20")]
+    assert [a.source for a in alerts_of(events)] == ["t.log:11", "t.log:20"]
+
+
+def test_a_restarted_torchrun_worker_group_crashing_again_is_a_second_alert() -> None:
+    """Real torchrun --max-restarts=1: the same traceback in both worker
+    groups a second apart, no progress between; torch elastic's ``failed
+    (exitcode: 1)`` line between them says the first group was gone."""
+    name = "torchrun_max_restarts_same_crash_twice_torch2.13.0.txt"
+    lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines()
+    alerts = alerts_of(events_of(name))
+    cited = [int(a.source.rsplit(":", 1)[1]) for a in alerts]
+    bad = "RuntimeError: bad config: drafter has 4 layers, checkpoint has 5"
+    assert [lines[n - 1] for n in cited] == [bad, bad]
+    assert cited[0] < cited[1] and alerts[1].evidence["report"] is not None
+    for chunk in (1, 5):
+        assert verdicts(alerts_of(events_of(name, chunk, quiet=True))) == verdicts(alerts), chunk

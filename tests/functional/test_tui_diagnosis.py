@@ -128,3 +128,53 @@ def _good_baseline_from_scratch(monitor):  # noqa: ANN001
     from dflash_watch.baseline import Baseline
 
     monitor.set_baseline(Baseline(21_500.0, {"padding_efficiency": 0.93}))
+
+
+def _screen_text(parts) -> str:
+    console = Console(width=260, record=True, file=io.StringIO(), color_system=None)
+    for part in parts:
+        console.print(part)
+    return console.export_text()
+
+
+async def test_d_never_calls_a_resolved_alert_firing():
+    """Padding and the slowdown resolved (healthy lines again); memory still swings."""
+    from dflash_watch.tui.scenes import LOG, _line
+
+    app, s, job = make_app("volatile", minutes=20, fingerprint=lambda: None)
+    m = s.monitor
+    n = m.lines[LOG][-1][0] + 1
+    t = s.now
+    for k in range(60):
+        t += 3
+        m.feed_text(LOG, _line(t, "INFO", "dflash.train", f"step {2000 + k}/50000 | loss 2.0 | 22.5 Ktok/s | "
+                                                          "pad_eff 0.93 | lr 2e-4") + "\n", n + k, t)
+    firing = {a.detector for a in m.alerts.firing()}
+    assert "padding" not in firing and "memory_volatility" in firing
+    assert any(a.detector == "padding" and a.state == "resolved" for a in m.alerts.history)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DiagnosisScreen)
+        text = _screen_text(diagnosis_text(screen.diagnosis, screen.firing))
+        assert "the padding alert is firing" not in text
+        assert "padding (resolved)" in text and "memory_volatility (firing)" in text
+        assert "the padding alert fired this session, resolved since" in text
+
+
+def test_d_gives_the_compile_cache_one_size():
+    s = scene("volatile", minutes=20)
+    _good_baseline(s.monitor, {"compile_cache": {"path": "/c", "bytes": 353_000_000, "entries": 1200}})
+    diagnosis = live_diagnosis(s.monitor, lambda: {"compile_cache": {"path": "/c", "bytes": 925_000, "entries": 3}})
+    assert any(c["what"] == "compile_cache" for c in diagnosis.changes)
+    text = _screen_text(diagnosis_text(diagnosis))
+    import re
+
+    sizes = set()
+    for line in text.splitlines():
+        if "compile" in line or "cache" in line:
+            sizes |= {m.group(0) for m in re.finditer(r"\d+(?:\.\d+)? ?(?:[KMG]i?B)\b", line)}
+    assert sizes == {"353 MB", "925 KB"}, sizes

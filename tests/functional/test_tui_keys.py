@@ -222,3 +222,21 @@ async def test_palette_lists_actions_and_log_files():
         for wanted in ("Start job (s)", "Abort job (a)", "Relaunch job (r)", "Save baseline (b)",
                        "Acknowledge alerts (m)", "Filter log (/)", "Help (?)", "Log: train.log"):
             assert wanted in titles
+
+
+async def test_a_offers_to_end_a_run_that_survived_outside_tmux():
+    """The tmux server died but the training lives on (it ignores SIGHUP):
+    the job is not "running" in tmux, yet `a` must offer to end it."""
+    from dataclasses import replace
+
+    app, s, job = make_app("healthy")
+    dead(job)
+    job.state = replace(job.state, pids=(4242, 4243))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert job.calls.count("abort") == 1

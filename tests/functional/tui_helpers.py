@@ -34,4 +34,23 @@ def screen_text(app: DashboardApp) -> str:
     return "\n".join(view.render_line(y).text for y in range(height))
 
 
-__all__ = ["make_app", "toasts", "screen_text", "job_state", "UTC"]
+__all__ = ["UTC", "crash", "job_state", "make_app", "screen_text", "toasts"]
+
+
+def crash(s: Any, *, after: float = 5.0) -> float:
+    """Append the FX-tracing traceback and a crash exit to a scene's running Monitor; returns the new now."""
+    from dflash_watch.demo import fx_traceback
+    from dflash_watch.tui.scenes import LOG
+    from parsers.events import ProcessExit
+
+    m = s.monitor
+    now = s.now + after
+    start = m.lines[LOG][-1][0] + 1
+    lines = list(fx_traceback.render("drafter-0"))
+    m.feed_text(LOG, "".join(line + "\n" for line in lines), start, now)
+    m.end_of_text(LOG, now + 1)
+    m.feed_events([ProcessExit(now + 2, kind="crash", code=1)])
+    m.tick(now + 12)
+    m.set_job_state(job_state("exited", s.job_state.started_at, now + 12, code=1))
+    s.now = now + 12
+    return s.now

@@ -99,6 +99,7 @@ def test_live_equals_replay(log: Path, tmp_path: Path) -> None:
     assert appended == expected, "bytes appended in bursts"
 
 
+@pytest.mark.skipif(not REALWORLD.is_dir(), reason=f"the shared real-world corpus is not at {REALWORLD}")
 def test_the_corpus_is_all_there() -> None:
     names = {p.name for p in _fixtures()}
     assert len([n for n in names if n[:2].isdigit()]) == 20, "the 20 shared real-world logs"
@@ -116,5 +117,7 @@ CLOCK_SENSITIVE = ("18_nanochat", "03_olora")
 @pytest.mark.parametrize("seed", range(1, 5))
 @pytest.mark.parametrize("prefix", CLOCK_SENSITIVE)
 def test_live_equals_replay_wherever_the_bursts_end(prefix: str, seed: int, tmp_path: Path) -> None:
-    log = next(REALWORLD.glob(prefix + "*.log"))
+    log = next(REALWORLD.glob(prefix + "*.log"), None)
+    if log is None:
+        pytest.skip(f"the shared real-world corpus is not at {REALWORLD}")
     assert _live(log, tmp_path / "appended.log", bursts=True, seed=seed) == _replayed(log)

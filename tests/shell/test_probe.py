@@ -16,7 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs torch (pip install torch): the probe is checked with real tensors")
 
 from dflash_watch.probe import Probe, ProbeWriter
 from dflash_watch.probe.batch import Deferred, resolve

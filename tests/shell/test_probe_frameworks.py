@@ -17,7 +17,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs torch (pip install torch): the probe is checked with real tensors")
 
 from dflash_watch.probe import Probe
 from dflash_watch.sources.probes import read_probe_file

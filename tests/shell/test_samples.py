@@ -94,10 +94,24 @@ def test_contract_example_line() -> None:
         '{"time": 1.0, "gpu": true}',
         '{"time": 1.0, "gpu": 1.5}',
         '{"time": true, "gpu": 1}',
+        # Lines that used to raise out of the reader (issue 17): nesting past
+        # json's recursion limit, numbers no counter or float can hold.
+        "[" * 5000 + "]" * 5000,
+        '{"a":' * 5000 + "1" + "}" * 5000,
+        '{"time": ' + "1" * 400 + ', "gpu": 0}',
+        '{"time": 1.0, "gpu": ' + "1" * 400 + "}",
+        '{"time": 1.0, "gpu": 0, "used_bytes": ' + "9" * 5000 + "}",
+        '{"time": 1.0, "gpu": 0, "used_bytes": 9223372036854775808}',
+        '{"time": 1e400, "gpu": 0}',
     ],
 )
 def test_bad_lines_are_none(line: str) -> None:
     assert parse_sample_line(line) is None
+
+
+def test_the_largest_counter_still_reads() -> None:
+    line = '{"time": 1.0, "gpu": 0, "used_bytes": 9223372036854775807, "total_bytes": -9223372036854775808}'
+    assert parse_sample_line(line).used_bytes == 2**63 - 1
 
 
 def test_bad_optional_fields_are_dropped_not_fatal() -> None:

@@ -104,8 +104,8 @@ def test_desktop_without_notify_send_says_so_and_counts_what_it_could_not_show(t
     d.offer(alert())
     d.offer(alert("stall", severity="warning"))
     assert d.close(0.5) == {"desktop[0]": 2}
-    assert notes.items[-1] == ("sink desktop[0]: 2 alerts not sent: notify-send not found on PATH "
-                               "(install libnotify-bin for desktop notifications)")
+    assert notes.items[-1] == ("sink desktop[0]: 2 alerts dropped (2 unsent: notify-send not found on PATH "
+                               "(install libnotify-bin for desktop notifications))")
 
 
 def test_bell_rings_on_firing_not_on_resolve() -> None:

@@ -66,7 +66,7 @@ def test_a_hanging_sink_delays_neither_another_sink_nor_the_caller() -> None:
         assert timed_out and "gave up after 1 attempt" in timed_out
         lost = d.close(0.5)
     assert lost["slack[0]"] == 2  # one given up, one still queued behind it
-    assert "1 alert not delivered when the watcher stopped" in notes.text()
+    assert "sink slack[0]: 2 alerts dropped (" in notes.text()  # one line for the sink, at close
     assert "webhook[0]" not in lost
 
 
@@ -132,7 +132,7 @@ def test_rate_limit_counts_what_it_holds_back_and_its_resolves_follow() -> None:
     assert lost == {"webhook[0]": 3}
     said = notes.text()
     assert "rate limit max_per_minute = 2 reached: the memory_pressure gpu2 alert (firing) not sent" in said
-    assert "2 alerts over the rate limit not sent" in said
+    assert "sink webhook[0]: 3 alerts dropped (3 over the rate limit)" in said
 
 
 def test_a_full_queue_says_how_many_it_dropped() -> None:
@@ -146,7 +146,7 @@ def test_a_full_queue_says_how_many_it_dropped() -> None:
         lost = d.close(0.3)
     said = notes.text()
     assert "1 deliveries pending, queue full: the crash gpu2 alert (firing) dropped" in said
-    assert "2 alerts not delivered when the watcher stopped" in said  # in flight + queued
+    assert "4 alerts dropped (2 queue full, 2 not delivered when the watcher stopped)" in said  # in flight + queued
     assert lost == {"webhook[0]": 4}
 
 

@@ -37,6 +37,7 @@ from dflash_watch.control.job import (
     proc_alive,
 )
 from dflash_watch.control.tmux import InvalidName, Tmux, TmuxServerGone, escape_arg, validate_name
+from detectors.process_exit import ProcessExitDetector
 from parsers.events import ProcessExit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -237,8 +238,29 @@ def test_abort_stops_at_ctrl_c(tmux, tmp_path, marker):
     steps = list(job.abort_steps())
     assert steps[0].startswith("sent Ctrl-C") and steps[-1].startswith("stopped after Ctrl-C")
     st = wait_ended(job)
-    assert (st.state, st.signal) == ("killed", signal.SIGINT)
-    assert job.poll_exit(time.time()).kind == "killed"
+    assert (st.state, st.signal, st.asked) == ("killed", signal.SIGINT, "abort")
+    assert st.line() == "stopped as asked (abort) after SIGINT in job"
+    assert json.loads(job.spec.state_path.read_text())["asked"] == "abort"
+    ev = job.poll_exit(time.time())
+    assert (ev.kind, ev.signal, ev.asked) == ("aborted", signal.SIGINT, "abort")  # asked for, not a kill
+    (alert,) = ProcessExitDetector().update(ev)
+    assert (alert.kind, alert.severity) == ("aborted", "info")
+    assert alert.message == "training process stopped as asked (abort) after SIGINT"
+    # another watcher of the same job (the dashboard, while the CLI aborted) reads it from the record
+    assert Job(job.spec).poll_exit(time.time()).kind == "aborted"
+
+
+def test_a_kill_from_outside_stays_killed(tmux, tmp_path, marker):
+    job = Job(spec(tmux, tmp_path, long_cmd(tmp_path, marker)))
+    job.start()
+    (pid,) = trainer_pids(tmp_path)
+    job.poll_exit(time.time())
+    os.kill(pid, signal.SIGTERM)  # the OOM killer, SLURM, a colleague: nobody asked dflash-watch
+    wait_ended(job)
+    ev = wait_for(lambda: job.poll_exit(time.time()))
+    assert (ev.kind, ev.signal, ev.asked) == ("killed", signal.SIGTERM, None)
+    (alert,) = ProcessExitDetector().update(ev)
+    assert (alert.kind, alert.severity) == ("killed", "critical") and "SIGTERM" in alert.message
 
 
 @pytest.mark.slow
@@ -255,7 +277,7 @@ def test_abort_escalates_to_sigterm_then_sigkill(tmux, tmp_path, marker):
     assert (st.state, st.signal) == ("killed", signal.SIGKILL)
     assert not proc_alive(pid)
     ev = job.poll_exit(time.time())
-    assert (ev.kind, ev.signal) == ("killed", 9)
+    assert (ev.kind, ev.signal) == ("aborted", 9)
 
 
 def test_abort_escalation_stops_at_sigterm(tmux, tmp_path, marker):

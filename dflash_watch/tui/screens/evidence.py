@@ -18,38 +18,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from detectors.base import Alert
-from ...report import format_rate
-from ..text import SEVERITY_STYLE, fmt_bytes, fmt_clock, plain
+from ..text import SEVERITY_STYLE, fmt_clock, plain
+from ..values import format_value
 from ..widgets.log_view import NORMAL, STYLES, classify
 
-_TIME_KEYS = ("since", "time", "captured_at", "started_at", "ended_at")
 _LONG_KEYS = ("traceback", "message", "remedy")
-
-
-def format_value(key: str, value: Any, tz: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        if key.endswith("_bytes"):
-            return fmt_bytes(value)
-        if key.endswith("tokens_per_s"):
-            return format_rate(value)
-        if key in _TIME_KEYS or key.endswith("_at"):
-            return fmt_clock(value, tz)
-        if key.endswith("fraction") or key.endswith("_frac"):
-            return f"{value:.0%}"
-        if isinstance(value, float):
-            return f"{value:.4g}"
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        if len(value) > 12:
-            return ", ".join(plain(str(v)) for v in value[:12]) + f", … ({len(value)} in all)"
-        return ", ".join(plain(str(v)) for v in value) or "-"
-    if isinstance(value, dict):
-        return ", ".join(f"{plain(str(k))}={plain(str(v))}" for k, v in value.items())
-    return plain(str(value))
 
 
 def evidence_text(alert: Alert, tz: Any) -> list[Any]:

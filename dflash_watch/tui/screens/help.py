@@ -18,14 +18,15 @@ KEYS = (
           "a run started by hand in the pane is taken over (asks, naming the command and directory)"),
     ("b", "save the last 10 minutes as the baseline of a good run and judge this session by it "
           "(refused when alerts fired or the job was down in them)"),
-    ("d", "what changed since the good run (the baseline's profile and environment), most likely "
+    ("d", "diagnose: what changed since the good run (the baseline's profile and environment), most likely "
           "cause of the symptoms first, each with the next step to confirm it"),
     ("m", "acknowledge firing alerts: the bell stops, the alerts stay listed"),
     ("/", "filter the log view (Enter keeps the filter, Esc clears it)"),
     ("f", "next log file (rank logs); the command palette lists them all"),
     ("End / p", "follow the log tail again / pause or resume following"),
-    ("Enter", "the highlighted alert (the newest most severe at first): its evidence, "
-              "and the log jumps to the line it cites"),
+    ("Enter", "the highlighted alert (the newest most severe, until you move the highlight; a worse one "
+              "takes it back): its evidence, and the log jumps to the line it cites when that is a followed log"),
+    ("Up / Down", "move the alerts' highlight (the alerts have the focus once the job stopped; Tab otherwise)"),
     ("Tab", "move between the alerts, the log and the filter"),
     ("ctrl+p", "command palette: every action and every log file by name"),
     ("?", "this help"),

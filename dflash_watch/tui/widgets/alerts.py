@@ -20,6 +20,7 @@ from ..reading import locked
 from ..text import SEVERITY_ICON, SEVERITY_STYLE, fmt_clock, plain
 
 MAX_ROWS = 200
+_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
 class AlertChosen(Message):
@@ -78,26 +79,43 @@ class AlertsPanel(Vertical):
         rows = alert_rows(monitor)
         n_firing = sum(1 for _, f, _ in rows if f)
         n_unacked = sum(1 for _, f, acked in rows if f and not acked)
+        loud = any(f and not acked and alert.severity != "info" for alert, f, acked in rows)
         title = Text("alerts")
         if n_firing:
-            title.append(f"  {n_firing} firing", style="bold red" if n_unacked else "yellow")
+            title.append(f"  {n_firing} firing", style="bold red" if loud else "cyan" if n_unacked else "yellow")
             if n_firing != n_unacked:
                 title.append(f" ({n_firing - n_unacked} acked)", style="dim")
         self.border_title = title
-        self.set_class(n_unacked > 0, "-alerting")
+        self.set_class(loud, "-alerting")
         self.query_one(".alerts-empty", Static).display = not rows
         table = self.table
         table.display = bool(rows)
-        selected = self.selected
+        keep = self._kept(rows)
         table.clear()
         for i, (alert, firing, acked) in enumerate(rows):
             table.add_row(*self._cells(alert, firing, acked), key=str(i))
         self.rows = rows
-        if selected is not None:
-            for i, (alert, _, _) in enumerate(rows):
-                if alert is selected:
-                    table.move_cursor(row=i, animate=False)
-                    break
+        row = next((i for i, (alert, _, _) in enumerate(rows) if alert is keep), 0) if keep is not None else 0
+        table.move_cursor(row=row, animate=False)
+
+    def _kept(self, rows: list[tuple[Alert, bool, bool]]) -> Alert | None:
+        """The alert the highlight stays on across a rebuild; None: the top row.
+
+        The highlight follows the top row (the most severe, newest alert:
+        what Enter opens) until the user moves it off the top. A row the
+        user chose keeps the highlight, unless an alert more severe than it
+        fires since: a crash after a warning takes the highlight back, so
+        Enter opens the crash and the list shows it.
+        """
+        selected = self.selected
+        if selected is None or self.table.cursor_row == 0:
+            return None
+        rank = _RANK.get(selected.severity, 0)
+        known = {id(alert) for alert, _, _ in self.rows}
+        if any(firing and id(alert) not in known and _RANK.get(alert.severity, 0) > rank
+               for alert, firing, _ in rows):
+            return None
+        return selected
 
     def _cells(self, alert: Alert, firing: bool, acked: bool) -> list[Text]:
         style = SEVERITY_STYLE.get(alert.severity, "")

@@ -18,11 +18,13 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from parsers.events import GpuLost, GpuProcess
+from ..reading import split_holders
 from ..text import fmt_gib, plain, set_static
 from .plot import PlotextChart
 
 CHART_WINDOW_S = 600.0
 BAR_CELLS = 10
+AXIS_PCT_WIDTH = 34  # charts at least this wide also label their ticks in % of the card
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
@@ -71,8 +73,7 @@ def processes_text(view: GpuView) -> Text:
         return Text("processes: not available", style="dim")
     if not procs:
         return Text("no processes", style="dim")
-    mine = [p for p in procs if p.job or p.pid in view.job_pids]
-    others = [p for p in procs if not (p.job or p.pid in view.job_pids)]
+    mine, others = split_holders(procs, view.job_pids)
     out = Text(no_wrap=True, overflow="ellipsis")
     if mine:
         count = f" ×{len(mine)}" if len(mine) > 1 else ""
@@ -259,5 +260,16 @@ def memory_plot(view: GpuView, width: int) -> MemoryPlot | None:
     mid = (ymin + ymax) / 2
     y0, y1 = mid - span * 0.6, mid + span * 0.6
     both = any(h - l > span * 0.02 for h, l in zip(hi, lo))
-    ticks = [y0 + (y1 - y0) * 0.1, y1 - (y1 - y0) * 0.1]
-    return MemoryPlot(xs, lo, hi, (y0, y1), both, ticks, [f"{t / 2**30:.1f}" for t in ticks])
+    # Ticks at values the window really held (its low and its high), in the
+    # tile's units: a flat line's one tick reads as the tile's "71.0/96.0G".
+    ticks = [ymin, ymax] if (ymax - ymin) / (y1 - y0) > 0.3 else [(ymin + ymax) / 2]
+    return MemoryPlot(xs, lo, hi, (y0, y1), both, ticks, [axis_label(t, view.total, width) for t in ticks])
+
+
+def axis_label(used: float, total: int | None, width: int) -> str:
+    """A memory tick with its units: ``71.0 GiB``, and its share of the card
+    (``71.0 GiB 74%``, as the tile writes it) where the chart is wide enough."""
+    label = f"{fmt_gib(used)} GiB"
+    if total and width >= AXIS_PCT_WIDTH:
+        label += f" {used / total:.0%}"
+    return label

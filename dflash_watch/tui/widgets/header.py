@@ -14,8 +14,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from ..reading import current_rate, locked
-from ..text import fmt_duration, fmt_rate_unit, plain
+from ..reading import TrainingBar, current_rate, locked
+from ..text import asked_to_stop, fmt_duration, fmt_rate_unit, plain
 
 _STATE = {
     "running": ("● running", "bold green"),
@@ -25,15 +25,21 @@ _STATE = {
 }
 
 
-def job_text(state: Any, control: str | None, now: float, compact: bool = False) -> Text:
-    """The job part: ``control`` says why there is no job control, if there is none."""
+def job_text(state: Any, control: str | None, now: float, compact: bool = False, asked: bool = False) -> Text:
+    """The job part: ``control`` says why there is no job control, if there is none.
+
+    ``asked``: the job stopped because the user asked (``asked_to_stop``):
+    said calmly, never as a red kill.
+    """
     if control is not None:
         return Text(control, style="dim")
     if state is None:
         return Text("job: checking…", style="dim")
     label, style = _STATE.get(state.state, (state.state, "bold"))
     out = Text()
-    if state.state == "exited":
+    if asked and state.state in ("exited", "killed"):
+        label, style = "■ stopped as asked", "bold cyan"
+    elif state.state == "exited":
         code = "?" if state.code is None else state.code
         label = "✓ exited 0" if code == 0 else f"✖ exited {code}"
         style = "bold green" if code == 0 else style
@@ -62,12 +68,17 @@ class StatusHeader(Static):
         self.control = control
         self._first_step: tuple[float, int] | None = None
         self._shown: Text | None = None
+        self._asked = False
+        self._bar = TrainingBar()  # the step shown is the training loop's, not an eval bar's
 
     def update_view(self, monitor: Any, firing: list, unacked: int, now: float) -> None:
         with locked(monitor):
             rate, unit, baseline = current_rate(monitor)
-            facts = (monitor.job_state, monitor.last_progress, rate, unit, baseline, monitor.restarts,
+            progress = self._bar.choose(monitor.last_progress, monitor.restarts)
+            facts = (monitor.job_state, progress, rate, unit, baseline, monitor.restarts,
                      float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3)))
+            asked = asked_to_stop(monitor.job_state, monitor.last_exit)
+        self._asked = asked
         width = self.size.width or self.app.size.width
         out = self._line(*facts, firing, unacked, now, compact=False)
         if out.cell_len > width - 2:
@@ -79,7 +90,7 @@ class StatusHeader(Static):
     def _line(self, state: Any, progress: Any, rate: float | None, unit: str, baseline: float | None, restarts: int,
                  frac: float, firing: list, unacked: int, now: float, *, compact: bool) -> Text:
         sep = (" │ ", "dim")
-        out = job_text(state, self.control, now, compact=compact)
+        out = job_text(state, self.control, now, compact=compact, asked=self._asked)
         if restarts or not compact:
             out.append(f" · restarts {restarts}", style="" if restarts == 0 else "yellow")
         out.append(*sep)
@@ -93,7 +104,9 @@ class StatusHeader(Static):
                 out.append(f" {delta:+.0%}", style="bold red" if delta <= -frac else "yellow" if delta < -0.05 else "green")
         out.append(*sep)
         if firing:
-            style = "bold white on red" if unacked else "bold yellow"
+            # Info alerts alone (a clean exit, a stop the user asked for) are news, not trouble.
+            calm = all(getattr(a, "severity", "") == "info" for a in firing)
+            style = "bold black on cyan" if calm else "bold white on red" if unacked else "bold yellow"
             out.append(f" {len(firing)} firing ", style=style)
             if unacked != len(firing):
                 out.append(f" {len(firing) - unacked} acked", style="dim")

@@ -39,7 +39,10 @@ class LogPanel(Vertical):
     BINDINGS = [Binding("escape", "clear_filter", "clear filter", show=False)]
     DEFAULT_CSS = """
     LogPanel { border: round $panel-lighten-2; }
-    LogPanel > Input { display: none; height: 1; border: none; padding: 0 1; background: $boost; }
+    /* One line, no border, focused or not: Input:focus brings back a tall
+       border, which on a 1-line box hid the text being typed. */
+    LogPanel > Input { display: none; }
+    LogPanel > Input, LogPanel > Input:focus { height: 1; border: none; padding: 0 1; background: $boost; }
     LogPanel.-filtering > Input { display: block; }
     LogPanel > LogView { height: 1fr; }
     """
@@ -96,11 +99,14 @@ class LogPanel(Vertical):
         return self.current
 
     def find_file(self, name: str) -> str | None:
-        """The file an alert's ``source`` names (by basename), if it is watched."""
+        """The followed file an alert's ``source`` names, if any: its path, its
+        display name (the basename), or a relative path it ends with. None for
+        anything else (a probe or GPU-sample file is never a followed log)."""
         for path in self.files:
-            if os.path.basename(path) == name or path == name:
+            if path == name or os.path.basename(path) == name:
                 return path
-        return None
+        tail = "/" + name.lstrip("./")
+        return next((path for path in self.files if "/" in name and path.endswith(tail)), None)
 
     def _titles(self) -> None:
         view = self.view

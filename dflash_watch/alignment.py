@@ -1,0 +1,213 @@
+"""Live: put one log's stamps on the watcher's clock, and notice buffering.
+
+Live, silence is judged on the watcher's clock: the time lines *arrive*.
+A log's own stamps may disagree with it by minutes or hours (a skewed
+host; naive stamps written in UTC inside a container and read on a host
+two hours off), and a crash whose stamps lag the clock would wait for the
+clock to reach them before its alert left; a lag the other way makes every
+pause a stall. So the lines a run writes while the watcher follows it
+(``fresh`` chunks, after the catch-up of what the file held at the start)
+are moved by a constant ``offset``: the newest stamp of the first such
+chunk is read as written when it arrived. A constant keeps every duration
+between the log's own lines exactly as the stamps say; only where the log
+sits against the clock changes. It moves only when several chunks in a
+row agree on another one (a relaunch under another clock); chunks whose
+stamps span more than the time they took to come (history appended at
+once) teach nothing. A log whose clock runs on faster than this one (two
+crashes minutes apart on its clock, written a second apart) keeps its own
+durations: the live clock follows it forward, as it follows a catch-up.
+A steady offset of a minute or more is said once.
+
+Bursts: a block-buffered writer (``python train.py > log``, ``| tee``
+without ``-u``) delivers minutes of lines at once, then nothing for
+minutes. A chunk that holds many steps whose stamps span far more than a
+read (or, without stamps, steps that arrive together after a long lull)
+is a burst; once seen, the interval between bursts is sent to the
+detectors as a ``Delivery`` event, so a stall waits for a few bursts
+(``detectors.stall``), and it is said once how to get lines as they are
+written.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from detectors.config import fmt_duration
+from parsers.events import Delivery, Event, Progress
+
+# Stamps within this much of the arrival time are on the clock already.
+_ON_CLOCK_S = 1.0
+# Another offset is taken after this many chunks in a row agree on it
+# (within ``_AGREE_S`` of each other) and differ from the kept one by more
+# than ``_MOVE_S``.
+_AGREE_CHUNKS = 3
+_AGREE_S = 2.0
+_MOVE_S = 5.0
+# An offset this large is worth saying (once per file).
+_SAY_OFFSET_S = 60.0
+# A chunk whose steps' stamps span this long, or that brings steps after a
+# lull this long, arrived in a burst (a log read as it is written brings
+# one poll's worth, under half a second).
+_BURST_SPAN_S = 1.5
+# Bursts seen before the buffering is said (one could be the watcher's own
+# pause; the stall allowance follows the first one at once).
+_SAY_BURSTS = 2
+_BURST_STEPS = 3
+# Lines arriving one by one this many times in a row end the burst mode.
+_SMOOTH_CHUNKS = 5
+# Before a log without stamps has shown a second burst its interval is
+# unknown: this much is allowed meanwhile (x ``stall.BURSTS_ALLOWED``).
+_UNKNOWN_BURST_S = 240.0
+
+
+@dataclass(slots=True)
+class Alignment:
+    """One log file's offset to the live clock and its delivery pattern."""
+
+    name: str
+    # False for a log caught up on its own clock: the live clock follows
+    # that clock already (``live.FollowClock``), so there is nothing to move.
+    learn: bool = True
+    offset: float | None = None
+    # The stream's last stamp after the previous fresh chunk: a chunk that
+    # brought no new stamp says nothing about the offset.
+    last_stamp: float | None = None
+    _candidates: deque[float] = field(default_factory=lambda: deque(maxlen=_AGREE_CHUNKS))
+    said_offset: bool = False
+    _skews: deque[float] = field(default_factory=lambda: deque(maxlen=2))
+    # Bursts.
+    burst_s: float = 0.0
+    _last_arrival: float | None = None
+    _intervals: deque[float] = field(default_factory=lambda: deque(maxlen=5))
+    _smooth: int = 0
+    said_buffered: bool = False
+
+    def prepare(
+        self, stamps: tuple[float, float] | None, now: float, since: float, notes: list[str],
+        wall: float | None = None, arrived: float | None = None,
+    ) -> float:
+        """The seconds to add to the times of a fresh chunk, before it is
+        read: ``stamps`` are its first and last timestamps (None: it has
+        none), ``now`` its arrival on the live clock, ``wall`` on this
+        machine's (they differ where the live clock follows a log caught up
+        on its own clock), ``arrived`` on the clock that ``since`` (when the
+        watcher began following) is on: the one real time passes on, which
+        tells a log written as it goes from history appended at once.
+
+        The caller dates the chunk's lines before any stamp at ``now``
+        minus the offset, then adds the offset to every event, so lines
+        dated by the arrival, by a stamp or by step durations counted from
+        either all land on the live clock alike.
+        """
+        if stamps is not None and stamps[1] != self.last_stamp:
+            first, stamp = stamps
+            self.last_stamp = stamp
+            # Only a chunk written in real time tells the offset: its stamps
+            # span no more than the time since the last one came. Hours of
+            # stamps appended at once are history arriving (on the data's
+            # own clock, as replay reads it), not a log running ahead.
+            at = now if arrived is None else arrived
+            waited = at - (self._last_arrival if self._last_arrival is not None else since)
+            if stamp - first <= 1.5 * max(waited, 0.0) + _BURST_SPAN_S:
+                if self.learn:
+                    self._learn(now - stamp)
+                self._skew((now if wall is None else wall) - stamp, notes)
+        return self.offset or 0.0
+
+    def _learn(self, lag: float) -> None:
+        if abs(lag) <= _ON_CLOCK_S:
+            lag = 0.0
+        if self.offset is None:
+            self.offset = lag
+            return
+        candidates = self._candidates
+        if abs(lag - self.offset) <= _MOVE_S:
+            candidates.clear()
+            return
+        candidates.append(lag)
+        if len(candidates) == _AGREE_CHUNKS and max(candidates) - min(candidates) <= _AGREE_S:
+            self.offset = statistics.median(candidates)
+            candidates.clear()
+
+    def _skew(self, lag: float, notes: list[str]) -> None:
+        """How far the stamps of lines written in real time are from this
+        machine's clock: said once when two such chunks agree on a minute
+        or more (with a log caught up on its own clock the live clock is
+        the log's, and only the wall clock shows the skew)."""
+        seen = self._skews
+        seen.append(lag)
+        if self.said_offset or len(seen) < 2 or abs(seen[-1] - seen[-2]) > _MOVE_S:
+            return
+        offset = (seen[-1] + seen[-2]) / 2.0
+        if abs(offset) < _SAY_OFFSET_S:
+            return
+        self.said_offset = True
+        way = "behind" if offset > 0 else "ahead of"
+        hours = abs(offset) / 3600.0
+        hint = " (naive stamps in another zone? --tz)" if hours >= 0.9 and abs(hours - round(hours)) < 0.05 else ""
+        notes.append(
+            f"{self.name}: log stamps run {fmt_duration(abs(offset))} {way} this machine's clock{hint}; "
+            "live, its lines are timed as they arrive"
+        )
+
+    def delivery(
+        self, events: list[Event], now: float, since: float, notes: list[str], arrived: float | None = None
+    ) -> Delivery | None:
+        """A ``Delivery`` when the way this log arrives changed, else None.
+
+        ``since``: when the watcher began following (a first burst can hold
+        no more than the time since then)."""
+        steps: set[int | None] = set()
+        clocked: list[float] = []
+        for e in events:
+            if type(e) is Progress:
+                steps.add(e.step)
+                if e.clocked:
+                    clocked.append(e.time)
+        if not steps:
+            return None
+        at = now if arrived is None else arrived
+        gap = None if self._last_arrival is None else at - self._last_arrival
+        self._last_arrival = at
+        span = max(clocked) - min(clocked) if len(clocked) > 1 else 0.0
+        many = len(steps) >= _BURST_STEPS
+        before = self.burst_s
+        # A buffered writer's burst holds the lines of the time since the
+        # last one: its stamps span about the wall time that passed. Hours
+        # of stamps appended in a second are history arriving, not a buffer.
+        waited = gap if gap is not None else at - since
+        if many and _BURST_SPAN_S <= span <= 1.5 * waited + _BURST_SPAN_S:
+            self._burst(max(span, gap or 0.0))
+        elif many and gap is not None and gap >= _BURST_SPAN_S:
+            self._burst(gap)
+        elif many and gap is None and not clocked and not self.burst_s and waited >= _BURST_SPAN_S:
+            # The first lines of a log without stamps, several steps at once:
+            # maybe a burst; its interval shows with the next one.
+            self.burst_s = _UNKNOWN_BURST_S
+        elif gap is not None and gap < _BURST_SPAN_S:
+            self._smooth += 1
+            if self._smooth >= (1 if not self._intervals else _SMOOTH_CHUNKS):
+                self.burst_s = 0.0
+                self._intervals.clear()
+        changed = (before == 0.0) != (self.burst_s == 0.0) or (
+            before and abs(self.burst_s - before) > 0.25 * before
+        )
+        say = len(self._intervals) >= _SAY_BURSTS and not self.said_buffered
+        if not changed and not say:
+            return None
+        if len(self._intervals) >= _SAY_BURSTS and not self.said_buffered:
+            self.said_buffered = True
+            notes.append(
+                f"{self.name}: lines arrive in bursts about {fmt_duration(self.burst_s)} apart: the writer's "
+                "output is block-buffered (`python train.py > log`, or `| tee` without -u). Run `python -u` or "
+                "set PYTHONUNBUFFERED=1 to see lines as they are written; until then a stall is called only "
+                "after a few bursts fail to come"
+            )
+        return Delivery(now, self.name, self.burst_s)
+
+    def _burst(self, interval: float) -> None:
+        self._smooth = 0
+        self._intervals.append(interval)
+        self.burst_s = statistics.median(self._intervals)

@@ -1,0 +1,264 @@
+"""The rotated files a followed log left behind between two looks.
+
+The tailer holds the descriptor of the file it reads, so the file that was
+the log when it last looked is read to its end whatever happened to its
+name. But a writer can roll over more than once between two polls
+(RotatingFileHandler with a small ``maxBytes`` and a burst of records, a
+log that appeared and rotated before the first poll found it): the files
+in between were never opened. They are still there under the names
+rotation gave them (``train.log.1``, ``train.log.2026-11-29``,
+``train.log-20261129``), written since the last look. This module finds
+them, oldest first, and tells when some were pruned before they could be
+read (the only bytes the tailer can truly lose).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .lines import LineSplitter
+
+# Rotated names: the followed name, one of these, then a number or a date
+# (``.1``, ``.2026-11-29_10-00-00``, ``-20261129``); not ``train.log.lock``.
+_SEPARATORS = ".-_"
+# Compressed copies of a file we held (logrotate's ``compress``) repeat it;
+# they are never read as text.
+_PACKED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4", ".Z")
+# File times come from the kernel's coarse clock (one tick, 1-10 ms behind
+# ``time.time_ns()``): a file written just after a look can carry a time
+# just before it.
+SLACK_NS = 50_000_000
+
+Ident = tuple[int, int]
+# What tells a file read before from a new one that got its inode number
+# (soon reused) and, with records of one length, its size: its last bytes.
+TAIL = 64
+
+
+def tail_of(fd: int, size: int) -> bytes:
+    try:
+        start = max(0, size - TAIL)
+        return os.pread(fd, size - start, start)
+    except OSError:
+        return b""
+
+
+@dataclass(frozen=True, slots=True)
+class Sibling:
+    """A rotated file written since the last look: never read, or grown since it was."""
+
+    path: str
+    ident: Ident
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    suffix: str
+    start: int = 0  # read from here: a file read before up to here that grew since
+    lineno: int = 1  # the number of the line at ``start``
+
+
+Read = dict[Ident, tuple[int, bytes, int]]  # inode -> (bytes read, their last bytes, next line number)
+
+
+def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list[Sibling]:
+    """Rotated copies of ``abspath`` written since ``since_ns``, oldest first.
+
+    ``skip``: the files the tailer holds (the old and the new incarnation);
+    ``read``: files it read before, how far, and the last bytes read (an
+    inode number is soon reused for a new file; the same bytes in the same
+    place tell a file that grew since from a new one).
+    """
+    folder, base = os.path.split(abspath)
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if (len(name) <= len(base) + 1 or not name.startswith(base) or name[len(base)] not in _SEPARATORS
+                or not name[len(base) + 1].isdigit()):
+            continue
+        if name.endswith(_PACKED):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        ident = (st.st_dev, st.st_ino)
+        if not stat.S_ISREG(st.st_mode) or ident in skip or st.st_mtime_ns < since_ns - SLACK_NS:
+            continue
+        start, lineno = 0, 1
+        if ident in read:
+            done, tail, next_line = read[ident]
+            if done <= st.st_size and _same_tail(path, done, tail):
+                if done == st.st_size:
+                    continue  # read to its end before
+                start, lineno = done, next_line
+        found.append(Sibling(path, ident, st.st_size, st.st_mtime_ns, st.st_ctime_ns, name[len(base) + 1 :],
+                             start, lineno))
+    found.sort(key=_age)
+    return found
+
+
+def _same_tail(path: str, size: int, tail: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return True  # gone since listed: nothing to read anyway
+    try:
+        return tail_of(fd, size) == tail
+    finally:
+        os.close(fd)
+
+
+def _age(s: Sibling) -> tuple[int, int, str]:
+    # Written last = rotated last. Files written within one clock tick tie:
+    # a numbered suffix counts up with age (RotatingFileHandler, logrotate),
+    # a dated one counts up with time (TimedRotatingFileHandler, dateext).
+    counter = s.suffix.isdigit() and len(s.suffix) < 6  # .1 .. .99999, not -20261129
+    return (s.mtime_ns, -int(s.suffix) if counter else 0, s.suffix)
+
+
+def pruned_unread(old: os.stat_result | None, found: list[Sibling]) -> bool:
+    """True when rotation pruned files that were never read.
+
+    The file the tailer held was deleted by rotation (not by a person: the
+    rotated files around it are fresh). Pruning removes the oldest backup
+    first, and every rotation renames or creates a backup. So if a backup
+    changed name after the held file was pruned (its ctime is later), a
+    further rotation pruned the one that came after the held file: its
+    bytes are gone. Best effort: rotations within one clock tick look alike.
+    """
+    if old is None or old.st_nlink or not found:
+        return False
+    return old.st_ctime_ns < max(s.ctime_ns for s in found)
+
+
+# A renamed file is read on after the switch while its writer may still
+# hold it (logrotate's ``create`` before the writer reopens on SIGHUP, or a
+# writer never told to): it is let go once the writer writes to the new
+# file and the old one has not grown for this long (its unfinished last
+# line then ends), or at once when rotation deletes it. One let go too
+# soon is not lost: it is found again, grown, as a rotated file.
+RENAMED_QUIET_S = 2.0
+_MAX_RENAMED = 8
+# Files read to their end, remembered so that a rotated copy is never read twice.
+_READ_MEMORY = 64
+
+Feed = Callable[[tuple[str, int, list[tuple[int, int]]] | None], None]
+
+
+class _Renamed:
+    """An old incarnation of a followed name, renamed away, still read to its end."""
+
+    __slots__ = ("fd", "grew_at", "ident", "splitter")
+
+    def __init__(self, fd: int, ident: Ident, splitter: LineSplitter) -> None:
+        self.fd = fd
+        self.ident = ident
+        self.splitter = splitter
+        self.grew_at = time.monotonic()
+
+
+class Leftovers:
+    """What rotation left behind for one followed name: the renamed files still
+    read (their writer may still hold them), and the files read to their end.
+
+    Everything read here goes to ``feed``, the followed name's own stream:
+    the same generation as the file that follows, so that a parser sees one
+    writer's text as one text whatever the names did.
+    """
+
+    __slots__ = ("chunk", "max_line", "read", "renamed")
+
+    def __init__(self, chunk: int, max_line: int) -> None:
+        self.renamed: list[_Renamed] = []
+        self.read: Read = {}  # files read: how far, their last bytes, the next line number
+        self.chunk = chunk
+        self.max_line = max_line
+
+    def idents(self) -> set[Ident]:
+        return {r.ident for r in self.renamed}
+
+    def keep(self, fd: int, ident: Ident, splitter: LineSplitter, feed: Feed) -> None:
+        """The file rotation renamed, read to its current end: read on what comes later."""
+        self.renamed.append(_Renamed(fd, ident, splitter))
+        if len(self.renamed) > _MAX_RENAMED:
+            self._let_go(self.renamed[0], feed)
+
+    def done(self, ident: Ident, fd: int, size: int, lineno: int) -> None:
+        self.read.pop(ident, None)  # (re-inserted last: the memory forgets the oldest)
+        self.read[ident] = (size, tail_of(fd, size), lineno)
+        if len(self.read) > _READ_MEMORY:
+            del self.read[next(iter(self.read))]
+
+    def read_renamed(self, feed: Feed, writer_moved: bool) -> None:
+        """Late lines of the renamed files; each let go once deleted, or once
+        quiet while the writer writes to the new file (``writer_moved``)."""
+        for r in list(self.renamed):
+            grew = False
+            try:
+                while data := os.read(r.fd, self.chunk):
+                    grew = True
+                    feed(r.splitter.feed(data))
+                nlink = os.fstat(r.fd).st_nlink
+            except OSError:
+                nlink = 0
+            now = time.monotonic()
+            if grew:
+                r.grew_at = now
+            elif not nlink or (writer_moved and now - r.grew_at >= RENAMED_QUIET_S):
+                self._let_go(r, feed)
+
+    def read_whole(self, found: list[Sibling], feed: Feed) -> tuple[list[str], list[str]]:
+        """Reads the rotated files found, oldest first, each from its line 1.
+        Returns the paths read and the errors met (one line each)."""
+        done: list[str] = []
+        errors: list[str] = []
+        for sib in found:
+            try:
+                fd = os.open(sib.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                continue  # renamed again or pruned since listed
+            try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != sib.ident:
+                    continue  # the name moved on to another file meanwhile
+                splitter = LineSplitter(self.max_line, sib.lineno)
+                size = os.lseek(fd, sib.start, os.SEEK_SET)
+                while data := os.read(fd, self.chunk):
+                    size += len(data)
+                    feed(splitter.feed(data))
+                feed(splitter.finish())
+                self.done(sib.ident, fd, size, splitter.lineno)
+                done.append(sib.path)
+            except OSError as exc:
+                errors.append(f"{sib.path}: read failed: {exc.strerror or type(exc).__name__}")
+            finally:
+                os.close(fd)
+        return done, errors
+
+    def close(self) -> None:
+        for r in self.renamed:
+            try:
+                os.close(r.fd)
+            except OSError:
+                pass
+        self.renamed.clear()
+
+    def _let_go(self, r: _Renamed, feed: Feed) -> None:
+        feed(r.splitter.finish())  # its unfinished last line is complete for good now
+        try:
+            self.done(r.ident, r.fd, os.lseek(r.fd, 0, os.SEEK_CUR), r.splitter.lineno)
+        except OSError:
+            pass
+        try:
+            os.close(r.fd)
+        except OSError:
+            pass
+        self.renamed.remove(r)

@@ -1,0 +1,257 @@
+"""Live judgement never depends on the log's stamps agreeing with the wall clock.
+
+Real processes throughout: a real `dflash-watch headless` started before
+the log exists, and a real Python writer. The writer stamps its lines
+minutes or hours off this machine's clock (a skewed host; naive UTC stamps
+in a container read on a host two hours off), or writes through a
+block-buffered stdout (``python train.py > log`` without ``-u``:
+PYTHONUNBUFFERED, which these machines set, is removed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+WRITER = textwrap.dedent(
+    """
+    import datetime, sys, time
+    offset, count, every, stamped = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
+    crash = sys.argv[5] == "1"
+    pad = "x" * 120  # a long line: the 8 KiB stdout buffer fills every ~60 lines
+    for i in range(1, count + 1):
+        stamp = (datetime.datetime.now() + datetime.timedelta(seconds=offset)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        head = f"{stamp} - INFO - train - " if stamped else ""
+        print(f"{head}step {i}/100000 | loss 2.31 | 21.5 Ktok/s | {pad}")
+        time.sleep(every)
+    if crash:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    time.sleep(3600)  # a hang: nothing more is written, the buffer is never flushed
+    """
+)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONUNBUFFERED", None)  # users' runs are not unbuffered
+    return env
+
+
+def _headless(tmp_path: Path, log: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dflash_watch.cli", "headless", "--no-gpu", "--log", str(log), *extra],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+
+
+def _writer(tmp_path: Path, log: Path, *args: object, unbuffered: bool) -> subprocess.Popen[bytes]:
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    cmd = [sys.executable, *(["-u"] if unbuffered else []), str(script), *map(str, args)]
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env())
+
+
+def _wait_for_notice(proc: subprocess.Popen[str], text: str, timeout: float = 30.0) -> str:
+    """stderr up to and with the first line holding ``text`` (the watcher is
+    ready: a fixed sleep is too short on a loaded machine)."""
+    assert proc.stderr is not None
+    seen = ""
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
+        if ready:
+            line = proc.stderr.readline()
+            seen += line
+            if not line or text in line:
+                return seen
+    raise AssertionError(f"no {text!r} on stderr within {timeout} s: {seen!r}")
+
+
+def _alerts(proc: subprocess.Popen[str], until: float, stop: object = None) -> list[dict]:
+    """Alert lines until the monotonic time ``until`` (or a line ``stop`` accepts)."""
+    assert proc.stdout is not None
+    got: list[dict] = []
+    while time.monotonic() < until:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, min(0.2, until - time.monotonic())))
+        if ready:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            alert = json.loads(line)
+            alert["_seen"] = time.monotonic()
+            got.append(alert)
+            if stop is not None and stop(alert):  # type: ignore[operator]
+                break
+    return got
+
+
+def _stop(*procs: subprocess.Popen) -> str:
+    err = ""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            out = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()
+        if isinstance(out[1], str):
+            err += out[1]
+    return err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("offset", [-600.0, -7200.0, 3600.0, 0.0], ids=["10min-behind", "2h-behind", "1h-ahead", "on-time"])
+def test_crash_alert_within_a_second_of_quiet_whatever_the_stamps(tmp_path: Path, offset: float) -> None:
+    log = tmp_path / "train.log"
+    headless = _headless(tmp_path, log)
+    writer = None
+    err = ""
+    try:
+        # The watcher starts first: the log does not exist yet.
+        err = _wait_for_notice(headless, "to appear")
+        writer = _writer(tmp_path, log, offset, 12, 0.15, 1, 1, unbuffered=True)
+        writer.wait(timeout=30)
+        ended = time.monotonic()  # the traceback is the last thing written
+        wall_ended = time.time()
+        alerts = _alerts(headless, ended + 6.0, stop=lambda a: a["detector"] == "crash")
+        crashes = [a for a in alerts if a["detector"] == "crash"]
+        assert crashes, f"no crash alert while headless runs (stamps {offset:+.0f} s off): {alerts}"
+        latency = crashes[0]["_seen"] - ended
+        print(f"offset {offset:+.0f} s: crash alert {latency:.2f} s after the log went quiet")
+        assert latency < 2.0, f"crash alert took {latency:.2f} s"
+        # A live alert's time is the wall clock (CONTRACTS section 2).
+        assert abs(crashes[0]["time"] - wall_ended) < 5.0, (crashes[0]["time"], wall_ended)
+        assert not [a for a in alerts if a["detector"] == "stall"]
+    finally:
+        err += _stop(*(p for p in (writer, headless) if p is not None))
+    said = [line for line in err.splitlines() if "log stamps run" in line]
+    if offset:
+        assert len(said) == 1, err
+        assert ("behind" if offset < 0 else "ahead of") in said[0]
+        if abs(offset) >= 3600:
+            assert "--tz" in said[0]
+    else:
+        assert not said, err
+
+
+@pytest.mark.slow
+def test_attached_to_a_running_log_two_hours_behind(tmp_path: Path) -> None:
+    """The run started first; the watcher attaches to its log mid-run (its
+    history read on the log's own clock), says the skew once, and the
+    crash that ends the run is an alert at once, timed on the wall clock."""
+    log = tmp_path / "train.log"
+    writer = _writer(tmp_path, log, -7200.0, 90, 0.15, 1, 1, unbuffered=True)
+    headless = None
+    err = ""
+    try:
+        time.sleep(1.0)
+        headless = _headless(tmp_path, log)
+        err = _wait_for_notice(headless, "log stamps run", timeout=12.0)
+        assert writer.poll() is None, "the run ended before the watcher followed it"
+        writer.wait(timeout=30)
+        ended = time.monotonic()
+        wall_ended = time.time()
+        alerts = _alerts(headless, ended + 6.0, stop=lambda a: a["detector"] == "crash")
+        crashes = [a for a in alerts if a["detector"] == "crash"]
+        assert crashes, alerts
+        latency = crashes[0]["_seen"] - ended
+        print(f"attached, stamps 2 h behind: crash alert {latency:.2f} s after the log went quiet")
+        assert latency < 2.0, f"crash alert took {latency:.2f} s"
+        assert abs(crashes[0]["time"] - wall_ended) < 5.0, (crashes[0]["time"], wall_ended)
+    finally:
+        err += _stop(*(p for p in (writer, headless) if p is not None))
+    said = [line for line in err.splitlines() if "log stamps run" in line]
+    assert len(said) == 1 and "2 h 00 min behind" in said[0], err
+
+
+_FAST_STALL = '[detectors]\nstall_min_s = 1.0\nstall_factor = 3.0\nstall_first_s = 2.0\n'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stamped", [True, False], ids=["stamped", "print-only"])
+def test_a_buffered_log_has_no_stall_between_bursts_and_a_hang_is_caught(tmp_path: Path, stamped: bool) -> None:
+    """A healthy run whose stdout is block-buffered: a line every 0.1 s,
+    written in ~8 KiB bursts (about 4 s apart). With a stall limit of one second its bursts
+    would each look like a stall; they are no stall, the buffering is said
+    once, and when the run hangs (no more bursts) the stall still fires
+    within three burst intervals."""
+    log = tmp_path / "train.log"
+    config = tmp_path / "dflash-watch.toml"
+    config.write_text(_FAST_STALL)
+    headless = _headless(tmp_path, log, "--config", str(config))
+    writer = None
+    try:
+        time.sleep(1.0)
+        writer = _writer(tmp_path, log, 0, 160, 0.1, int(stamped), 0, unbuffered=False)
+        growth: list[float] = []
+        size = 0
+        start = time.monotonic()
+        alerts: list[dict] = []
+        # 16 s of a healthy run (160 lines x 0.1 s), then it hangs.
+        while time.monotonic() - start < 18.0:
+            alerts += _alerts(headless, time.monotonic() + 0.1)
+            now_size = log.stat().st_size if log.exists() else 0
+            if now_size != size:
+                size = now_size
+                growth.append(time.monotonic())
+        healthy = [a for a in alerts if a["detector"] == "stall" and a["_seen"] < growth[-1] + 0.5]
+        assert len(growth) >= 3, f"the writer was expected to write in bursts: {growth}"
+        intervals = [b - a for a, b in zip(growth, growth[1:])]
+        interval = sorted(intervals)[len(intervals) // 2]
+        assert interval > 1.5, f"not bursts: {intervals}"
+        assert not healthy, f"a stall while bursts kept coming: {healthy}"
+        # The hang: no burst after the last one.
+        alerts += _alerts(headless, growth[-1] + 3 * interval + 1.0, stop=lambda a: a["detector"] == "stall")
+        stalls = [a for a in alerts if a["detector"] == "stall" and a["state"] == "firing"]
+        assert stalls, f"the hang was not caught within 3 burst intervals ({interval:.1f} s)"
+        print(f"bursts every {interval:.1f} s; stall {stalls[0]['_seen'] - growth[-1]:.1f} s after the last one")
+        assert stalls[0]["_seen"] - growth[-1] <= 3 * interval + 1.0
+    finally:
+        err = _stop(*(p for p in (writer, headless) if p is not None))
+    said = [line for line in err.splitlines() if "block-buffered" in line]
+    assert len(said) == 1, err
+    assert "python -u" in said[0] and "PYTHONUNBUFFERED=1" in said[0]
+
+
+@pytest.mark.slow
+def test_gpu_samples_on_the_wall_clock_open_no_stall_beside_a_lagging_log(tmp_path: Path) -> None:
+    """GPU samples are stamped on this machine's clock, the log 10 min
+    behind it: the samples must not run the stall's clock past the log's
+    steps (today "no progress for 2 min", then "resumed after 0 s")."""
+    log = tmp_path / "train.log"
+    samples = tmp_path / "gpu.jsonl"
+    samples.write_text("")
+    config = tmp_path / "dflash-watch.toml"
+    config.write_text(_FAST_STALL)
+    headless = _headless(tmp_path, log, "--config", str(config), "--gpu-samples", str(samples))
+    writer = None
+    try:
+        time.sleep(1.0)
+        writer = _writer(tmp_path, log, -600.0, 60, 0.15, 1, 0, unbuffered=True)
+        end = time.monotonic() + 9.0
+        alerts: list[dict] = []
+        with open(samples, "a", encoding="utf-8") as fh:
+            while time.monotonic() < end:
+                line = {"time": time.time(), "gpu": 0, "used_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}
+                fh.write(json.dumps(line) + "\n")
+                fh.flush()
+                alerts += _alerts(headless, time.monotonic() + 0.25)
+        assert writer.poll() is None, "the writer ended early: the test saw no live run"
+        stalls = [a for a in alerts if a["detector"] == "stall"]
+        assert not stalls, stalls
+    finally:
+        _stop(*(p for p in (writer, headless) if p is not None))
