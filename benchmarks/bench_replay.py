@@ -149,7 +149,7 @@ def main() -> None:
             r_s, alerts, rss = time_replay(log)
             rows.append((lines, size, g_s, g_count, r_s, alerts, rss))
         print(f"{'lines':>10} {'MB':>7} {'grep s':>7} {'replay s':>9} {'lines/s':>12} {'x grep':>7} {'alerts':>7} {'peak RSS MB':>12}")
-        for lines, size, g_s, g_count, r_s, alerts, rss in rows:
+        for lines, size, g_s, _g_count, r_s, alerts, rss in rows:
             print(
                 f"{lines:>10} {size / 1e6:>7.1f} {g_s:>7.3f} {r_s:>9.3f} {lines / r_s:>12,.0f} "
                 f"{r_s / g_s:>7.1f} {alerts:>7} {rss / 1024:>12.1f}"

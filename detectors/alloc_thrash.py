@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from parsers.events import Event, ProbeSample, ProcessExit, Tick
 
-from .base import Alert, Episode
+from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_duration
 from .counters import RankRises, hourly_rate
 
@@ -41,9 +41,10 @@ REMEDY = (
 )
 
 
-class AllocThrash:
+class AllocThrash(DetectorBase):
     name = NAME
     accepts = (ProbeSample, Tick, ProcessExit)
+    timed = True  # deadline() can be set: the set asks it after each event it gets
 
     def __init__(self, config: DetectorConfig | None = None, baseline_per_hour: float | None = None) -> None:
         self.config = c = config or DetectorConfig()

@@ -16,9 +16,22 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from parsers.events import Event
+from parsers.events import (
+    Crash,
+    Delivery,
+    Event,
+    GpuLost,
+    GpuSample,
+    PaddingReport,
+    ProbeSample,
+    ProcessExit,
+    Progress,
+    Quiet,
+    Recompile,
+    Tick,
+)
 
 DETECTORS = (
     "memory_volatility",
@@ -36,6 +49,14 @@ DETECTORS = (
 )
 SEVERITIES = ("info", "warning", "critical")
 STATES = ("firing", "resolved")
+# The same two vocabularies as types (CONTRACTS section 2): a typo in a
+# detector's severity is a type error, not an alert nobody can route.
+Severity = Literal["info", "warning", "critical"]
+State = Literal["firing", "resolved"]
+# Every event type a detector can be sent; the default of ``accepts``.
+EVENT_TYPES: tuple[type[Event], ...] = (
+    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +65,8 @@ class Alert:
 
     time: float
     detector: str
-    state: str
-    severity: str
+    state: State
+    severity: Severity
     message: str
     source: str
     gpu: int | None = None
@@ -103,11 +124,51 @@ def _jsonable(value: Any) -> Any:
 
 
 class Detector(Protocol):
+    """Everything ``DetectorSet`` and the Monitor use of a detector.
+
+    Each member is declared so that no caller needs ``getattr`` defaults;
+    ``DetectorBase`` gives the usual ones.
+    """
+
+    # Unique in a set: ``DetectorSet.get`` and the alerts' ``detector``.
     name: str
+    # Read-only here, so that a class may declare a narrower tuple.
+    @property
+    def accepts(self) -> tuple[type[Event], ...]:
+        """The event types ``update`` cares about; the set routes only these."""
+        ...
+
+    @property
+    def timed(self) -> bool:
+        """False: ``deadline()`` is always None, so the set never asks it."""
+        ...
 
     def update(self, event: Event) -> list[Alert]: ...
 
     def deadline(self) -> float | None: ...
+
+    def flush(self) -> list[Alert]: ...
+
+    def set_baseline(self, value: float | None, /) -> None: ...
+
+
+class DetectorBase:
+    """The defaults of ``Detector``: sees every event, may have a deadline,
+    holds no alerts back and judges against no baseline figure."""
+
+    name: str
+    accepts: tuple[type[Event], ...] = EVENT_TYPES
+    timed: bool = True
+
+    def deadline(self) -> float | None:
+        return None
+
+    def flush(self) -> list[Alert]:
+        """The data ended: the alerts held back (none by default)."""
+        return []
+
+    def set_baseline(self, value: float | None, /) -> None:
+        """Judge from now on against the good run's figure (none by default)."""
 
 
 class Episode:
@@ -130,7 +191,7 @@ class Episode:
     def fire(
         self,
         time: float,
-        severity: str,
+        severity: Severity,
         message: str,
         source: str,
         evidence: dict[str, Any] | None = None,

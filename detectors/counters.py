@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 
+
 class _RankState:
     __slots__ = ("last", "first", "rises", "total")
 

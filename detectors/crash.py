@@ -65,7 +65,7 @@ from collections import OrderedDict, deque
 
 from parsers.events import Crash, Event, Progress, Quiet, Tick
 
-from .base import Alert
+from .base import Alert, DetectorBase
 from .config import DetectorConfig
 from .crash_incident import (
     PROOF_LINES,
@@ -111,8 +111,9 @@ KNOWN_CAUGHT_WINDOW_S = DetectorConfig().crash_caught_window_s
 _LINE_WINDOW = 300
 
 
-class CrashDetector:
+class CrashDetector(DetectorBase):
     accepts = (Crash, Tick, Quiet, Progress)
+    timed = True  # deadline() can be set: the set asks it after each event it gets
 
     def __init__(self, config: DetectorConfig | None = None, name: str = "crash") -> None:
         self.config = config or DetectorConfig()
@@ -208,6 +209,7 @@ class CrashDetector:
             ]
 
     def _merge(self, c: Crash) -> None:
+        inc: Incident | None
         window = self.config.crash_dedupe_s
         t = c.time
         while self._open:

@@ -108,7 +108,7 @@ class Incident:
         self.survived: str | None = None
         self.alert: Alert | None = None
         self.sent = False
-        self.folded: "Incident | None" = None  # a survived repeat: counted in that episode
+        self.folded: Incident | None = None  # a survived repeat: counted in that episode
         # The last step its stream reported before the exception line: only
         # a later step is the same run going on (a relaunch starts again).
         self.base_step: int | None = None
@@ -187,7 +187,7 @@ def same_class(a: Crash, b: Crash) -> bool:
 PROOF_LINES = 2
 
 
-def weigh(inc: "Incident", line: int, step: int | None, in_window: bool) -> None:
+def weigh(inc: Incident, line: int, step: int | None, in_window: bool) -> None:
     """Count one progress line of the crash's stream as evidence of life.
 
     Only lines after the exception line that name a step count; a step not

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from parsers.events import Crash
+from parsers.remedies import remedy
 
 from .base import Alert
 from .config import DetectorConfig
@@ -28,26 +29,6 @@ KIND_LABELS = {
     "segfault": "crashed in native code",
     "exception": "",
 }
-
-_REMEDY = None
-
-
-def _remedy(detector: str, kind: str | None, cause: str | None) -> str:
-    """parsers.remedies is optional: a crash alert must never fail on it."""
-    global _REMEDY
-    if _REMEDY is None:
-        try:
-            from parsers.remedies import remedy as fn
-        except Exception:
-            fn = False
-        _REMEDY = fn
-    if not _REMEDY:
-        return ""
-    try:
-        return _REMEDY(detector, kind, cause) or ""
-    except Exception:
-        return ""
-
 
 def describe(c: Crash, detector: str) -> str:
     """One human line: what happened, where, in the log's own words."""
@@ -81,7 +62,6 @@ def describe(c: Crash, detector: str) -> str:
         f = c.frames[-1]
         head += f" (in {f.function}, {f.file.rsplit('/', 1)[-1]}:{f.line})"
     return head
-
 
 
 _NOT_PASSED = re.compile(r"Rank (\d+) failed to pass monitoredBarrier")
@@ -129,9 +109,9 @@ def incident_alert(inc: Incident, detector: str, cfg: DetectorConfig) -> Alert:
         message += f"; {hint[0]}"
     if survived:
         message = f"caught and survived (training went on): {message}"
-    remedy = _remedy(detector, c.kind, c.cause)
-    if detector == "fx_tracing" and remedy:
-        message += "\n" + remedy
+    advice = remedy(detector, c.kind, c.cause)
+    if detector == "fx_tracing" and advice:
+        message += "\n" + advice
     frames = [f"{f.file}:{f.line} in {f.function}" for f in c.frames[-cfg.crash_frames :]]
     report = inc.report
     evidence = {
@@ -146,7 +126,7 @@ def incident_alert(inc: Incident, detector: str, cfg: DetectorConfig) -> Alert:
         "frames": frames,
         "traceback": "\n".join(c.text[-cfg.crash_traceback_lines :])[:8000],
         "thread": c.thread,
-        "remedy": remedy or None,
+        "remedy": advice or None,
         # The other copies' exception types, and the consequences merged in.
         "copies": dict(inc.copies),
         "collateral": [

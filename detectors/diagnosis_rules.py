@@ -51,18 +51,15 @@ class Symptoms:
     def of(cls, base: Profile, now: Profile, firing: frozenset[str]) -> Symptoms:
         same_unit = base.throughput_unit == now.throughput_unit
         slowdown = "throughput_drop" in firing or (
-            same_unit and _both(base.throughput, now.throughput) and now.throughput < 0.8 * base.throughput)
+            same_unit and _fell(base.throughput, now.throughput, to=0.8))
         bands = dict(base.gpu_memory)
         swing = "memory_volatility" in firing or any(
             gpu in bands and _band_grew(bands[gpu].band_bytes, m.band_bytes) for gpu, m in now.gpu_memory)
-        padding = "padding" in firing or (
-            _both(base.padding_efficiency, now.padding_efficiency)
-            and now.padding_efficiency < base.padding_efficiency - 0.05)
+        padding = "padding" in firing or _fell(base.padding_efficiency, now.padding_efficiency, by=0.05)
         recompiling = "recompile" in firing or _rose(base.recompiles_per_hour, now.recompiles_per_hour, 5.0)
         alloc = "alloc_thrash" in firing or _rose(
             base.alloc_retries_per_hour, now.alloc_retries_per_hour, 10.0)
-        slow_start = (same_unit and _both(base.warmup_throughput, now.warmup_throughput)
-                      and now.warmup_throughput < 0.7 * base.warmup_throughput)
+        slow_start = same_unit and _fell(base.warmup_throughput, now.warmup_throughput, to=0.7)
         return cls(slowdown, swing, padding, recompiling, alloc, slow_start,
                    "fx_tracing" in firing, "crash" in firing)
 
@@ -79,8 +76,14 @@ class Found:
     symptom: bool = False
 
 
-def _both(a: float | None, b: float | None) -> bool:
-    return a is not None and b is not None and a > 0
+def _pair(a: float | None, b: float | None) -> tuple[float, float] | None:
+    """Both figures, when both are known and the first can divide."""
+    return (a, b) if a is not None and b is not None and a > 0 else None
+
+
+def _fell(base: float | None, now: float | None, to: float = 1.0, by: float = 0.0) -> bool:
+    """Both known and ``now`` below ``to * base - by``."""
+    return base is not None and now is not None and base > 0 and now < to * base - by
 
 
 def _rose(base: float | None, now: float | None, by: float) -> bool:
@@ -170,8 +173,11 @@ def memory(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
 
 
 def throughput(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
-    b, n = base.throughput, now.throughput
-    if not _both(b, n) or base.throughput_unit != now.throughput_unit or abs(n / b - 1) < 0.1:
+    pair = _pair(base.throughput, now.throughput)
+    if pair is None or base.throughput_unit != now.throughput_unit:
+        return []
+    b, n = pair
+    if abs(n / b - 1) < 0.1:
         return []
     unit = now.throughput_unit
     says = (f"throughput {fmt_rate(n, unit)} vs {fmt_rate(b, unit)} in the good run ({n / b - 1:+.0%}): "
@@ -181,9 +187,10 @@ def throughput(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
 
 
 def step_interval(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
-    b, n = base.step_interval_s, now.step_interval_s
-    if not _both(b, n) or 0.8 <= n / b <= 1.25:
+    pair = _pair(base.step_interval_s, now.step_interval_s)
+    if pair is None or 0.8 <= pair[1] / pair[0] <= 1.25:
         return []
+    b, n = pair
     says = f"a step takes {n:.3g} s vs {b:.3g} s in the good run: " + (
         "the symptom, seen per step" if n > b else "steps are shorter (smaller batches?)")
     return [Found("step_interval", b, n, says, "compare tokens per step with the good run", 15, symptom=True)]
@@ -316,13 +323,13 @@ def launch(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
     if bf is None or nf is None:
         return []
     out = []
-    known = bf.launch_args is not None and nf.launch_args is not None
-    if known and _args(bf.launch_args) != _args(nf.launch_args):
-        gone = [a for a in _args(bf.launch_args) if a not in _args(nf.launch_args)]
-        new = [a for a in _args(nf.launch_args) if a not in _args(bf.launch_args)]
+    b_args, n_args = bf.launch_args, nf.launch_args
+    if b_args is not None and n_args is not None and _args(b_args) != _args(n_args):
+        gone = [a for a in _args(b_args) if a not in _args(n_args)]
+        new = [a for a in _args(n_args) if a not in _args(b_args)]
         says = (f"launch arguments differ (now {' '.join(new) or 'none'} instead of {' '.join(gone) or 'none'}): "
                 "batch size, sequence length or packing flags change the work per step")
-        out.append(Found("launch_args", list(bf.launch_args), list(nf.launch_args), says,
+        out.append(Found("launch_args", list(b_args), list(n_args), says,
                          "rerun with the good run's arguments", 30 + 5 * s.slowdown + 5 * s.padding_fell))
     if bf.files is not None and nf.files is not None:
         for path in sorted(set(bf.files) | set(nf.files)):

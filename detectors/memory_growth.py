@@ -28,7 +28,7 @@ from collections import deque
 
 from parsers.events import Event, GpuSample, Progress
 
-from .base import Alert, Episode
+from .base import Alert, DetectorBase, Episode
 from .config import GIB, DetectorConfig, fmt_duration, fmt_gib
 from .memory import RELAUNCH, GpuPhase, MemoryModel
 
@@ -130,7 +130,7 @@ def fit(ring: deque[tuple[float, float]], robust_above: float = float("-inf")) -
     return _Fit(slope, r2, share, rise, pts[-1][0] - pts[0][0])
 
 
-class MemoryGrowth:
+class MemoryGrowth(DetectorBase):
     name = NAME
     # Progress reaches the shared model through memory_volatility; built
     # alone, this detector arms on flat memory or the warm-up cap.
@@ -156,9 +156,9 @@ class MemoryGrowth:
                 self.memory.progress(event)  # when fed directly, not via a DetectorSet
             return []
         phase = self.memory.observe(event)
-        if phase is None:
-            return []
         x = event.used_bytes
+        if phase is None or x is None:  # (observe() is None without a reading)
+            return []
         g = self._gpus.get(event.gpu)
         if g is None:
             g = self._gpus[event.gpu] = _Gpu(event.gpu, phase, self._size)
@@ -204,7 +204,7 @@ class MemoryGrowth:
             if g.peak is None or mean > g.peak:
                 g.peak = mean
             ring.append(((g.bucket + 0.5) * self._bucket_s, mean))
-            if len(ring) >= ring.maxlen:
+            if len(ring) >= self._size:
                 out = self._judge(g, event)
         g.bucket = b
         g.acc = float(x)

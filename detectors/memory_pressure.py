@@ -11,9 +11,11 @@ two memory detectors'.
 
 from __future__ import annotations
 
+from typing import Any
+
 from parsers.events import Event, GpuSample
 
-from .base import Alert, Episode
+from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_duration, fmt_gib
 from .memory import MemoryModel
 
@@ -29,7 +31,7 @@ class _Gpu:
         self.peak = 0.0
 
 
-class MemoryPressure:
+class MemoryPressure(DetectorBase):
     name = NAME
     accepts = (GpuSample,)
     timed = False
@@ -81,7 +83,7 @@ class MemoryPressure:
             f"GPU {event.gpu} memory at {fmt_gib(used)} of {fmt_gib(total)} ({frac:.1%}) for "
             f"{fmt_duration(t - g.above_since)}; {fmt_bytes(total - used)} free: one larger batch from an OOM"
         )
-        evidence = {
+        evidence: dict[str, Any] = {
             "gpu": event.gpu,
             "used_bytes": used,
             "total_bytes": total,

@@ -39,7 +39,7 @@ from collections import deque
 
 from parsers.events import Event, GpuSample, Progress
 
-from .base import Alert, Episode
+from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_clock, fmt_duration, fmt_gib
 from .memory import ARMED, RELAUNCH, GpuPhase, MemoryModel
 
@@ -65,7 +65,7 @@ class _Gpu:
         self.since: float | None = None
 
 
-class MemoryVolatility:
+class MemoryVolatility(DetectorBase):
     name = NAME
     accepts = (GpuSample, Progress)
     timed = False
@@ -87,9 +87,9 @@ class MemoryVolatility:
                 self.memory.progress(event)
             return []
         phase = self.memory.observe(event)
-        if phase is None:
-            return []
         x = event.used_bytes
+        if phase is None or x is None:  # (observe() is None without a reading)
+            return []
         g = self._gpus.get(event.gpu)
         if g is None:
             g = self._gpus[event.gpu] = _Gpu(event.gpu, self.config, phase)
@@ -149,20 +149,20 @@ class MemoryVolatility:
             if x > g.hi:
                 g.hi = x
             if phase.flat_run_s(t) >= self._resolve_s:
-                return self._resolve(g, event)
+                return self._resolve(g, event, x)
             return []
         turns = g.turns
         n = self._min_turns
         if len(turns) >= n and t - turns[-n][0] <= self._window:
-            return self._fire(g, event)
+            return self._fire(g, event, x)
         return []
 
-    def _fire(self, g: _Gpu, event: GpuSample) -> list[Alert]:
+    def _fire(self, g: _Gpu, event: GpuSample, x: int) -> list[Alert]:
         t = event.time
         n = self._min_turns
         recent = [v for (tt, v) in g.turns if t - tt <= self._window]
-        lo = min(min(recent), event.used_bytes)
-        hi = max(max(recent), event.used_bytes)
+        lo = min(min(recent), x)
+        hi = max(max(recent), x)
         first_turn = g.turns[-n][0]
         flat_end = g.phase.flat_end
         since = flat_end if flat_end is not None and first_turn - flat_end <= self._window else first_turn
@@ -191,7 +191,7 @@ class MemoryVolatility:
         }
         return g.episode.fire(t, "warning", msg, event.source, evidence)
 
-    def _resolve(self, g: _Gpu, event: GpuSample) -> list[Alert]:
+    def _resolve(self, g: _Gpu, event: GpuSample, x: int) -> list[Alert]:
         t = event.time
         ph = g.phase
         level = 0.5 * (ph.run_lo + ph.run_hi)
@@ -202,5 +202,5 @@ class MemoryVolatility:
             f"for {fmt_duration(t - started)}"
         )
         evidence = {"gpu": event.gpu, "level_bytes": level, "low_bytes": g.lo, "high_bytes": g.hi}
-        g.reset(event.used_bytes)
+        g.reset(x)
         return g.episode.resolve(t, msg, event.source, evidence)

@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Any
 
 from parsers.events import Event, PaddingReport, ProbeSample, ProcessExit, Progress
 from parsers.padding import padding_from_metrics
 
-from .base import Alert, Episode
+from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_duration
 
 NAME = "padding"
@@ -67,7 +68,7 @@ class _Window:
         self.keep = max(1, keep)
         self.bucket_s = span / _BUCKETS
         # Closed buckets, oldest first: (start, num, den, reports, ranks).
-        self.buckets: deque[tuple[float, float, float, int, frozenset]] = deque()
+        self.buckets: deque[tuple[float, float, float, int, frozenset[int | None]]] = deque()
         self.num = self.den = 0.0  # sums over the closed buckets
         self.count = 0
         self.open_start: float | None = None
@@ -141,7 +142,7 @@ class _Window:
         return sorted(r for r in seen if r is not None)[:_RANKS_SHOWN]
 
 
-class PaddingDetector:
+class PaddingDetector(DetectorBase):
     name = NAME
     accepts = (ProbeSample, PaddingReport, Progress, ProcessExit)
     timed = False
@@ -253,7 +254,7 @@ class PaddingDetector:
             )
         return ep.fire(t, "warning", msg, where, self._evidence(window, value, source, line))
 
-    def _evidence(self, window: _Window, value: float, source: str, line: float) -> dict:
+    def _evidence(self, window: _Window, value: float, source: str, line: float) -> dict[str, Any]:
         return {
             "now": round(value, 4),
             "baseline": self.baseline,

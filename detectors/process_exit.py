@@ -19,7 +19,7 @@ import signal as _signal
 from parsers.events import Crash, Event, ProcessExit
 from parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
 
-from .base import Alert
+from .base import Alert, DetectorBase, Severity
 from .config import DetectorConfig
 
 NAME = "process_exit"
@@ -43,7 +43,7 @@ def ended_by(e: ProcessExit) -> str:
     return f"exit code {e.code}" if e.code is not None else "an unknown status"
 
 
-class ProcessExitDetector:
+class ProcessExitDetector(DetectorBase):
     name = NAME
     accepts = (ProcessExit, Crash)
     timed = False
@@ -79,6 +79,7 @@ class ProcessExitDetector:
             return []
         e = event
         crash = self._reason(e)
+        severity: Severity
         if e.kind == "clean":
             severity = "info"
             msg = f"training process exited cleanly (exit code {e.code if e.code is not None else 0})"

@@ -17,19 +17,21 @@ after warm-up against the good run's (``detectors/recompile_rate.py``).
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from typing import Any
 
 from parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
 
-from .base import Alert, Episode
+from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_duration
 from .recompile_rate import RecompileRate
 
 NAME = "recompile"
 
 
-class RecompileDetector:
+class RecompileDetector(DetectorBase):
     name = NAME
     accepts = (Recompile, Tick, Progress, ProcessExit, ProbeSample)
+    timed = True  # deadline() can be set: the set asks it after each event it gets
 
     def __init__(self, config: DetectorConfig | None = None, baseline_per_hour: float | None = None) -> None:
         self.config = config or DetectorConfig()
@@ -37,14 +39,14 @@ class RecompileDetector:
         self.rate = RecompileRate(self.config, baseline_per_hour)
         self._times: OrderedDict[str, deque[float]] = OrderedDict()
         self._last: float | None = None
-        self._involved: OrderedDict[str, dict] = OrderedDict()
+        self._involved: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def deadline(self) -> float | None:
         if self.episode.active and self._last is not None:
             return self._last + self.config.recompile_quiet_s
         return None
 
-    def functions(self) -> dict[str, dict]:
+    def functions(self) -> dict[str, dict[str, Any]]:
         """Per function of the open episode: recompiles, limit, last reason."""
         return {k: dict(v) for k, v in self._involved.items()}
 
@@ -108,7 +110,7 @@ class RecompileDetector:
             return self._fire(r, fn, "storm", info)
         return []
 
-    def _fire(self, r: Recompile, fn: str, what: str, info: dict) -> list[Alert]:
+    def _fire(self, r: Recompile, fn: str, what: str, info: dict[str, Any]) -> list[Alert]:
         c = self.config
         self._involved.clear()
         self._involved[fn] = info

@@ -13,14 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from parsers.events import (
-    Crash, Delivery, Event, GpuLost, GpuSample, PaddingReport, ProbeSample, ProcessExit, Progress, Quiet,
-    Recompile, Tick,
-)
+from parsers.events import Event
 
 from .alloc_thrash import AllocThrash
-from .base import Alert, Detector
+from .base import EVENT_TYPES, Alert, Detector
 from .config import DetectorConfig
+from .counters import RankRises
 from .crash import CrashDetector, CrashEpisode
 from .memory import MemoryModel
 from .memory_growth import MemoryGrowth
@@ -29,12 +27,10 @@ from .memory_volatility import MemoryVolatility
 from .padding import PaddingDetector
 from .process_exit import ProcessExitDetector
 from .recompile import RecompileDetector
+from .recompile_rate import RecompileRate
 from .stall import Stall
 from .throughput import ThroughputDrop
 
-EVENT_TYPES = (
-    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery,
-)
 _INF = float("inf")
 # An event type's route: each detector's bound update, and (slot in the kept
 # deadlines, bound deadline) for the timed ones.
@@ -65,17 +61,13 @@ class BaselineFigures:
 
 def build_detectors(
     config: DetectorConfig | None = None,
-    baseline_tokens_per_s: float | None = None,
+    *,
     baseline: BaselineFigures | None = None,
 ) -> list[Detector]:
-    """One of each detector this package implements, sharing one config.
-
-    ``baseline`` gives every figure of the good run; ``baseline_tokens_per_s``
-    (the older keyword) is its throughput and wins where both are given.
-    """
+    """One of each detector this package implements, sharing one config,
+    judging against ``baseline``: every figure of the good run."""
     config = config or DetectorConfig()
     figures = baseline or BaselineFigures()
-    tps = baseline_tokens_per_s if baseline_tokens_per_s is not None else figures.tokens_per_s
     # One per-GPU memory model read by the three memory detectors: each
     # sample is worked out once, and what one learns (warm-up over, a
     # relaunch) the others know.
@@ -84,7 +76,7 @@ def build_detectors(
         MemoryVolatility(config, memory=memory),
         MemoryGrowth(config, memory=memory),
         MemoryPressure(config, memory=memory),
-        ThroughputDrop(config, baseline_tokens_per_s=tps),
+        ThroughputDrop(config, baseline_tokens_per_s=figures.tokens_per_s),
         Stall(config),
         CrashDetector(config, name="fx_tracing"),
         CrashDetector(config, name="crash"),
@@ -100,7 +92,7 @@ class DetectorSet:
         self.detectors = list(detectors)
         # Detectors that declare ``timed = False`` never have a deadline; the
         # Monitor asks for deadline() before every event, so skip them.
-        self._timed = tuple(d for d in self.detectors if getattr(d, "timed", True))
+        self._timed = tuple(d for d in self.detectors if d.timed)
         # A detector's deadline moves only when it handles an event: each is
         # kept here (inf for None) and re-read only from the detectors an
         # event went to, so deadline() is one min() over floats.
@@ -108,8 +100,7 @@ class DetectorSet:
         self._best = min(self._deadlines, default=_INF)
         self._plans: dict[type, _Plan] = {}
         for etype in EVENT_TYPES:
-            # A detector without ``accepts`` (written elsewhere) sees everything.
-            self._plans[etype] = self._plan([d for d in self.detectors if etype in getattr(d, "accepts", EVENT_TYPES)])
+            self._plans[etype] = self._plan([d for d in self.detectors if etype in d.accepts])
 
     def _plan(self, route: list[Detector]) -> _Plan:
         timed = tuple((i, d.deadline) for i, d in enumerate(self._timed) if any(d is r for r in route))
@@ -133,7 +124,7 @@ class DetectorSet:
         plan = self._plans.get(type(event))
         if plan is None:
             plan = self._plans[type(event)] = self._plan(
-                [d for d in self.detectors if isinstance(event, getattr(d, "accepts", EVENT_TYPES))]
+                [d for d in self.detectors if isinstance(event, d.accepts)]
             )
         updates, timed = plan
         out: list[Alert] = []
@@ -165,9 +156,7 @@ class DetectorSet:
         """The data ended: detectors that hold alerts back send them now."""
         out: list[Alert] = []
         for d in self.detectors:
-            flush = getattr(d, "flush", None)
-            if flush is not None:
-                out.extend(flush())
+            out.extend(d.flush())
         self.refresh()
         return out
 
@@ -182,15 +171,29 @@ class DetectorSet:
         )
         for name, value in setters:
             d = self.get(name)
-            setter = getattr(d, "set_baseline", None)
-            if setter is not None:
-                setter(value)
+            if d is not None:
+                d.set_baseline(value)
         self.refresh()
 
     def learned_baseline(self) -> float | None:
         """The tokens/s baseline the throughput detector learned, if it did."""
         d = self.get("throughput_drop")
         return d.learned_baseline() if isinstance(d, ThroughputDrop) else None
+
+    def padding_efficiency(self) -> float | None:
+        """The padding detector's latest windowed efficiency, if it has one."""
+        d = self.get("padding")
+        return d.efficiency if isinstance(d, PaddingDetector) else None
+
+    def recompile_rate(self) -> RecompileRate | None:
+        """The recompile detector's rate part (its figures per rank), if any."""
+        d = self.get("recompile")
+        return d.rate if isinstance(d, RecompileDetector) else None
+
+    def alloc_rises(self) -> RankRises | None:
+        """The allocator detector's retries per rank over its window, if any."""
+        d = self.get("alloc_thrash")
+        return d.rises if isinstance(d, AllocThrash) else None
 
     def crash_episodes(self) -> list[CrashEpisode]:
         """Recent crashes with every rank seen (see ``crash.py``), oldest first."""

@@ -47,7 +47,7 @@ from collections import deque
 
 from parsers.events import Crash, Delivery, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
 
-from .base import Alert, Episode
+from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration
 from .steps import sorted_median
 
@@ -59,10 +59,11 @@ _INTERVALS_KEPT = 32
 BURSTS_ALLOWED = 2.5
 
 
-class Stall:
+class Stall(DetectorBase):
     name = NAME
     # Every event moves the clock; the Monitor also ticks at deadline().
     accepts = (Progress, Crash, ProcessExit, Tick, GpuSample, GpuLost, Recompile, Delivery)
+    timed = True  # deadline() can be set: the set asks it after each event it gets
 
     def __init__(self, config: DetectorConfig | None = None) -> None:
         self.config = config or DetectorConfig()
@@ -207,18 +208,18 @@ class Stall:
             insort(self._sorted, interval)
         if self.episode.active:
             gap = t - last_t if last_t is not None else 0.0
-            step = f" at step {p.step}" if p.step is not None else ""
+            at_step = f" at step {p.step}" if p.step is not None else ""
             fired = self.episode.since
             if fired is not None and last_t is not None and t < fired:
                 # Lines stamped inside the silence arrived after the alert:
                 # the run went on, its lines were late (a buffered log). Say
                 # so rather than a silence shorter than the one that fired.
                 message = (
-                    f"progress resumed{step}: lines written during the silence arrived late "
+                    f"progress resumed{at_step}: lines written during the silence arrived late "
                     f"(the log's own stamps show {fmt_duration(gap)} between steps; buffered output?)"
                 )
             else:
-                message = f"progress resumed{step} after {fmt_duration(gap)} of silence"
+                message = f"progress resumed{at_step} after {fmt_duration(gap)} of silence"
             out = self.episode.resolve(t, message, p.source, {"silence_s": gap, "step": p.step})
         if (
             self._last_total

@@ -52,15 +52,16 @@ import math
 from bisect import insort
 from collections import deque
 from statistics import median
+from typing import Any
 
 from parsers.events import Crash, Event, ProcessExit, Progress
 
-from .base import Alert, Episode
+from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
 from .steps import StepDeduper, sorted_median
 from .timeline import Timeline
 
-__all__ = ["NAME", "StepDeduper", "ThroughputDrop", "sorted_median"]
+__all__ = ["NAME", "ThroughputDrop"]
 
 NAME = "throughput_drop"
 _WINDOW_MAX = 1024  # reports in the smoothing window at most
@@ -70,7 +71,7 @@ _LEARN_MAX = 4096
 TOKENS = "tok/s"
 
 
-class ThroughputDrop:
+class ThroughputDrop(DetectorBase):
     name = NAME
     accepts = (Progress, Crash, ProcessExit)
     timed = False
@@ -244,7 +245,8 @@ class ThroughputDrop:
         new_loop = False
         if back and self._last_total and p.total_steps is not None and p.total_steps != self._last_total:
             new_loop = True  # a bar of another length: another loop (predict after train), learned anew
-        elif back and self._last_total and last_step + 1 >= self._last_total and step <= 1:
+        elif (back and self._last_total and last_step is not None and last_step + 1 >= self._last_total
+              and step is not None and step <= 1):
             back = False  # the next epoch's bar (100/100, then 0/100): not a relaunch
         elif back and last_t is not None and t - last_t <= c.clock_jitter_s:
             # Ranks' lines interleaved by their stamps: a step's first copy
@@ -301,7 +303,7 @@ class ThroughputDrop:
             elif med < self._worst:  # type: ignore[operator]
                 self._worst = med
             if not self.episode.active and t - self._low_since >= c.throughput_sustain_s:
-                return out + self._fire(p, med, t)
+                return out + self._fire(p, med, t, base)
             return out
         self._low_since = None
         if not self.episode.active:
@@ -310,7 +312,7 @@ class ThroughputDrop:
             if self._high_since is None:
                 self._high_since = t
             if t - self._high_since >= c.throughput_recover_s:
-                return out + self._resolve(p, med, t)
+                return out + self._resolve(p, med, t, base)
         else:
             self._high_since = None
         return out
@@ -348,8 +350,9 @@ class ThroughputDrop:
             self._rise = []
             self._rise_since = None
 
-    def _values(self, med: float, base: float, worst: float | None = None) -> dict:
+    def _values(self, med: float, base: float, worst: float | None = None) -> dict[str, Any]:
         """Evidence numbers: tok/s keeps its contract keys, other units say theirs."""
+        d: dict[str, Any]
         if self.unit in (None, TOKENS):
             d = {"tokens_per_s": med, "baseline_tokens_per_s": base}
             if worst is not None:
@@ -361,8 +364,7 @@ class ThroughputDrop:
         d["unit"] = self.unit or TOKENS
         return d
 
-    def _fire(self, p: Progress, med: float, t: float) -> list[Alert]:
-        base = self.baseline
+    def _fire(self, p: Progress, med: float, t: float, base: float) -> list[Alert]:
         unit = self.unit or TOKENS
         below = 1.0 - med / base
         since_t = self._drop_start if self._drop_start is not None else t
@@ -388,8 +390,7 @@ class ThroughputDrop:
         )
         return self.episode.fire(p.time, "warning", msg, p.source, evidence)
 
-    def _resolve(self, p: Progress, med: float, t: float) -> list[Alert]:
-        base = self.baseline
+    def _resolve(self, p: Progress, med: float, t: float, base: float) -> list[Alert]:
         unit = self.unit or TOKENS
         started = self._episode_start if self._episode_start is not None else t
         msg = (

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from detectors.config import fmt_duration
 from parsers.events import Delivery, Event, Progress

@@ -19,10 +19,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .baseline import Baseline, BaselineError, load_baseline, save_baseline
 from .profile import profile_of_monitor
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -58,7 +61,7 @@ class AutoBaseline:
     def for_session(cls, state_dir: str | Path, session: str, **kwargs: Any) -> AutoBaseline:
         return cls(auto_baseline_path(state_dir, session), **kwargs)
 
-    def _unhealthy(self, monitor: Any, now: float) -> str | None:
+    def _unhealthy(self, monitor: Monitor, now: float) -> str | None:
         if monitor.alerts.firing():
             return "alerts are firing"
         state = monitor.job_state
@@ -69,7 +72,7 @@ class AutoBaseline:
             return "no recent progress"
         return None
 
-    def consider(self, monitor: Any, now: float) -> Path | None:
+    def consider(self, monitor: Monitor, now: float) -> Path | None:
         """Called on the live tick with the data's ``now``; the path when it saved."""
         with monitor.lock:
             why = self._unhealthy(monitor, now)

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 COMMANDS = (
     "watch", "headless", "check", "demo", "replay", "start", "abort", "relaunch", "status", "init", "baseline",
@@ -25,8 +26,38 @@ _STATE_COMMANDS = frozenset({"start", "status", "abort", "relaunch", "watch", "h
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def version() -> str:
+    """The installed distribution's version; a checkout run without
+    installing (``python -m dflash_watch`` from the repository) has no
+    metadata, so the package's own ``__version__`` answers instead."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("dflash-watch")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked: argparse's own ``version``
+    action wants the string when the parser is built, which would read the
+    package metadata on every command."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        sys.stdout.write(f"dflash-watch {version()}\n")  # stdout, as argparse's own action
+        parser.exit(0)
 
 
 def _job_flags(p: argparse.ArgumentParser) -> None:
@@ -66,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch a multi-GPU training run: tail its logs, sample GPU memory, "
         "alert on degradation and crashes, and control the tmux-managed job.",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     _live_flags(sub.add_parser("watch", help="the dashboard beside a run (the default command)"))
@@ -105,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("status", "the job's state; exit 0 running, 1 exited or absent"),
     ):
         _job_flags(sub.add_parser(name, help=text))
+    sub.choices["status"].add_argument("--json", action="store_true",
+                                       help="the job's state as one JSON object on stdout")
 
     i = sub.add_parser("init", help="write a commented config file")
     i.add_argument("path", nargs="?", default="dflash-watch.toml")
@@ -139,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="baseline file (default: baseline_file in the config, else dflash-baseline.json)")
     bsh.add_argument("--tz", metavar="ZONE", help="time zone of the clock times shown")
     bsh.add_argument("--config", metavar="F", help="config file naming the baseline file")
+    bsh.add_argument("--json", action="store_true", help="the baseline file's object and what show derives "
+                     "from it, as one JSON object")
     bd = bsub.add_parser(
         "diff",
         help="what changed since the good run, most likely cause first",
@@ -170,13 +206,15 @@ def build_parser() -> argparse.ArgumentParser:
     at = asub.add_parser("test", help="send one test alert to each configured sink and report each result")
     at.add_argument("--config", metavar="F", help="config file with [[alerts.sink]] tables")
     at.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for each sink")
+    at.add_argument("--json", action="store_true", help='one JSON object: {"sinks": [{"name", "kind", "ok", '
+                    '"error"}, ...]}')
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["watch", *argv]
     args = parser.parse_args(argv)
     if args.command is None:
@@ -195,10 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `replay --json | head`: the reader left; that is not an error.
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return 0
+        sys.stdout = None  # type: ignore[assignment]
+        return 0
 
 
 if __name__ == "__main__":

@@ -8,25 +8,80 @@ A bad file is a one-line ``ConfigError`` naming the key, never a traceback:
 Every number a user may set is declared once, with its valid range and a
 line of documentation (``DETECTOR_KEYS``, ``RUN_RANGES``, ``GPU_RANGES``):
 the same declaration checks a file and writes the ``[detectors]`` part of
-the template that ``dflash-watch init`` prints, so the two cannot drift.
+the template that ``dflash-watch init`` prints (``config_template``), so the
+two cannot drift.
+
+Where the file is, when ``--config`` is not given (``default_config_paths``;
+the first that exists wins, and the template's first lines say the same):
+
+1. ``./dflash-watch.toml``;
+2. ``$XDG_CONFIG_HOME/dflash-watch/dflash-watch.toml``, then ``config.toml``
+   in the same folder (``XDG_CONFIG_HOME`` unset, empty or relative:
+   ``~/.config``);
+3. ``~/.config/dflash-watch/config.toml``, the place read before
+   ``XDG_CONFIG_HOME`` was honoured.
+
+The checks and one-line errors every table shares (``ConfigError``,
+``Range``, ``bad``, ``unknown``) live in ``dflash_watch.checks``, below this
+module and ``sinks.settings`` alike, so neither imports the other's privates.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
-import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CONFIG_PATHS = ("dflash-watch.toml", "~/.config/dflash-watch/config.toml")
+# ConfigError, Range and the ranges stay importable from here, as before.
+from .checks import (
+    COUNT,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    SHARE,
+    UNIT,
+    ConfigError,
+    Range,
+    bad,
+    unknown,
+)
+from .keymap import check_keys
+
+# Where a command looks for its config when --config is not given, first
+# found wins (``default_config_paths`` builds the list from the environment).
+CONFIG_NAME = "dflash-watch.toml"
+# The places read before XDG_CONFIG_HOME was honoured: still read, in this order.
+DEFAULT_CONFIG_PATHS = (CONFIG_NAME, "~/.config/dflash-watch/config.toml")
 
 
-class ConfigError(ValueError):
-    """A config problem, worded for a one-line message on stderr."""
+def config_home() -> Path:
+    """``$XDG_CONFIG_HOME``, or ``~/.config`` when it is unset, empty or relative.
+
+    The XDG base directory spec says a relative value is invalid and must be
+    ignored, like an empty one."""
+    value = os.environ.get("XDG_CONFIG_HOME", "")
+    return Path(value) if value and os.path.isabs(value) else Path("~/.config").expanduser()
+
+
+def default_config_paths() -> tuple[Path, ...]:
+    """Every place a config is looked for, first found wins, each once.
+
+    1. ``./dflash-watch.toml`` (the run's own directory, what ``init`` writes);
+    2. ``$XDG_CONFIG_HOME/dflash-watch/dflash-watch.toml``, then ``config.toml``
+       beside it (``~/.config`` when ``XDG_CONFIG_HOME`` is unset or empty);
+    3. ``~/.config/dflash-watch/config.toml``, where the tool looked before it
+       honoured ``XDG_CONFIG_HOME``: a file there keeps working.
+    """
+    home = config_home() / "dflash-watch"
+    candidates = [Path(CONFIG_NAME), home / CONFIG_NAME, home / "config.toml",
+                  *(Path(p).expanduser() for p in DEFAULT_CONFIG_PATHS[1:])]
+    out: list[Path] = []
+    for p in candidates:
+        if p not in out:
+            out.append(p)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +127,13 @@ class Config:
     path: str | None = None
     # ``[alerts]``: the sinks (``sinks.settings.AlertsConfig``), checked.
     alerts: Any = field(default_factory=lambda: _no_alerts())
+    # ``[keys]``: the dashboard's rebound keys, binding id -> Textual key
+    # string (``keymap.check_keys``), for ``App.set_keymap``.
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 def _no_alerts() -> Any:
-    """An empty ``AlertsConfig`` (imported late: ``sinks.settings`` uses this module's checks)."""
+    """An empty ``AlertsConfig`` (imported late: ``--help`` and ``init`` need no detector names)."""
     from .sinks.settings import AlertsConfig
 
     return AlertsConfig()
@@ -84,66 +142,6 @@ def _no_alerts() -> Any:
 # -- declared ranges ------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
-    """The valid values of one numeric key.
-
-    Non-finite values are never valid (TOML allows ``inf`` and ``nan``; no
-    threshold means anything with them). ``integer`` keys take whole
-    numbers (``4`` or ``4.0``) and are handed on as ``int``.
-    """
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-    integer: bool = False
-
-    def bounds(self) -> str:
-        """``(0, 1]``, ``> 0``, ``whole >= 1``: the range as the template shows it."""
-        whole = "whole " if self.integer else ""
-        if math.isinf(self.high):
-            return f"{whole}{'>' if self.low_open else '>='} {_num(self.low)}"
-        lo = "(" if self.low_open else "["
-        hi = ")" if self.high_open else "]"
-        return f"{whole}{lo}{_num(self.low)}, {_num(self.high)}{hi}"
-
-    def __str__(self) -> str:
-        """As an error says it: ``in (0, 1)``, ``> 0``, ``a whole number >= 1``."""
-        kind = "a whole number " if self.integer else ""
-        text = self.bounds().removeprefix("whole ")
-        return f"{kind}{text}" if math.isinf(self.high) else f"{kind}in {text}"
-
-    def problem(self, value: Any) -> str | None:
-        """Why ``value`` is not valid, or None when it is."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return "must be a whole number" if self.integer else "must be a number"
-        if isinstance(value, int) and abs(value) > 2**63:  # no float holds a 400-digit number
-            return "must be a finite number"
-        if not math.isfinite(value):
-            return "must be a finite number"
-        if self.integer and value != int(value):
-            return "must be a whole number"
-        below = value <= self.low if self.low_open else value < self.low
-        above = value >= self.high if self.high_open else value > self.high
-        if below or above:
-            return f"must be {self}"
-        return None
-
-    def coerce(self, value: Any) -> Any:
-        return int(value) if self.integer else float(value)
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if x == int(x) else str(x)
-
-
-POSITIVE = Range(0.0, low_open=True)
-NON_NEGATIVE = Range(0.0)
-FRACTION = Range(0.0, 1.0, low_open=True, high_open=True)  # (0, 1)
-SHARE = Range(0.0, 1.0, low_open=True)  # (0, 1]
-UNIT = Range(0.0, 1.0)  # [0, 1]
-COUNT = Range(1.0, integer=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,37 +247,10 @@ RUN_RANGES: dict[str, Range] = {
 }
 GPU_RANGES: dict[str, Range] = {"interval_s": POSITIVE}
 
-_TOP_KEYS = ("logs", "tz", "progress_regex", "baseline_file", "alerts_file", "run", "gpu", "detectors", "alerts")
+_TOP_KEYS = ("logs", "tz", "progress_regex", "baseline_file", "alerts_file", "run", "gpu", "detectors", "alerts", "keys")
 
 
 # -- checking --------------------------------------------------------------------
-
-
-def _show(value: Any) -> str:
-    """A value as TOML would spell it, control characters escaped (it is data)."""
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _where(section: str | None, key: str) -> str:
-    return f"[{section}] {key}" if section else key
-
-
-def _unknown(section: str | None, key: str, known: list[str]) -> ConfigError:
-    near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    if near:
-        hint = f"did you mean {near[0]}?"
-    elif len(known) > 12:
-        hint = "`dflash-watch init` writes a template listing every key"
-    else:
-        hint = f"known: {', '.join(sorted(known))}"
-    return ConfigError(f"{_where(section, key)}: unknown key ({hint})")
-
-
-def _bad(section: str | None, key: str, value: Any, why: str) -> ConfigError:
-    return ConfigError(f"{_where(section, key)} = {_show(value)}: {why}")
 
 
 def check_detectors(raw: dict[str, Any]) -> dict[str, Any]:
@@ -292,12 +263,12 @@ def check_detectors(raw: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"[detectors] {key}: not a threshold; set {DETECTOR_DERIVED[name]} instead")
         spec = DETECTOR_KEYS.get(name)
         if spec is None:
-            raise _unknown("detectors", key, [*DETECTOR_KEYS, *DETECTOR_ALIASES])
+            raise unknown("detectors", key, [*DETECTOR_KEYS, *DETECTOR_ALIASES])
         if name in given_as:
             raise ConfigError(f"[detectors] {key}: set twice (also as {given_as[name]})")
         why = spec.range.problem(value)
         if why:
-            raise _bad("detectors", key, value, why)
+            raise bad("detectors", key, value, why)
         out[name] = spec.range.coerce(value)
         given_as[name] = key
     return out
@@ -317,26 +288,26 @@ def _section(cls: type, data: dict[str, Any], section: str, ranges: dict[str, Ra
     for key, value in data.items():
         f = known.get(key)
         if f is None:
-            raise _unknown(section, key, list(known))
+            raise unknown(section, key, list(known))
         kind = _kind(str(f.type))
         if key in ranges:
             why = ranges[key].problem(value)
             if why:
-                raise _bad(section, key, value, why)
+                raise bad(section, key, value, why)
             value = ranges[key].coerce(value)
         elif kind == "bool" and not isinstance(value, bool):
-            raise _bad(section, key, value, "must be true or false")
+            raise bad(section, key, value, "must be true or false")
         elif kind == "str" and not isinstance(value, str):
-            raise _bad(section, key, value, "must be a string")
+            raise bad(section, key, value, "must be a string")
         elif kind == "dict":
             if not isinstance(value, dict):
-                raise _bad(section, key, value, "must be a table")
+                raise bad(section, key, value, "must be a table")
             for k, v in value.items():
                 if not isinstance(v, str):
-                    raise _bad(f"{section}.{key}", k, v, "must be a string")
+                    raise bad(f"{section}.{key}", k, v, "must be a string")
         elif kind == "tuple":
             if not isinstance(value, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in value):
-                raise _bad(section, key, value, "must be a list of whole numbers")
+                raise bad(section, key, value, "must be a list of whole numbers")
             value = tuple(value)
         elif kind in ("int", "float"):  # a number without a declared range
             raise AssertionError(f"[{section}] {key} has no declared range")
@@ -345,10 +316,9 @@ def _section(cls: type, data: dict[str, Any], section: str, ranges: dict[str, Ra
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:
-    """Read a config file; with ``path`` None, the first default that exists."""
+    """Read a config file; with ``path`` None, the first of ``default_config_paths()`` that exists."""
     if path is None:
-        for candidate in DEFAULT_CONFIG_PATHS:
-            p = Path(candidate).expanduser()
+        for p in default_config_paths():
             if p.is_file():
                 path = p
                 break
@@ -375,7 +345,7 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 def _table(raw: dict[str, Any], key: str) -> dict[str, Any]:
     value = raw.pop(key, {})
     if not isinstance(value, dict):
-        raise _bad(None, key, value, f"must be a table ([{key}])")
+        raise bad(None, key, value, f"must be a table ([{key}])")
     return dict(value)
 
 
@@ -384,23 +354,25 @@ def parse_config(raw: dict[str, Any], path: str | None = None) -> Config:
     run_raw = _table(raw, "run")
     gpu_raw = _table(raw, "gpu")
     detectors = check_detectors(_table(raw, "detectors"))
-    from .sinks.settings import parse_alerts  # here: it imports this module's checks
+    # Late, as in _no_alerts; sinks.settings imports only .checks, never this module.
+    from .sinks.settings import parse_alerts
 
     alerts = parse_alerts(_table(raw, "alerts"))
+    keys = check_keys(_table(raw, "keys"))
     logs = raw.pop("logs", [])
     if isinstance(logs, str):
         logs = [logs]
     if not isinstance(logs, list) or not all(isinstance(x, str) for x in logs):
-        raise _bad(None, "logs", logs, "must be a path or a list of paths (strings)")
+        raise bad(None, "logs", logs, "must be a path or a list of paths (strings)")
     top: dict[str, Any] = {}
     for key in ("tz", "progress_regex", "baseline_file", "alerts_file"):
         if key in raw:
             value = raw.pop(key)
             if not isinstance(value, str):
-                raise _bad(None, key, value, "must be a string")
+                raise bad(None, key, value, "must be a string")
             top[key] = value
     if raw:
-        raise _unknown(None, next(iter(raw)), list(_TOP_KEYS))
+        raise unknown(None, next(iter(raw)), list(_TOP_KEYS))
     return Config(
         logs=tuple(logs),
         run=_section(RunConfig, run_raw, "run", RUN_RANGES),
@@ -408,6 +380,7 @@ def parse_config(raw: dict[str, Any], path: str | None = None) -> Config:
         detectors=detectors,
         path=path,
         alerts=alerts,
+        keys=keys,
         **top,
     )
 
@@ -427,101 +400,3 @@ def with_overrides(config: Config, **flags: Any) -> Config:
         gpu=replace(config.gpu, **gpu_kw),
         **top_kw,
     )
-
-
-# -- the template ------------------------------------------------------------------
-
-
-def _toml(value: Any) -> str:
-    return "true" if value is True else "false" if value is False else json.dumps(value)
-
-
-def detectors_template() -> str:
-    """The ``[detectors]`` table of the template, from ``DETECTOR_KEYS``."""
-    from detectors.config import DetectorConfig
-
-    defaults = DetectorConfig()
-    lines = [
-        "[detectors]",
-        "# Every threshold with its default, and its valid values after the colon.",
-    ]
-    for name, spec in DETECTOR_KEYS.items():
-        lines.append(f"# {spec.doc}: {spec.range.bounds()}")
-        lines.append(f"# {name} = {_toml(getattr(defaults, name))}")
-    return "\n".join(lines) + "\n"
-
-
-_TEMPLATE_HEAD = """\
-# dflash-watch config. Every key is optional; flags override this file.
-
-# Logs to follow, like `tail -F`; globs pick up one file per rank.
-logs = ["logs/train.log", "logs/rank*.log"]
-
-# Time zone of naive log timestamps (default: this machine's local zone).
-# tz = "UTC"
-
-# A regex with named groups (step, total, tokens_per_s, loss) when the
-# built-in progress formats do not fit your log.
-# progress_regex = 'it (?P<step>\\d+) .* (?P<tokens_per_s>[\\d.]+) tok/s'
-
-# A saved profile of a good run: `dflash-watch baseline save`.
-# baseline_file = "dflash-baseline.json"
-
-# Every alert, one JSON line each (CONTRACTS section 2).
-# alerts_file = "dflash-alerts.jsonl"
-
-[run]
-# The training command, run in tmux by start / relaunch.
-command = "torchrun --nproc-per-node 8 train_dflash.py --config configs/drafter.yaml"
-cwd = "."
-session = "dflash-train"
-# socket = "dflash"          # tmux -L socket name, for a private server
-# window = "train"           # a window of the session, when the job shares it
-grace_s = 30.0               # Ctrl-C, then this long, then SIGTERM, then SIGKILL
-auto_relaunch = false
-max_restarts = 3
-# Tokens per optimizer step / per sample: a run that prints only it/s or
-# samples/s (tqdm, HF Trainer) is then judged and shown in tokens/s.
-# tokens_per_step = 65536
-# tokens_per_sample = 1024
-# The job's GPUs: a process holding memory on them blocks a relaunch.
-# gpus = [0, 1, 2, 3, 4, 5, 6, 7]
-# preflight_timeout_s = 60.0 # how long relaunch waits for the old run to let go
-# state_dir = "~/.local/state/dflash-watch"
-
-[run.env]
-# PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True"
-
-[gpu]
-# enabled = true
-interval_s = 1.0
-# indices = [0, 1, 2, 3, 4, 5, 6, 7]
-# samples_file = "gpu.jsonl"   # read samples from a file instead of NVML
-# record_file = "gpu.jsonl"    # also append every NVML sample here
-
-"""
-
-
-_TEMPLATE_ALERTS = """
-[alerts]
-# Where alerts go besides the screen and stdout: one [[alerts.sink]] table
-# per sink, kinds bell, desktop, webhook, slack, ntfy, pagerduty, command,
-# each with its own filters (min_severity, detectors, exclude), rate limit
-# (max_per_minute), retries with backoff and timeout; docs/alerts.md shows
-# every kind. A secret URL stays in the environment: url_env names the
-# variable that holds it, and it is never printed. Try them all with
-# `dflash-watch alerts test`. One Slack sink for warnings and worse:
-# sink = [{ kind = "slack", url_env = "SLACK_WEBHOOK_URL", min_severity = "warning" }]
-"""
-
-
-def example_config() -> str:
-    """What ``dflash-watch init`` writes: every key, commented where optional."""
-    return _TEMPLATE_HEAD + detectors_template() + _TEMPLATE_ALERTS
-
-
-def __getattr__(name: str) -> Any:
-    # EXAMPLE_CONFIG is built on first use: it reads DetectorConfig's defaults.
-    if name == "EXAMPLE_CONFIG":
-        return example_config()
-    raise AttributeError(name)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 WINDOW_S = 600.0
 FingerprintSource = Callable[[], "dict[str, Any] | None"]
@@ -31,7 +34,7 @@ class Diagnosis:
     symptoms: Sequence[str] = field(default_factory=tuple)
 
 
-def session_symptoms(monitor: Any) -> set[str]:
+def session_symptoms(monitor: Monitor) -> set[str]:
     """Detectors firing now, and those that fired earlier this session.
 
     A crash is one moment, and a slowdown's alert may have resolved when the
@@ -64,7 +67,7 @@ def job_fingerprint(job: Any) -> dict[str, Any] | None:
         return None
 
 
-def live_diagnosis(monitor: Any, fingerprint: FingerprintSource | None = None,
+def live_diagnosis(monitor: Monitor, fingerprint: FingerprintSource | None = None,
                    baseline_path: str | None = None) -> Diagnosis:
     """The ranked changes of the live run against the Monitor's baseline."""
     from detectors.diagnosis import rank_changes

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from .monitor import Monitor
 
@@ -146,8 +146,8 @@ class LiveSession:
         # Probe files and globs (``--probe``); None: ``dflash-probe-*.jsonl``
         # beside each log and in the job's working directory. Globs stay
         # globs, so a rank's file that appears later is picked up.
-        self.probes_given = probes is not None and len(probes) > 0
-        self.probes = list(probes) if self.probes_given else _default_probe_globs(logs, job)
+        self.probes_given = bool(probes)  # None or empty: the default globs
+        self.probes = list(probes) if probes else _default_probe_globs(logs, job)
         self.use_nvml = use_nvml and samples_file is None
         self.gpu_interval_s = gpu_interval_s
         self.gpu_indices = gpu_indices
@@ -155,8 +155,10 @@ class LiveSession:
         self.job = job
         # The data's clock unless told otherwise (tests pass a fixed one).
         # ``speed``: data seconds per wall second (the demo's compressed run).
-        self.follow = FollowClock(monitor, speed=speed) if clock is None else None
-        self.clock: Clock = clock if clock is not None else self.follow
+        self.follow: FollowClock | None = None
+        if clock is None:
+            clock = self.follow = FollowClock(monitor, speed=speed)
+        self.clock: Clock = clock
         if self.follow is not None and speed == 1.0:
             follow = self.follow
             monitor.to_wall = lambda t: t - follow.offset()
@@ -326,7 +328,8 @@ class LiveSession:
         from .sources.logtail import Chunk
         from .sources.samples import parse_sample_line
 
-        tailer = self._tailer([self.samples_file])
+        # Started only when samples_file is set (cast: mypy cannot follow that).
+        tailer = self._tailer([cast(str, self.samples_file)])
         self._tailers.append(tailer)
         bad = 0
         while not self._stop.is_set():
@@ -398,11 +401,11 @@ class LiveSession:
                          use_watchdog=use_watchdog)
 
     def _start_nvml(self) -> None:
-        from .sources.nvml import GpuSampler, SamplerThread
-
         # Explicit indices win; else the GPUs this shell's CUDA_VISIBLE_DEVICES
         # names (a watcher started beside the job usually shares its setting).
         import os
+
+        from .sources.nvml import GpuSampler, SamplerThread
 
         self.sampler = GpuSampler(
             indices=self.gpu_indices,

@@ -24,7 +24,17 @@ from detectors.base import Alert
 from detectors.config import DetectorConfig
 from detectors.registry import DetectorSet, build_detectors
 from parsers.events import (
-    Crash, Delivery, Event, GpuLost, GpuSample, ProbeSample, ProcessExit, Progress, Quiet, Recompile, Tick,
+    Crash,
+    Delivery,
+    Event,
+    GpuLost,
+    GpuSample,
+    ProbeSample,
+    ProcessExit,
+    Progress,
+    Quiet,
+    Recompile,
+    Tick,
 )
 from parsers.signatures import COLLATERAL_CAUSES
 from parsers.stream import LogStream
@@ -199,22 +209,23 @@ class Monitor:
             if not fresh:
                 state.caught_up = True
             else:
+                if state.align is None:
+                    state.align = Alignment(_display_name(path), learn=not state.caught_up)
                 align = state.align
-                if align is None:
-                    align = state.align = Alignment(_display_name(path), learn=not state.caught_up)
                 notes: list[str] = []
                 if arrived is None:
                     arrived = now
                 if self.live_since is None:
                     self.live_since = arrived
+                live_since = self.live_since
                 wall = self.to_wall(now) if self.to_wall is not None else None
-                shift = align.prepare(state.stream.peek_stamps(text), now, self.live_since, notes, wall, arrived)
+                shift = align.prepare(state.stream.peek_stamps(text), now, live_since, notes, wall, arrived)
             events = state.stream.feed(text, first_lineno, now - shift)
             if shift:
                 events = [replace(e, time=e.time + shift) for e in events]
             if fresh:
                 # Read before unstamped steps take the arrival time below.
-                delivery = align.delivery(events, now, self.live_since, notes, arrived)
+                delivery = align.delivery(events, now, live_since, notes, arrived)
             if path in self._partials:
                 events = self._after_partials(path, events)
             # Live, a progress line without a timestamp of its own happened
@@ -620,15 +631,13 @@ class Monitor:
     def padding_efficiency(self) -> float | None:
         """The latest windowed padding efficiency (0..1: probe lines, token
         weighted over ranks, else the log's reports), None before any."""
-        d = self._detectors.get("padding")
-        return getattr(d, "efficiency", None)
+        return self._detectors.padding_efficiency()
 
     @property
     def recompiles_per_hour(self) -> float | None:
         """torch.compile recompiles per hour after warm-up (busiest rank), None
         while warming up or without probe figures or recompile lines."""
-        d = self._detectors.get("recompile")
-        rate = getattr(d, "rate", None)
+        rate = self._detectors.recompile_rate()
         if rate is None or self.now is None:
             return None
         with self._lock:
@@ -638,8 +647,7 @@ class Monitor:
     def alloc_retries_per_hour(self) -> float | None:
         """CUDA allocator retries per hour (busiest rank) over the detector's
         window, None without probe lines that carry them."""
-        d = self._detectors.get("alloc_thrash")
-        rises = getattr(d, "rises", None)
+        rises = self._detectors.alloc_rises()
         if rises is None or self.now is None:
             return None
         with self._lock:

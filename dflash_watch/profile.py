@@ -21,7 +21,10 @@ Only keys are added; a file written with them still loads in an older
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 FIGURES = ("padding_efficiency", "recompiles_per_hour", "alloc_retries_per_hour")
 # A rate per hour over less than this would be one event blown up.
@@ -44,7 +47,7 @@ def _percentiles(values: Any) -> tuple[float, float] | None:
     return float(p10), float(p90)
 
 
-def _span(monitor: Any) -> float | None:
+def _span(monitor: Monitor) -> float | None:
     first, last = getattr(monitor, "kept_first", None), getattr(monitor, "kept_last", None)
     if first is None or last is None:
         first, last = monitor.first_time, monitor.now
@@ -53,7 +56,7 @@ def _span(monitor: Any) -> float | None:
     return last - first
 
 
-def monitor_figures(monitor: Any, window_s: float | None = None) -> dict[str, Any]:
+def monitor_figures(monitor: Monitor, window_s: float | None = None) -> dict[str, Any]:
     """The figures beyond ``capture_baseline``'s of a Monitor that saw the
     run (a window Monitor of ``baseline save``/``diff``, or the live one)."""
     out: dict[str, Any] = {}
@@ -78,7 +81,7 @@ def monitor_figures(monitor: Any, window_s: float | None = None) -> dict[str, An
         padded = getattr(monitor, "probe_padded", 0)
         reports = getattr(monitor, "padding_reports", None)
         if padded:
-            out["padding_efficiency"] = min(1.0, monitor.probe_tokens / padded)
+            out["padding_efficiency"] = min(1.0, getattr(monitor, "probe_tokens", 0) / padded)
         elif reports:
             import numpy as np
 
@@ -98,7 +101,7 @@ def monitor_figures(monitor: Any, window_s: float | None = None) -> dict[str, An
     return out
 
 
-def profile_of_monitor(monitor: Any, window_s: float = 600.0, fingerprint: dict[str, Any] | None = None
+def profile_of_monitor(monitor: Monitor, window_s: float = 600.0, fingerprint: dict[str, Any] | None = None
                        ) -> dict[str, Any] | None:
     """The run's profile over the last ``window_s`` of its data, as a
     baseline-file mapping; None before it has throughput."""
@@ -112,12 +115,12 @@ def profile_of_monitor(monitor: Any, window_s: float = 600.0, fingerprint: dict[
     return out
 
 
-def firing_detectors(monitor: Any) -> set[str]:
+def firing_detectors(monitor: Monitor) -> set[str]:
     """Detector names of the alerts firing now."""
     return {alert.detector for alert in monitor.alerts.firing()}
 
 
-def monitor_suspects(monitor: Any, fingerprint: dict[str, Any] | None = None, window_s: float = 600.0,
+def monitor_suspects(monitor: Monitor, fingerprint: dict[str, Any] | None = None, window_s: float = 600.0,
                      limit: int = 3, firing: set[str] | None = None) -> list[dict[str, Any]]:
     """The top suspects for the evidence of a ``throughput_drop`` or
     ``memory_volatility`` alert the Monitor is about to record: the live

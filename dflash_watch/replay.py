@@ -19,8 +19,8 @@ import heapq
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, TextIO
 
 from detectors.base import Alert
@@ -30,7 +30,7 @@ from parsers.stream import LogStream
 
 from .monitor import Monitor, _display_name, _year
 from .sources.chunks import emit
-from .sources.lines import MiB, LineSplitter
+from .sources.lines import LineSplitter, MiB
 from .sources.logtail import Chunk, TailNotice
 from .sources.probes import ProbeParser, read_probe_file
 from .sources.samples import SampleParser, read_sample_file
@@ -165,7 +165,8 @@ def replay(
                 on_alert(alert)
     if monitor.probe_samples:  # the probe reported the steps that the bar did not
         result.notices[:] = [n for n in result.notices if not n.endswith(LIGHTNING_HINT)]
-    for parser in [*sample_parsers, *probe_parsers]:
+    parsers: list[SampleParser | ProbeParser] = [*sample_parsers, *probe_parsers]
+    for parser in parsers:
         summary = parser.summary()
         if summary:
             result.notices.append(summary)

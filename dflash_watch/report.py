@@ -9,10 +9,13 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from detectors.base import Alert
 from detectors.config import fmt_rate
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -52,7 +55,7 @@ def format_alert(alert: Alert, tz: Any = None) -> str:
     )
 
 
-def format_summary(monitor: Any, tz: Any = None) -> str:
+def format_summary(monitor: Monitor, tz: Any = None) -> str:
     """What a replay saw, for a person reading a terminal."""
     p = monitor.last_progress
     lines = ["", "summary:"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from parsers.signatures import ChildReport
 
@@ -45,8 +46,17 @@ RULE = re.compile(r"^\s*={8,}\s*$")
 REPORT_LINES = 5000
 _FAILURES_KEEP = 1024
 
-# The ``(rank, local rank, exit code, pid, traceback)`` of one section.
-_Entry = tuple
+class _Entry(NamedTuple):
+    """What one section of the report says about its rank."""
+
+    rank: int | None
+    local: int | None
+    exitcode: int | None
+    pid: int | None
+    trace: str | None
+
+
+_NO_ENTRY = _Entry(None, None, None, None, None)
 
 
 @dataclass(slots=True)
@@ -105,7 +115,7 @@ class ReportReader:
             return
         if self.in_root:
             if self.root is None:
-                self.root = (self.rank, self.local, self.exitcode, self.pid, self.trace)
+                self.root = _Entry(self.rank, self.local, self.exitcode, self.pid, self.trace)
         elif self.rank is not None and len(self.failures) < _FAILURES_KEEP:
             self.failures.append((self.rank, self.exitcode))
         self.rank = self.local = self.exitcode = self.pid = None
@@ -113,14 +123,14 @@ class ReportReader:
 
     def report(self) -> ChildReport:
         self.close_section()
-        root = self.root or (None, None, None, None, None)
+        root = self.root or _NO_ENTRY
         return ChildReport(
             script=self.script,
-            root_rank=root[0],
-            root_local_rank=root[1],
-            root_exitcode=root[2],
-            root_pid=root[3],
-            root_traceback=root[4],
+            root_rank=root.rank,
+            root_local_rank=root.local,
+            root_exitcode=root.exitcode,
+            root_pid=root.pid,
+            root_traceback=root.trace,
             failed_ranks=tuple(rank for rank, _ in self.failures),
             # Siblings the agent stopped itself (exit -15 after its SIGTERM).
             stopped_ranks=tuple(rank for rank, code in self.failures if code == -15),

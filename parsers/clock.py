@@ -66,7 +66,7 @@ def _at(event: Event, time: float, clocked: bool | None = None) -> Event:
         if clocked is not None:
             values[_CLOCKED] = clocked
         return Progress(*values)
-    return replace(event, time=time)  # type: ignore[type-var]
+    return replace(event, time=time)
 
 
 def placed(events: list[Event]) -> list[Event]:

@@ -254,6 +254,6 @@ def rate_of(event: Progress) -> tuple[float | None, str]:
     return event.tokens_per_s, "tok/s"
 
 
-Event = Union[
+Event = Union[  # noqa: UP007 - one alias the detectors and the registry read
     Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery
 ]

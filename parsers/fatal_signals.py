@@ -20,6 +20,8 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Literal
 
 from parsers.events import Crash
 from parsers.signatures import SIGNAL_NAMES, agent_signal, normalise, signal_signature
@@ -62,6 +64,8 @@ _AGENT_SIGNAL = re.compile(r"SignalException: Process (\d+) got signal: (\d+)")
 _MESSAGE_CHARS = 4000
 _WINDOW_S = 300.0  # one fatal signal per rank (or job) in this long
 _KEYS_MAX = 4096
+# What one fatal line is about: its family and its rank, pid or group.
+_Key = tuple[str, str | int | None]
 
 
 class SignalReader:
@@ -69,12 +73,12 @@ class SignalReader:
 
     __slots__ = ("_seen", "_source")
 
-    def __init__(self, source) -> None:
+    def __init__(self, source: Callable[[int], str]) -> None:
         # ``source(lineno) -> str``: the assembler's ``file:line`` naming.
         self._source = source
-        self._seen: dict[tuple, float] = {}
+        self._seen: dict[_Key, float] = {}
 
-    def read(self, text: str, rank: int | None, lineno: int, time: float) -> Crash | None | bool:
+    def read(self, text: str, rank: int | None, lineno: int, time: float) -> Crash | Literal[True] | None:
         """The Crash this line reports; True when it was a signal line
         already reported (consumed, nothing new); None when it is none."""
         if "Watchdog caught collective operation timeout" in text:
@@ -130,7 +134,7 @@ class SignalReader:
                 return self._emit(("killed", rank), lineno, time, "killed", "sigkill", text.strip(), rank, "Killed")
         return None
 
-    def _slurm(self, text: str, rank: int | None, lineno: int, time: float) -> Crash | None | bool:
+    def _slurm(self, text: str, rank: int | None, lineno: int, time: float) -> Crash | Literal[True] | None:
         slurm = _SLURM.search(text)
         body = text[text.index("slurmstepd"):].strip()
         if slurm is not None:
@@ -147,8 +151,8 @@ class SignalReader:
                               "slurmstepd")
         return None
 
-    def _emit(self, key: tuple, lineno: int, time: float, kind: str, cause: str | None, body: str,
-              rank: int | None, exc_type: str) -> Crash | bool:
+    def _emit(self, key: _Key, lineno: int, time: float, kind: str, cause: str | None, body: str,
+              rank: int | None, exc_type: str) -> Crash | Literal[True]:
         seen = self._seen.get(key)
         if seen is not None and time - seen < _WINDOW_S:
             return True

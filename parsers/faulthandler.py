@@ -67,7 +67,7 @@ class FaultBlock:
     finished: bool = False
 
     @classmethod
-    def start(cls, text: str, lineno: int, time: float) -> "FaultBlock | None":
+    def start(cls, text: str, lineno: int, time: float) -> FaultBlock | None:
         """A block begins on this (rank-stripped) line, or None."""
         if "Fatal Python error" not in text:
             return None

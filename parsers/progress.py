@@ -27,11 +27,13 @@ pair for columns.
 
 from __future__ import annotations
 
+from typing import Final, Literal, overload
+
 from parsers.events import Progress
 from parsers.numbers import parse_number
 from parsers.progress_columns import column_plan, progress_columns, value_columns
-from parsers.progress_fast import run_fast
-from parsers.progress_ops import yields
+from parsers.progress_fast import FastPlan, run_fast
+from parsers.progress_ops import Fields, Ops, Values, yields
 from parsers.progress_pattern import ProgressPattern
 from parsers.progress_plan import plan
 from parsers.progress_run import TOKENS_PER_SAMPLE, run
@@ -53,19 +55,13 @@ VALUES: tuple[str, ...] = (
     "step", "total_steps", "tokens_per_s", "loss", "rank", "metrics", "step_seconds", "rate", "rate_unit",
     "elapsed_s",
 )
-FIELDS = 7  # progress_fields: the first seven values
+FIELDS: Final = 7  # progress_fields: the first seven values
 
 # The plan cache, for tests that look into it (the same dict).
 _PLANS = PLANS
 
 
-def _run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
-    """The general runner's first seven values (``progress_run.run``)."""
-    found = run(ops, line, rank, rank_at)
-    return None if found is None else found[:FIELDS]
-
-
-def _run_fast(fast, ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
+def _run_fast(fast: FastPlan, ops: Ops, line: str, rank: int | None, rank_at: int) -> Fields | None:
     """The fast runner's first seven values (``progress_fast.run_fast``)."""
     found = run_fast(fast, ops, line, rank, rank_at)
     return None if found is None else found[:FIELDS]
@@ -89,7 +85,7 @@ def progress_possible(line: str) -> bool:
 
 def progress_values(
     line: str, rank: int | None = None, pattern: ProgressPattern | None = None, shape: bytes | None = None
-) -> tuple | None:
+) -> Values | None:
     """``parse_progress`` without the time, source and ``clocked``: the
     values named by ``VALUES`` (``(step, total_steps, tokens_per_s, loss,
     rank, metrics, step_seconds, rate, rate_unit, elapsed_s)``), or None.
@@ -98,7 +94,7 @@ def progress_values(
     if pattern is not None:
         found = _by_pattern(pattern, line, rank, values=True)
         if found is not None and len(found) == FIELDS:
-            found = (*found, None, None, None)
+            return (*found, None, None, None)
         return found
     if len(line) > PLAN_LINE_MAX:
         rank_at, ops = plan(line)
@@ -114,7 +110,7 @@ def progress_values(
 
 def progress_fields(
     line: str, rank: int | None = None, pattern: ProgressPattern | None = None, shape: bytes | None = None
-) -> tuple | None:
+) -> Fields | None:
     """The first seven of ``progress_values``: ``(step, total_steps,
     tokens_per_s, loss, rank, metrics, step_seconds)``, or None."""
     if pattern is not None:
@@ -123,7 +119,13 @@ def progress_fields(
     return None if found is None else found[:FIELDS]
 
 
-def _by_pattern(pattern: ProgressPattern, line: str, rank: int | None, values: bool) -> tuple | None:
+@overload
+def _by_pattern(pattern: ProgressPattern, line: str, rank: int | None, values: Literal[False]) -> Fields | None: ...
+@overload
+def _by_pattern(
+    pattern: ProgressPattern, line: str, rank: int | None, values: Literal[True]
+) -> Fields | Values | None: ...
+def _by_pattern(pattern: ProgressPattern, line: str, rank: int | None, values: bool) -> Fields | Values | None:
     """A user's pattern on the line, its rank prefix split off first.
     ``fields`` is all a pattern needs (the stream's tests hand in their
     own); ``values``, where it has one, for ``progress_values``."""
@@ -134,11 +136,15 @@ def _by_pattern(pattern: ProgressPattern, line: str, rank: int | None, values: b
         prefix_rank, text = split_rank(text)
         if rank is None:
             rank = prefix_rank
+    # The stream's tests hand in patterns with ``fields`` only.
     read = getattr(pattern, "values", None) if values else None
-    return read(text, rank) if read is not None else pattern.fields(text, rank)
+    if read is None:
+        return pattern.fields(text, rank)
+    found: Values | None = read(text, rank)
+    return found
 
 
-def progress_from(time: float, source: str, values: tuple, clocked: bool = True) -> Progress:
+def progress_from(time: float, source: str, values: Values, clocked: bool = True) -> Progress:
     """The Progress of a line's ``progress_values``, dated."""
     return Progress(time, source, *values[:FIELDS], clocked, *values[FIELDS:])
 

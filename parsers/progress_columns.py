@@ -13,10 +13,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from itertools import repeat
+from typing import Any
 
 from parsers.progress_fast import INF, FastPlan
 from parsers.progress_run import IT_S, SAMPLES_S, TOK_S
 from parsers.progress_shapes import PLAN_LINE_MAX, plan_of
+
+# One column: an entry per line, or a ``repeat`` of one value.
+Column = Iterable[Any]
+# ``value_columns``: steps, totals, tokens_per_s, losses, metrics,
+# step_seconds, rates, rate_units, elapsed.
+Columns = tuple[Column, Column, Column, Column, Column, Column, Column, Column, Column]
+# ``progress_columns``: the first six.
+FieldColumns = tuple[Column, Column, Column, Column, Column, Column]
 
 
 def column_plan(line: str, shape: bytes) -> FastPlan | None:
@@ -60,7 +69,7 @@ def _counts(column: tuple[str, ...], digits_only: bool, ok: Callable[[float], bo
     return list(map(int, values)) if all(map(ok, values)) else None
 
 
-def _per_second(seconds: list[float]) -> list[float | None]:
+def _per_second(seconds: Iterable[float]) -> list[float | None]:
     return [1.0 / s if s else None for s in seconds]
 
 
@@ -68,7 +77,7 @@ def _it_s(rate: float | None) -> str | None:
     return None if rate is None else IT_S
 
 
-def value_columns(fast: FastPlan, lines: list[str]) -> tuple | None:
+def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
     """``(steps, totals, tokens_per_s, losses, metrics, step_seconds, rates,
     rate_units, elapsed)`` of ``lines``, all of one shape whose
     ``column_plan`` is ``fast``: each a list with one entry per line, or a
@@ -77,25 +86,27 @@ def value_columns(fast: FastPlan, lines: list[str]) -> tuple | None:
     ``run_fast``'s value of line i."""
     cols = list(zip(*map(fast.cut, lines)))
     none = repeat(None)
-    steps: Iterable = none
-    totals: Iterable = none
-    tokens: Iterable = none
-    losses: Iterable = none
-    seconds: Iterable = none
-    metrics: Iterable = repeat(())
-    samples: Iterable = none
+    steps: Column = none
+    totals: Column = none
+    tokens: Column = none
+    losses: Column = none
+    seconds: Column = none
+    metrics: Column = repeat(())
+    samples: Column = none
     i = fast.step
     if i >= 0:
-        steps = _counts(cols[i], fast.step_is_int, _whole)
-        if steps is None:
+        counted = _counts(cols[i], fast.step_is_int, _whole)
+        if counted is None:
             return None
+        steps = counted
     i = fast.total
     if i >= 0:
-        totals = _counts(cols[i], fast.total_is_int, _whole_positive)
-        if totals is None:
+        counted = _counts(cols[i], fast.total_is_int, _whole_positive)
+        if counted is None:
             return None
+        totals = counted
         if fast.total_is_int:
-            totals = [v or None for v in totals]  # "step 3/0": no total
+            totals = [v or None for v in counted]  # "step 3/0": no total
     i = fast.tokens
     if i >= 0:
         tokens = _scaled(cols[i], fast.tokens_scale)
@@ -119,19 +130,19 @@ def value_columns(fast: FastPlan, lines: list[str]) -> tuple | None:
         pairs = [list(zip(repeat(name), _scaled(cols[j], scale))) for name, j, scale in fast.metrics]
         metrics = list(zip(*pairs))
     # run_fast's rate: tokens/s, else samples/s, else 1 / step time.
-    rates: Iterable = none
-    units: Iterable = none
+    rates: Column = none
+    units: Column = none
     if fast.tokens >= 0:
         rates, units = tokens, repeat(TOK_S)
     elif fast.samples >= 0:
         rates, units = samples, repeat(SAMPLES_S)
     elif fast.seconds >= 0:
-        rates = _per_second(seconds)  # type: ignore[arg-type]
+        rates = _per_second(seconds)
         units = list(map(_it_s, rates))
     return steps, totals, tokens, losses, metrics, seconds, rates, units, none
 
 
-def progress_columns(fast: FastPlan, lines: list[str]) -> tuple | None:
+def progress_columns(fast: FastPlan, lines: list[str]) -> FieldColumns | None:
     """``(steps, totals, tokens_per_s, losses, metrics, step_seconds)``:
     the first six of ``value_columns``, the stream's columns before rates."""
     columns = value_columns(fast, lines)

@@ -15,11 +15,13 @@ printed iteration rates, token/sample counts, tokens/s *and* samples/s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 from parsers import progress_keys as keys
-from parsers.progress_ops import METRIC, PUT, RATE, STEP
+from parsers.progress_ops import METRIC, PUT, RATE, STEP, Ops, Values
 from parsers.progress_run import IT_S, SAMPLES_S, TOK_S, run
 from parsers.ranks import split_rank
 
@@ -28,7 +30,7 @@ INF = math.inf
 
 @dataclass(frozen=True, slots=True)
 class FastPlan:
-    cut: object  # itemgetter of slices
+    cut: Callable[[str], tuple[str, ...]]  # itemgetter of slices
     step: int  # index into the cut numbers, -1: none
     step_is_int: bool  # from a "step N" op (digits only), not a named value
     total: int
@@ -45,12 +47,12 @@ class FastPlan:
     metrics: tuple[tuple[str, int, float], ...]  # (name, index, scale)
 
 
-def fast_plan(ops: tuple, line: str, shape: bytes) -> FastPlan | None:
+def fast_plan(ops: Ops, line: str, shape: bytes) -> FastPlan | None:
     """The fast form of ``ops``, or None where only ``run`` is exact."""
     if not line.isascii():
         return None  # shape offsets are bytes: equal to str offsets only in ASCII
     spans: list[slice] = []
-    slots = {
+    slots: dict[str, tuple[Any, ...]] = {
         "step": (-1, False), "total": (-1, False), "tokens": (-1, 1.0), "loss": (-1, 1.0),
         "seconds": (-1, 1.0, 1.0), "samples": (-1, 1.0),
     }
@@ -61,7 +63,7 @@ def fast_plan(ops: tuple, line: str, shape: bytes) -> FastPlan | None:
         spans.append(slice(a, b))
         return len(spans) - 1
 
-    def claim(name: str, value: tuple) -> bool:
+    def claim(name: str, value: tuple[Any, ...]) -> bool:
         if name in taken:
             return False  # two sources for one field: order decides, leave it to run
         taken.add(name)
@@ -138,14 +140,20 @@ def fast_plan(ops: tuple, line: str, shape: bytes) -> FastPlan | None:
             return None  # tqdm bars and alternatives: the general runner
     if not spans or ("tokens" in taken and "samples" in taken):
         return None
+    step, step_is_int = slots["step"]
+    total, total_is_int = slots["total"]
+    tokens, tokens_scale = slots["tokens"]
+    loss, loss_scale = slots["loss"]
+    seconds, seconds_scale, seconds_unit = slots["seconds"]
+    samples, samples_scale = slots["samples"]
     return FastPlan(
         itemgetter(*spans) if len(spans) > 1 else itemgetter(spans[0], spans[0]),
-        *slots["step"], *slots["total"], *slots["tokens"], *slots["loss"], *slots["seconds"], *slots["samples"],
-        tuple(metrics),
+        step, step_is_int, total, total_is_int, tokens, tokens_scale, loss, loss_scale,
+        seconds, seconds_scale, seconds_unit, samples, samples_scale, tuple(metrics),
     )
 
 
-def run_fast(fast: FastPlan, ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
+def run_fast(fast: FastPlan, ops: Ops, line: str, rank: int | None, rank_at: int) -> Values | None:
     """``run``'s values of ``line`` by ``fast``; ``run`` itself where a value check fails."""
     cut = fast.cut(line)
     step = total = tokens = loss = step_seconds = samples = None
@@ -191,6 +199,8 @@ def run_fast(fast: FastPlan, ops: tuple, line: str, rank: int | None, rank_at: i
     if rank is None and rank_at >= 0:
         rank = split_rank(line[rank_at:])[0]
     # run's rate_from, inline: no printed iteration rate in a fast plan.
+    rate: float | None
+    unit: str | None
     if tokens is not None:
         rate, unit = tokens, TOK_S
     elif samples is not None:

@@ -28,11 +28,28 @@ Spans are offsets into the line given to the runner. Op layouts:
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from parsers import progress_keys as keys
 from parsers.numbers import SI, VALUE, floats
 
 PUT, STEP, RATE, TQDM, TRY, METRIC = range(6)
+
+# One op: its code, then the operands of that code's layout above. Plain
+# tuples on purpose: the runners unpack them on every progress line.
+Op = tuple[Any, ...]
+Ops = tuple[Op, ...]
+Metrics = tuple[tuple[str, float], ...]
+# ``progress_fields``: Progress's fields after time and source, through
+# ``step_seconds`` (step, total_steps, tokens_per_s, loss, rank, metrics,
+# step_seconds). Plain tuples too: one per progress line, unpacked into a
+# Progress at once.
+Fields = tuple[int | None, int | None, float | None, float | None, int | None, Metrics, float | None]
+# ``progress_values``: the fields, then rate, rate_unit and elapsed_s.
+Values = tuple[
+    int | None, int | None, float | None, float | None, int | None, Metrics, float | None,
+    float | None, str | None, float | None,
+]
 
 # "step 12", "iteration 20/ 1000", "Step 5 [5/100]"
 STEP_WORD = re.compile(
@@ -66,7 +83,7 @@ class Plan:
     __slots__ = ("ops", "base", "summary")
 
     def __init__(self, base: int, summary: bool = False) -> None:
-        self.ops: list[tuple] = []
+        self.ops: list[Op] = []
         self.base = base
         self.summary = summary
 
@@ -102,7 +119,7 @@ class Plan:
             self.ops.append((STEP, base + m.start(1), base + m.end(1), *total, only_if_unset))
 
 
-def settle_counts(ops: list[tuple], line: str) -> list[tuple]:
+def settle_counts(ops: list[Op], line: str) -> list[Op]:
     """Token and sample counts whose names pair up (``consumed_tokens`` with
     ``consumed_samples``) stay counts; every other count is only a metric."""
     kinds = (keys.TOKEN_COUNT, keys.SAMPLE_COUNT)
@@ -123,7 +140,7 @@ def settle_counts(ops: list[tuple], line: str) -> list[tuple]:
     return out
 
 
-def yields(op: tuple) -> bool:
+def yields(op: Op) -> bool:
     """Whether an op can make a line progress: ``run`` returns None for a
     line whose ops fill none of step, loss, tokens/s or a printed rate of
     samples or steps (a line of metrics or of step times only)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from parsers.events import Progress
 from parsers.numbers import finite, parse_number
+from parsers.progress_ops import Fields, Values
 from parsers.progress_run import rate_from
 
 
@@ -44,12 +45,12 @@ class ProgressPattern:
         found = self.values(line, rank)
         return None if found is None else Progress(time, source, *found[:7], True, *found[7:])
 
-    def fields(self, line: str, rank: int | None = None) -> tuple | None:
+    def fields(self, line: str, rank: int | None = None) -> Fields | None:
         """The first seven of ``values``: what ``progress_fields`` returns."""
         found = self.values(line, rank)
         return None if found is None else found[:7]
 
-    def values(self, line: str, rank: int | None = None) -> tuple | None:
+    def values(self, line: str, rank: int | None = None) -> Values | None:
         """What ``parse`` reads, as ``progress_values`` returns it: the rate
         is the tokens/s, else one over the step time."""
         m = self.regex.search(line)

@@ -9,15 +9,15 @@ after a tqdm bar (HF Trainer's log line glued to its bar) is read with it.
 
 from __future__ import annotations
 
-from parsers.progress_ops import TRY, Plan, settle_counts
+from parsers.progress_ops import TRY, Ops, Plan, settle_counts
 from parsers.progress_readers import plan_dict, plan_fields, plan_rate, plan_tokens
 from parsers.progress_tqdm import might_be_bar, plan_tqdm
 from parsers.ranks import split_rank
 
-NO_PLAN: tuple[int, tuple] = (-1, ())
+NO_PLAN: tuple[int, Ops] = (-1, ())
 
 
-def plan(line: str) -> tuple[int, tuple]:
+def plan(line: str) -> tuple[int, Ops]:
     """(where a rank prefix starts or -1, ops) for every line of this shape."""
     text = line.strip()
     if not text:
@@ -58,5 +58,5 @@ def plan(line: str) -> tuple[int, tuple]:
     return rank_at, _done(ops, line)
 
 
-def _done(ops: Plan, line: str) -> tuple:
+def _done(ops: Plan, line: str) -> Ops:
     return tuple(settle_counts(ops.ops, line))

@@ -25,21 +25,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Final
 
 from parsers.progress import VALUES, progress_values
+from parsers.progress_ops import Values
 from parsers.progress_pattern import ProgressPattern
 from parsers.ranks import split_rank
 
 __all__ = ["ELAPSED", "SPREAD_MAX_S", "VALUES", "redraw_times", "redraw_values"]
 
-ELAPSED = VALUES.index("elapsed_s")
+# ``VALUES.index("elapsed_s")``, written as a literal so that a type checker
+# knows what ``values[ELAPSED]`` holds (tests/core/test_progress_rates.py checks it).
+ELAPSED: Final = 9
 # States without a counter of their own are spread over at most this long
 # before the look that read them: after a silence of minutes, the states
 # of one look were drawn just before it, not over the whole silence.
 SPREAD_MAX_S = 2.0
 
 
-def redraw_values(line: str, pattern: ProgressPattern | None = None) -> list[tuple]:
+def redraw_values(line: str, pattern: ProgressPattern | None = None) -> list[Values]:
     """The ``progress_values`` of each ``'\\r'`` state of ``line``, in order,
     one per step shown (a bar redraws a step more than once: the newer state
     wins). A state that does not parse (the dict HF prints after its bar,
@@ -48,8 +52,8 @@ def redraw_values(line: str, pattern: ProgressPattern | None = None) -> list[tup
     rank = None
     if line[:1] == "[":
         rank, line = split_rank(line)
-    out: list[tuple] = []
-    last = None
+    out: list[Values] = []
+    last: object = None
     for segment in line.split("\r"):
         if not segment.strip():
             continue

@@ -20,7 +20,7 @@ import math
 
 from parsers import progress_keys as keys
 from parsers.numbers import finite, parse_clock
-from parsers.progress_ops import METRIC, PUT, RATE, STEP, TQDM, TRY
+from parsers.progress_ops import METRIC, PUT, RATE, STEP, TQDM, TRY, Ops, Values
 from parsers.ranks import split_rank
 
 TOKENS_PER_SAMPLE = "tokens_per_sample"
@@ -42,7 +42,7 @@ def rate_from(
     return None, None
 
 
-def run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
+def run(ops: Ops, line: str, rank: int | None, rank_at: int) -> Values | None:
     """Apply a plan to a line: the value checks, then the values or None."""
     step = total = tokens = loss = step_seconds = None
     samples = steps_rate = token_count = sample_count = elapsed = None
@@ -125,9 +125,9 @@ def run(ops: tuple, line: str, rank: int | None, rank_at: int) -> tuple | None:
                         total = n
             elapsed = parse_clock(line[el_a:el_b])
             if rate_a >= 0:
-                value = finite(float(line[rate_a:rate_b]) * rate_scale)
-                per_item = value if inverse else (1.0 / value if value else None)
-                per_second = (1.0 / value if value else None) if inverse else value
+                shown = finite(float(line[rate_a:rate_b]) * rate_scale)
+                per_item = shown if inverse else (1.0 / shown if shown else None)
+                per_second = (1.0 / shown if shown else None) if inverse else shown
                 if kind == keys.STEPS_RATE:
                     step_seconds = per_item
                     steps_rate = per_second

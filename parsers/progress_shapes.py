@@ -9,10 +9,11 @@ for digits, and lines of one shape share one plan (``parsers.progress_ops``).
 from __future__ import annotations
 
 from parsers.progress_fast import FastPlan, fast_plan
+from parsers.progress_ops import Ops
 from parsers.progress_plan import plan
 
 _SHAPE = bytes.maketrans(b"123456789", b"000000000")
-PLANS: dict[bytes, tuple] = {}  # shape -> (rank_at, ops, fast plan or None)
+PLANS: dict[bytes, tuple[int, Ops, FastPlan | None]] = {}  # shape -> (rank_at, ops, fast plan or None)
 PLANS_MAX = 512
 PLAN_LINE_MAX = 2048  # longer lines are planned every time (bounded memory)
 
@@ -27,12 +28,12 @@ def line_shape(line: str) -> bytes:
     return line.encode("utf-8", "surrogatepass").translate(_SHAPE)
 
 
-def planned(line: str, shape: bytes) -> tuple[int, tuple, FastPlan | None]:
+def planned(line: str, shape: bytes) -> tuple[int, Ops, FastPlan | None]:
     rank_at, ops = plan(line)
     return rank_at, ops, (fast_plan(ops, line, shape) if ops else None)
 
 
-def plan_of(line: str, shape: bytes) -> tuple[int, tuple, FastPlan | None]:
+def plan_of(line: str, shape: bytes) -> tuple[int, Ops, FastPlan | None]:
     """The cached plan of ``line``'s shape, planned on first sight."""
     found = PLANS.get(shape)
     if found is None:

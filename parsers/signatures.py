@@ -17,8 +17,8 @@ ranks, sizes or timestamps.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from parsers.events import Frame
 
@@ -228,7 +228,7 @@ def classify(
     ):
         return Classification("crash", "missing_module", None)
     if markers & {"cuda_error", "illegal_memory_access", "device_side_assert"} or "AcceleratorError" in names:
-        cause = None
+        cause: str | None = None
         for marker in ("invalid_device_ordinal", "illegal_memory_access", "device_side_assert"):
             if marker in markers:
                 cause = marker

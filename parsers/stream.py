@@ -23,11 +23,12 @@ on where the chunk ended (tests/core/test_stream_chunks.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from copy import copy
 from dataclasses import replace
 from datetime import tzinfo
 from itertools import accumulate, repeat
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 from parsers.clock import EventClock, placed
 from parsers.events import Crash, Event, PaddingReport, Progress, Recompile
@@ -39,11 +40,13 @@ from parsers.progress import (
     ProgressPattern,
     column_plan,
     line_shape,
+    progress_possible,
     progress_values,
     value_columns,
-    progress_possible,
 )
+from parsers.progress_fast import FastPlan
 from parsers.progress_hints import SilentBarHint
+from parsers.progress_ops import Values
 from parsers.progress_redraws import redraw_values
 from parsers.ranks import split_rank
 from parsers.scanner import Scanner, make_scanner
@@ -86,7 +89,7 @@ _SAMPLE_CHARS = 1 << 16
 # A shape whose progress lines are read as columns: its fast plan, the
 # fraction digits of the stamp its lines start with, and the TimeParser
 # method that reads a run of those stamps (``iso_run`` or ``us_run``).
-_Lane = tuple[object, int, Callable[[list[str], int], list[float]]]
+_Lane = tuple[FastPlan, int, Callable[[list[str], int], list[float]]]
 
 
 class Assembler(Protocol):
@@ -319,6 +322,10 @@ class LogStream:
         run_starts: list[int] = []
         run_ends: list[int] = []
         run_lanes: list[_Lane] = []
+        # (Declared, not assigned: no work per line.)
+        found: Values | None
+        event: Event
+        segments: tuple[str, ...]
         while pos < n:
             is_open = assembler.is_open
             if is_open:
@@ -606,12 +613,12 @@ class LogStream:
                 return flags | _TRIGGER
         return flags
 
-    def _redraws(self, line: str) -> list[tuple]:
+    def _redraws(self, line: str) -> list[Values]:
         """The Progress values of each state of a line redrawn with '\\r', in
         order (``progress_redraws.redraw_values``: live reads them alike)."""
         return redraw_values(line, self._pattern)
 
-    def _progress(self, line: str, has_cr: bool) -> tuple | None:
+    def _progress(self, line: str, has_cr: bool) -> Values | None:
         """The line's Progress values after time and source (``progress_values``)."""
         rank = None
         if line[:1] == "[":
@@ -628,7 +635,7 @@ class LogStream:
         return progress_values(line, rank, self._pattern)
 
     def _dated(
-        self, found: tuple, text: str, covered: int, start: int, end: int, clock: float | None, line: str,
+        self, found: Values, text: str, covered: int, start: int, end: int, clock: float | None, line: str,
         lineno: int, fallback_time: float,
     ) -> tuple[Progress, float | None, int]:
         """The Progress of a line read on its own (``progress_values``'
@@ -641,11 +648,11 @@ class LogStream:
         # The values after step_seconds are the fields after ``clocked``.
         return Progress(time, source, *found[:FIELDS], own, *found[FIELDS:]), clock, covered
 
-    def _own(self, event: Event) -> Event:
+    def _own(self, event: Crash | Recompile) -> Crash | Recompile:
         """The assembler knows line numbers, not the file: cite ``name:line``."""
-        source = getattr(event, "source", None)
-        if isinstance(source, str) and source.isdigit():
-            return replace(event, source=self._prefix + source)  # type: ignore[type-var]
+        source = event.source
+        if source.isdigit():
+            return replace(event, source=self._prefix + source)
         return event
 
     def _clock_at(

@@ -16,7 +16,8 @@ usually about something else (a checkpoint name, a SLURM deadline).
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone, tzinfo
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from parsers.ranks import split_rank
 
@@ -54,18 +55,19 @@ _EPOCH_S = (1e9, 1e10)
 _EPOCH_MS = (1e12, 1e13)
 
 _ERRORS = (ValueError, OverflowError, OSError)
-_POW10 = tuple(10**n for n in range(10))
+_POW10: tuple[int, ...] = tuple(10**n for n in range(10))
 
 
 def _fraction(digits: str | None) -> float:
     if not digits:
         return 0.0
-    return int(digits) / 10 ** len(digits)
+    scale: int = 10 ** len(digits)
+    return int(digits) / scale
 
 
 def _zone(text: str) -> tzinfo:
     if text == "Z":
-        return timezone.utc
+        return UTC
     sign = -1 if text[0] == "-" else 1
     body = text[1:].replace(":", "")
     minutes = int(body[:2]) * 60 + (int(body[2:4]) if len(body) >= 4 else 0)
@@ -195,7 +197,11 @@ class TimeParser:
         return self._min_key, self._min_val
 
     def _minute_run(
-        self, lines: list[str], frac_len: int, parse, minute  # noqa: ANN001 - bound methods of self
+        self,
+        lines: list[str],
+        frac_len: int,
+        parse: Callable[[str], float | None],
+        minute: Callable[[], tuple[str | None, float]],
     ) -> list[float]:
         """The loop of ``iso_run`` and ``us_run``: while a line's first 16
         characters repeat the minute ``parse`` read last, its seconds and

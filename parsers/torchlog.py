@@ -94,7 +94,7 @@ class RecompileBlock:
     finished: bool = False
 
     @classmethod
-    def start(cls, text: str, source: str, time: float, rank: int | None) -> "RecompileBlock | None":
+    def start(cls, text: str, source: str, time: float, rank: int | None) -> RecompileBlock | None:
         """A block begins on this (rank-stripped) line, or None."""
         message, _ = strip_logger(text)
         hit = _HIT.search(message)

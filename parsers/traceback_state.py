@@ -89,10 +89,10 @@ class Trace:
     state: str                        # frames | message | chain | report
     thread: str | None = None
     head: list[str] = field(default_factory=list)
-    tail: deque = field(default_factory=lambda: deque(maxlen=_TEXT_TAIL))
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TEXT_TAIL))
     n_lines: int = 0
-    frames: deque = field(default_factory=lambda: deque(maxlen=_FRAMES_KEEP))
-    earlier_frames: deque = field(default_factory=lambda: deque(maxlen=_FRAMES_KEEP))
+    frames: deque[Frame] = field(default_factory=lambda: deque(maxlen=_FRAMES_KEEP))
+    earlier_frames: deque[Frame] = field(default_factory=lambda: deque(maxlen=_FRAMES_KEEP))
     chain: list[ExcLine] = field(default_factory=list)
     message: list[str] = field(default_factory=list)
     markers: set[str] = field(default_factory=set)
@@ -220,7 +220,7 @@ class Trace:
         self.junk_run += 1
         return DONE if self.junk_run > _JUNK_LIMIT else OPEN
 
-    def frame(self, match: re.Match) -> None:
+    def frame(self, match: re.Match[str]) -> None:
         self.frames.append(Frame(match.group(1), int(match.group(2)), (match.group(3) or "").strip()))
         self.expect_code = True
         self.junk_run = 0

@@ -40,8 +40,8 @@ from parsers.fatal_signals import SignalReader
 from parsers.faulthandler import FaultBlock
 from parsers.ranks import split_rank
 from parsers.signatures import ChildReport, classify, scan_markers, short_type, traceback_signature
-from parsers.torchlog import RecompileBlock, fatal_recompile, is_fail_on_limit
 from parsers.torchlog import TRIGGERS as _RECOMPILE_TRIGGERS
+from parsers.torchlog import RecompileBlock, fatal_recompile, is_fail_on_limit
 from parsers.traceback_state import BARE, DONE, FILE, HEADER, MESSAGE_CHARS, OPEN, Trace
 
 # Literal substrings: a line holding none of them cannot start anything, so
@@ -153,7 +153,7 @@ class CrashAssembler:
 
     # -- streams -----------------------------------------------------------
 
-    def _age_others(self, rank: int | None, out: list) -> None:
+    def _age_others(self, rank: int | None, out: list[Crash | Recompile]) -> None:
         for other in self._streams.values():
             if other.rank == rank or not other.busy:
                 continue
@@ -168,7 +168,7 @@ class CrashAssembler:
             if other.thread_ttl > 0 and other.foreign > _FOREIGN_PENDING:
                 other.thread_ttl = 0
 
-    def _end_block(self, stream: _Stream, out: list) -> None:
+    def _end_block(self, stream: _Stream, out: list[Crash | Recompile]) -> None:
         block = stream.block
         stream.block = None
         if isinstance(block, RecompileBlock):
@@ -180,7 +180,7 @@ class CrashAssembler:
 
     # -- idle: what can start here ------------------------------------------
 
-    def _idle(self, stream: _Stream, text: str, lineno: int, time: float, out: list) -> None:
+    def _idle(self, stream: _Stream, text: str, lineno: int, time: float, out: list[Crash | Recompile]) -> None:
         if stream.thread_ttl > 0:
             stream.thread_ttl -= 1
         if HEADER in text:
@@ -227,7 +227,7 @@ class CrashAssembler:
 
     # -- emitting ----------------------------------------------------------
 
-    def _finish(self, stream: _Stream, out: list) -> None:
+    def _finish(self, stream: _Stream, out: list[Crash | Recompile]) -> None:
         trace = stream.trace
         stream.trace = None
         if trace is None:

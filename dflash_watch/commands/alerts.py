@@ -7,6 +7,11 @@ hangs costs its own timeout, not the others'), without its filters (the
 point is to see that it works). One line per sink, in config order:
 ``ok`` or ``failed`` with the reason; a secret URL is named only by its
 variable. Exit 0 all ok, 1 any failed, 2 no sinks or a bad config.
+
+``--json``: the same results as one object for a script,
+``{"sinks": [{"name", "kind", "url_env", "ok", "error"}, ...]}`` in config
+order (``error`` null when delivered); errors before any sink is tried stay
+one line on stderr with exit 2.
 """
 
 from __future__ import annotations
@@ -88,14 +93,16 @@ def run(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + 2 * timeout + 1.0  # PagerDuty sends twice
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-    failed = 0
-    for i, (sink, thread) in enumerate(zip(sinks, threads)):
-        name = sink.where().removeprefix("sink ")
-        why = f"no answer within {timeout:g} s" if thread.is_alive() else results[i]
-        if why is None:
-            print(f"ok      {name}")
-        else:
-            failed += 1
-            print(f"failed  {name}: {why}")
+    whys = [f"no answer within {timeout:g} s" if t.is_alive() else results[i] for i, t in enumerate(threads)]
+    if getattr(args, "json", False):
+        import json
+
+        rows = [{"name": sink.name, "kind": sink.kind, "url_env": sink.url_env, "ok": why is None,
+                 "error": why} for sink, why in zip(sinks, whys)]
+        print(json.dumps({"sinks": rows}))  # ASCII: no raw control character reaches a terminal
+    else:
+        for sink, why in zip(sinks, whys):
+            name = sink.where().removeprefix("sink ")
+            print(f"ok      {name}" if why is None else f"failed  {name}: {why}")
     sys.stdout.flush()
-    return 1 if failed else 0
+    return 1 if any(why is not None for why in whys) else 0

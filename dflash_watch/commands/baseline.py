@@ -26,13 +26,13 @@ import glob
 import math
 import os
 import sys
-from typing import Any
+from typing import Any, TypeGuard
 
 from . import fail
-from .baseline_window import TOKENS, Window, replay_settings, _window_monitor, capture_window, median
+from .baseline_window import TOKENS, Window, _window_monitor, capture_window, median, replay_settings
 from .common import ClearError, SettingsError, expand_logs, parse_tz
 
-__all__ = ["Window", "_window_monitor", "capture_window", "describe", "run"]
+__all__ = ["Window", "_window_monitor", "capture_window", "describe", "describe_rows", "run", "show_json"]
 
 DEFAULT_OUT = "dflash-baseline.json"
 
@@ -87,7 +87,6 @@ def _expand(patterns: tuple[str, ...]) -> list[str]:
 def _save(args: argparse.Namespace) -> int:
     from ..baseline import Baseline, save_baseline
     from ..replay import ReplayInputError, check_inputs, replay
-
     from .baseline_env import replay_probe_kwargs
 
     config, tz, detector_config, pattern = replay_settings(args)
@@ -215,12 +214,46 @@ def _show(args: argparse.Namespace) -> int:
         path = load_config(args.config).baseline_file or DEFAULT_OUT
     tz = parse_tz(args.tz)
     baseline = load_baseline(path)
+    if getattr(args, "json", False):
+        import json
+
+        # ASCII: text from the file never reaches a terminal raw.
+        sys.stdout.write(json.dumps(show_json(baseline, path, tz)) + "\n")
+        return 0
     sys.stdout.write("\n".join(describe(baseline, path, tz)) + "\n")
     return 0
 
 
+def show_json(baseline: Any, path: str, tz: Any = None) -> dict[str, Any]:
+    """``baseline show --json``: the file's object as saved (``file``) and
+    what show derives from it: the rate's unit, the tokens/s reference
+    (null when the rate is in another unit), the window in seconds since
+    the epoch (null when the file has none) and the rows a person sees."""
+    return {"baseline": str(path), "file": baseline.to_dict(), "unit": baseline.unit,
+            "tokens_per_s": baseline.tokens_per_s, "window": _window(baseline.extra),
+            "rows": [[name, value] for name, value in describe_rows(baseline, tz)]}
+
+
+def _window(extra: dict[str, Any]) -> dict[str, float] | None:
+    """The saved window, from ``window`` or (the dashboard's ``b`` key) the
+    ``window_s`` before ``captured_at``; as ``describe_rows`` reads it."""
+    window = extra.get("window")
+    if isinstance(window, dict) and _is_num(window.get("from")) and _is_num(window.get("to")):
+        return {"from": window["from"], "to": window["to"]}
+    if window is None and _is_num(extra.get("window_s")) and _is_num(extra.get("captured_at")):
+        return {"from": extra["captured_at"] - extra["window_s"], "to": extra["captured_at"]}
+    return None
+
+
 def describe(baseline: Any, path: str, tz: Any = None) -> list[str]:
-    """A baseline as lines for a person; unexpected shapes are shown raw,
+    """A baseline as lines for a person, under its file name."""
+    rows = describe_rows(baseline, tz)
+    width = max(len(name) for name, _ in rows)
+    return [f"baseline {_printable(str(path))}", *(f"  {name:<{width}}  {value}" for name, value in rows)]
+
+
+def describe_rows(baseline: Any, tz: Any = None) -> list[tuple[str, str]]:
+    """A baseline as (name, value) rows; unexpected shapes are shown raw,
     never a traceback (the file may come from a newer version)."""
     import json
 
@@ -243,7 +276,6 @@ def describe(baseline: Any, path: str, tz: Any = None) -> list[str]:
     extra.pop("throughput_unit", None)
     extra.pop("window_s", None)
     memory = extra.pop("gpu_memory", None)
-    lines = [f"baseline {_printable(str(path))}"]
     gpu_rows: list[tuple[str, str]] = []
     if isinstance(memory, dict):
         from detectors.config import fmt_gib
@@ -270,9 +302,7 @@ def describe(baseline: Any, path: str, tz: Any = None) -> list[str]:
     rows.extend(gpu_rows)
     rows.extend(_fingerprint_rows(extra))
     rows.extend((_printable(str(k)), _printable(json.dumps(v))) for k, v in sorted(extra.items()))
-    width = max(len(name) for name, _ in rows)
-    lines.extend(f"  {name:<{width}}  {value}" for name, value in rows)
-    return lines
+    return rows
 
 
 def _figure_rows(extra: dict[str, Any], baseline: Any) -> list[tuple[str, str]]:
@@ -347,7 +377,7 @@ def _fingerprint_rows(extra: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _is_num(value: Any) -> bool:
+def _is_num(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -22,28 +22,32 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 from . import fail
 from .baseline_env import environment_fingerprint, probe_files, replay_probe_kwargs
-from .baseline_window import Window, replay_settings, _window_monitor, capture_window, median
+from .baseline_window import Window, _window_monitor, capture_window, median, replay_settings
 from .common import expand_logs
 
 DEFAULT_BASELINE = "dflash-baseline.json"
 
 
-def current_profile(monitor: Any, fingerprint: dict[str, Any] | None) -> dict[str, Any] | None:
+def current_profile(monitor: Monitor, fingerprint: dict[str, Any] | None) -> dict[str, Any] | None:
     """The replayed run's profile in the baseline file's shape; None without throughput."""
     from ..profile import monitor_figures
 
-    first, last = monitor.kept_first, monitor.kept_last
+    window: Any = monitor  # baseline_window's WindowMonitor: the window's own figures, not on Monitor
+    first, last = window.kept_first, window.kept_last
     if first is None or last is None:
         return None
     captured = monitor.capture_baseline(max(last - first, 0.0))
     if captured is None:
         return None
     out = captured.to_dict()
-    interval = median(monitor.step_intervals) or median(monitor.step_seconds)
+    interval = median(window.step_intervals) or median(window.step_seconds)
     if interval is not None:
         out["step_interval_s"] = interval
     out.update(monitor_figures(monitor))
@@ -52,7 +56,7 @@ def current_profile(monitor: Any, fingerprint: dict[str, Any] | None) -> dict[st
     return out
 
 
-def fired(monitor: Any) -> set[str]:
+def fired(monitor: Monitor) -> set[str]:
     """Detector names of every alert that fired during the replay."""
     return {a.detector for a in monitor.alerts.history if a.state == "firing"}
 

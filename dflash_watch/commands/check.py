@@ -12,7 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 
 def _describe(alert: Any) -> str:
@@ -159,7 +162,7 @@ def _long(seconds: float) -> str:
     return fmt_duration(seconds)
 
 
-def _job(args: argparse.Namespace, config: Any, monitor: Any, now: float) -> str | None:
+def _job(args: argparse.Namespace, config: Any, monitor: Monitor, now: float) -> str | None:
     """With a session named: the job's exit becomes a process_exit alert; its state a line."""
     from .common import SettingsError
     from .live_setup import build_job

@@ -15,7 +15,10 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 
 class _Printer:
@@ -41,7 +44,7 @@ class _Printer:
                 # any more, so stop as after SIGTERM.
                 self.broken = True
 
-    def notices(self, monitor: Any) -> None:
+    def notices(self, monitor: Monitor) -> None:
         """New notices of the Monitor since the last call, to stderr."""
         with monitor.lock:
             total = monitor.notices_total

@@ -1,4 +1,9 @@
-"""`dflash-watch init [PATH]`: write a commented config file."""
+"""`dflash-watch init [PATH]`: write a commented config file.
+
+After writing, it says where commands look for a config without
+``--config`` (``config.default_config_paths``, first found wins), so a
+file written elsewhere is not silently ignored.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from . import fail
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import example_config
+    from ..config import default_config_paths
+    from ..config_template import example_config
 
     path = Path(args.path)
     if path.exists() and not args.force:
@@ -19,4 +25,15 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"cannot write {path}: {exc.strerror or exc}")
     print(f"wrote {path}; edit [run].command and logs, then run `dflash-watch watch`")
+    places = default_config_paths()
+    if not any(_same(path, p) for p in places):
+        print(f"commands read it with --config {path}; without --config they look in, first found wins: "
+              + ", ".join(str(p) for p in places))
     return 0
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False

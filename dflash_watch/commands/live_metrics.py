@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import SettingsError
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 DEFAULT_HOST = "127.0.0.1"
 
 
-def start_metrics(args: argparse.Namespace, settings: Any, monitor: Any, session: Any,
+def start_metrics(args: argparse.Namespace, settings: Any, monitor: Monitor, session: Any,
                   sinks: Any = None) -> Any | None:
     port = getattr(args, "metrics_port", None)
     host = getattr(args, "metrics_host", None)

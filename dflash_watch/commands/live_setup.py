@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import SettingsError, load_run_settings, monitor_kwargs, probe_patterns
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 DEFAULT_SESSION = "dflash-train"
 
@@ -22,7 +25,7 @@ class LiveSetup:
     """Everything a live view needs, not yet started."""
 
     settings: Any
-    monitor: Any
+    monitor: Monitor
     session: Any
     job: Any
     control_note: str | None
@@ -52,7 +55,7 @@ def _wants_job(args: argparse.Namespace, config: Any) -> bool:
                 or run.session != DEFAULT_SESSION)
 
 
-def _gpu_holders(monitor: Any):
+def _gpu_holders(monitor: Monitor):
     """(gpu, pid, used_bytes, name) from the Monitor's latest samples, for the relaunch preflight."""
 
     def holders() -> list[tuple[int, int, int, str]]:
@@ -66,7 +69,7 @@ def _gpu_holders(monitor: Any):
     return holders
 
 
-def build_job(args: argparse.Namespace, config: Any, monitor: Any) -> tuple[Any, str | None]:
+def build_job(args: argparse.Namespace, config: Any, monitor: Monitor) -> tuple[Any, str | None]:
     """(job, why there is no job control) for a live view."""
     if not _wants_job(args, config):
         return None, None

@@ -8,10 +8,13 @@ listener only enqueues: sending happens on the sinks' own threads.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 
-def start_sinks(settings: Any, monitor: Any, gate: Any = None) -> Any | None:
+def start_sinks(settings: Any, monitor: Monitor, gate: Any = None) -> Any | None:
     """A started dispatcher with ``close(timeout)``, or None without sinks.
 
     ``gate`` wraps the dispatcher's listener (the alert history's: a restart

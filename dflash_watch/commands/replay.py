@@ -86,6 +86,7 @@ def _dashboard(monitor, logs, settings) -> int:  # noqa: ANN001
         control_note="replay of a finished run: no job to control",
         tz=settings.tz,
         clock=lambda: monitor.now or 0.0,
+        keymap=settings.config.keys,
     )
     app.run()
     return 0

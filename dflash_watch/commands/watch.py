@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+
 def _fail(message: str) -> int:
     print(f"dflash-watch: {message}", file=sys.stderr)
     return 2
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         baseline_path=config.baseline_file,
         tz=live.settings.tz,
         logs_configured=bool(config.logs),
+        keymap=config.keys,
     )
     _leave_on_signal(live)
     live.session.start()

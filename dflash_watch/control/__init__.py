@@ -6,6 +6,7 @@ dflash-watch never touches a running training.
 
 from .adopt import Adoption, Foreground
 from .autorelaunch import AutoRelaunchConfig, AutoRelauncher, AutoRelaunchPolicy, Decision
+from .errors import SurvivorsAlive
 from .job import (
     AlreadyRunning,
     ControlUnavailable,
@@ -16,7 +17,6 @@ from .job import (
     RelaunchRefused,
     classify_exit,
 )
-from .errors import SurvivorsAlive
 from .lock import JobLock, LockTimeout
 from .survivors import Survivors
 from .tmux import InvalidName, Tmux, TmuxError, TmuxMissing, TmuxServerGone, validate_name

@@ -18,7 +18,15 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 
-from .procfs import SHELLS, proc_alive, proc_group, proc_name, proc_pgid, proc_signal_groups, proc_signal_pids
+from ..procfs import (
+    SHELLS,
+    proc_alive,
+    proc_group,
+    proc_name,
+    proc_pgid,
+    proc_signal_groups,
+    proc_signal_pids,
+)
 from .record import is_ours
 from .state import JobState, int_or_none, pids_text, signame
 from .survivors import Survivors, signal_survivors

@@ -28,7 +28,17 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from .procfs import SHELLS, proc_cmdline, proc_cwd, proc_foreground_pgid, proc_group, proc_name, proc_tree
+from ..procfs import (
+    SHELLS,
+    proc_cmdline,
+    proc_cwd,
+    proc_environ,
+    proc_foreground_pgid,
+    proc_group,
+    proc_name,
+    proc_ppid,
+    proc_tree,
+)
 from .tmux import Tmux, TmuxError
 
 _PANE_FORMAT = "#{pane_pid}\t#{pane_dead}\t#{pane_current_path}\t#{session_path}\t#{pane_start_command}"
@@ -114,36 +124,13 @@ def read_foreground(shell_pid: int) -> Foreground | None:
     if not argv:
         return None
     # The shell's direct children are the pipeline's stages; what they fork (workers) is not.
-    stages = tuple(a for a in (proc_cmdline(p) for p in members if p == leader or _ppid(p) == shell_pid) if a)
+    stages = tuple(a for a in (proc_cmdline(p) for p in members if p == leader or proc_ppid(p) == shell_pid) if a)
     return Foreground(fg, argv, proc_cwd(leader), _env_added(leader, shell_pid), stages)
-
-
-def _ppid(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read().decode("utf-8", "replace")
-        return int(raw[raw.rfind(")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return {}
-    out: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.decode("utf-8", "surrogateescape").partition("=")
-        if sep and key:
-            out[key] = value
-    return out
 
 
 def _env_added(pid: int, shell_pid: int) -> tuple[tuple[str, str], ...]:
     """What the training's environment has beyond the shell's initial one (exported later, or inline)."""
-    mine, base = _environ(pid), _environ(shell_pid)
+    mine, base = proc_environ(pid), proc_environ(shell_pid)
     if not mine:
         return ()
     return tuple(sorted((k, v) for k, v in mine.items() if k not in _SHELL_SET and base.get(k) != v))

@@ -13,8 +13,9 @@ it to a Job; it takes ``now`` too and never sleeps.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from parsers.events import ProcessExit
 

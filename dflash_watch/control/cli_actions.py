@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .job import AlreadyRunning, ControlUnavailable, GpuHolders, Job, JobError, JobSpec
 from .lock import LockTimeout
@@ -32,7 +33,6 @@ class UsageError(ValueError):
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
     """The JobSpec from ``[run]`` of the config (see dflash_watch.config), flags on top."""
     from ..config import ConfigError, load_config
-
     from .secrets import sink_secret_names
 
     try:
@@ -137,10 +137,27 @@ def _guard(action: Callable[[], int]) -> int:
         return 2
 
 
+def status_json(st: Any) -> dict[str, Any]:
+    """``status --json``: every field of the JobState, its line, and
+    ``survivors``: the last run's processes still alive, verified (a list,
+    empty when none), or None where nobody looked (the job is running, or
+    the pane is not one dflash-watch started)."""
+    from dataclasses import asdict
+
+    known = not st.running and (st.state == "absent" or st.managed)
+    return {**asdict(st), "pids": list(st.pids), "running": st.running, "line": st.line(),
+            "survivors": list(st.pids) if known else None}
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     def action() -> int:
         st = _job(args, None).status()
-        _say(st.line())
+        if getattr(args, "json", False):
+            import json
+
+            _say(json.dumps(status_json(st)))  # ASCII: no raw control character reaches a terminal
+        else:
+            _say(st.line())
         return 0 if st.running else 1
 
     return _guard(action)

@@ -21,7 +21,7 @@ class JobError(RuntimeError):
 
 
 class AlreadyRunning(JobError):
-    def __init__(self, state: "JobState") -> None:
+    def __init__(self, state: JobState) -> None:
         super().__init__(f"already running in {state.session} (pid {state.pid}); use relaunch to restart it")
         self.state = state
 

@@ -59,7 +59,8 @@ class ExitWatcher:
         key = st.run_id or self._last_run
         if not key or key in self._reported:
             return None
-        rec_done = bool(rec) and rec.get("run_id") == key and rec.get("state") in ("exited", "killed")
+        known = rec or {}  # rec_done implies rec is this (non-empty) dict
+        rec_done = known.get("run_id") == key and known.get("state") in ("exited", "killed")
         if (not rec_done and st.pids and rec and rec.get("run_id") == key
                 and rec.get("state") in ("starting", "running")):
             return None  # its pane is gone but the run lives on (it outlived the tmux server)
@@ -70,10 +71,10 @@ class ExitWatcher:
         if rec_done and code is None and sig is None:
             # The state was read just before the wrapper wrote its record:
             # the record (read after it) is the truth.
-            code, sig = int_or_none(rec.get("code")), int_or_none(rec.get("signal"))
-        ended = rec.get("ended_at") if rec_done else None
+            code, sig = int_or_none(known.get("code")), int_or_none(known.get("signal"))
+        ended = known.get("ended_at") if rec_done else None
         kind, sig = classify_exit(code, sig, signature)
-        why = (str(rec.get("asked")) if rec_done and rec.get("asked") else None) or self.asked.get(key)
+        why = (str(known.get("asked")) if rec_done and known.get("asked") else None) or self.asked.get(key)
         if why is None and asked is not None:
             why = asked(key)
         if why:

@@ -22,7 +22,7 @@ Why this shape:
 - The parts live by concept: the spec (``spec.py``), the state and its
   words (``state.py``), exit events (``exits.py``), abort escalation
   (``abort.py``), the relaunch preflight (``release.py``), the pane
-  (``pane.py``), pane adoption (``adopt.py``), /proc (``procfs.py``). The
+  (``pane.py``), pane adoption (``adopt.py``), /proc (``dflash_watch/procfs.py``). The
   names stay importable from here.
 """
 
@@ -31,10 +31,22 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from parsers.events import ProcessExit
 
+from ..procfs import (
+    SHELLS,
+    proc_alive,
+    proc_foreground_pgid,
+    proc_group,
+    proc_name,
+    proc_pgid,
+    proc_signal_groups,
+    proc_signal_pids,
+    proc_start_time,
+    proc_tree,
+)
 from .abort import end_survivors, escalate, keeper
 from .adopt import Adoption, Foreground, read_foreground, survey
 from .errors import (
@@ -47,18 +59,6 @@ from .errors import (
 from .exits import OUTSIDE_SIGNALS, ExitWatcher, classify_exit
 from .lock import JobLock
 from .pane import Pane, active_pane, chain
-from .procfs import (
-    SHELLS,
-    proc_alive,
-    proc_foreground_pgid,
-    proc_group,
-    proc_name,
-    proc_pgid,
-    proc_signal_groups,
-    proc_signal_pids,
-    proc_start_time,
-    proc_tree,
-)
 from .record import (
     WRAPPER_PATH,
     asked_path,
@@ -149,7 +149,8 @@ class Job:
                             signal=int_or_none(rec and rec.get("signal")), pids=surv.pids, message=msg,
                             run_id=rec.get("run_id") if rec else None, asked=(rec or {}).get("asked"))
         ours = is_ours(rec, pane.pid)
-        run_id = rec.get("run_id") if ours else f"pane:{pane.pane_id}:{pane.pid}"
+        mine = rec or {}  # ours implies rec is this (non-empty) dict
+        run_id = mine.get("run_id") if ours else f"pane:{pane.pane_id}:{pane.pid}"
         if not pane.dead:
             tree = proc_tree(pane.pid)
             if not ours and proc_name(pane.pid) in SHELLS:
@@ -159,12 +160,12 @@ class Job:
                                     message="pane is at an interactive shell prompt (exit status unknown)")
                 self._remember_foreground(pane, fg)
                 run_id = f"{run_id}:{fg}"  # one incarnation per foreground job of the shell
-            started = rec.get("started_at") if ours else proc_start_time(pane.pid)
+            started = mine.get("started_at") if ours else proc_start_time(pane.pid)
             return JobState("running", self.spec.session, pid=pane.pid, pids=tree, started_at=started,
                             uptime_s=None if started is None else max(0.0, now - started),
                             pane=pane.pane_id, run_id=run_id)
-        if ours and rec.get("state") in ("exited", "killed"):
-            code, sig, msg = int_or_none(rec.get("code")), int_or_none(rec.get("signal")), str(rec.get("message") or "")
+        if ours and mine.get("state") in ("exited", "killed"):
+            code, sig, msg = int_or_none(mine.get("code")), int_or_none(mine.get("signal")), str(mine.get("message") or "")
         else:
             code, sig = pane.dead_status, pane.dead_signal
             msg = "" if (code is not None or sig is not None) else "tmux reported no exit status"
@@ -174,8 +175,8 @@ class Job:
         if surv:
             msg = (msg + "; " if msg else "") + survivors_text(surv)
         return JobState("killed" if sig else "exited", self.spec.session, code=code, signal=sig, pid=pane.pid,
-                        pids=surv.pids, started_at=rec.get("started_at") if ours else None, message=msg,
-                        pane=pane.pane_id, run_id=run_id, asked=rec.get("asked") if ours else None)
+                        pids=surv.pids, started_at=mine.get("started_at") if ours else None, message=msg,
+                        pane=pane.pane_id, run_id=run_id, asked=mine.get("asked") if ours else None)
 
     def _remember_foreground(self, pane: Pane, fg: int) -> None:
         """Read the user's foreground job once per process group (cheap: a few /proc files)."""

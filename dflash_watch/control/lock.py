@@ -41,7 +41,9 @@ class JobLock:
             except BlockingIOError:
                 if deadline_clock() >= deadline:
                     os.close(fd)
-                    raise LockTimeout(f"another start/relaunch holds {self.path} (waited {self.timeout_s:g} s)")
+                    raise LockTimeout(
+                        f"another start/relaunch holds {self.path} (waited {self.timeout_s:g} s)"
+                    ) from None
                 time.sleep(self.poll_s)
         try:
             os.ftruncate(fd, 0)
@@ -62,7 +64,7 @@ class JobLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self) -> "JobLock":
+    def __enter__(self) -> JobLock:
         self.acquire()
         return self
 

@@ -64,7 +64,7 @@ def read_record(path: Path) -> dict | None:
 
 def is_ours(rec: dict | None, pane_pid: int | None) -> bool:
     """The pane runs the wrapper that wrote ``rec`` (not a shell or program the user started)."""
-    return bool(rec) and pane_pid is not None and rec.get("wrapper_pid") == pane_pid
+    return rec is not None and pane_pid is not None and rec.get("wrapper_pid") == pane_pid
 
 
 def outcome_text(rec: dict) -> str:

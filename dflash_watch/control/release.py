@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..procfs import proc_alive
 from .errors import RelaunchRefused
-from .procfs import proc_alive
 from .state import pids_text
 
 GpuHolders = Callable[[], "list[tuple[int, int, int, str]]"]

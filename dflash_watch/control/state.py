@@ -67,7 +67,7 @@ def int_or_none(value: object) -> int | None:
     if value is None or value == "" or value is False:
         return None
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[call-overload]  # any JSON value: what int() refuses is caught below
     except (TypeError, ValueError):
         return None
 

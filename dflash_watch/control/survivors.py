@@ -22,15 +22,16 @@ record's ``started_at``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .procfs import (
+from ..procfs import (
     proc_environ_has,
     proc_group_identities,
     proc_identity,
     proc_ticks_time,
+    signal_group,
+    signal_pid,
 )
 from .state import int_or_none, pids_text
 
@@ -149,22 +150,11 @@ def signal_survivors(s: Survivors, sig: int) -> set[int]:
     is signalled only once nothing else is left: it must live to record how
     its training ended, and it exits by itself after.
     """
-    hit: set[int] = set()
-    if s.group is not None:
-        try:
-            os.killpg(s.group, sig)
-            hit.update(s.members)
-        except (ProcessLookupError, PermissionError):
-            pass
+    hit = signal_group(s.group, sig, s.members) if s.group is not None else set()
     loose = [p for p in (*s.members, *s.strays) if p not in hit]
     if not loose and not hit and s.wrapper is not None:
         loose = [s.wrapper]
-    for pid in loose:
-        try:
-            os.kill(pid, sig)
-            hit.add(pid)
-        except (ProcessLookupError, PermissionError):
-            pass
+    hit.update(pid for pid in loose if signal_pid(pid, sig))
     return hit
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..procfs import proc_alive, proc_tree
 from .adopt import Adoption
 from .errors import JobError
 from .lock import JobLock
 from .pane import Pane, chain
-from .procfs import proc_alive, proc_tree
 from .release import wait_released
 from .state import JobState, pids_text
 from .tmux import Tmux, TmuxError

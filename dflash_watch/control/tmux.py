@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 # Characters that tmux gives a meaning in a target (session:window.pane,
 # $id, @id, %id, !, ^, = exact match) or in a format (#). A name holding one

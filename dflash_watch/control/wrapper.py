@@ -265,8 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             pending.append(signum)
 
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
+    for forwarded in FORWARDED:
+        signal.signal(forwarded, forward)
 
     tty = _terminal_fd()
 
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             break
     record["ended_at"] = time.time()
     if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
+        sig: int | None = os.WTERMSIG(status)
         record.update(state="killed", signal=sig, code=None)
     elif status_file is not None:
         code, sig, stages = shell_outcome(os.WEXITSTATUS(status), read_status_file(status_file))

@@ -25,9 +25,10 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import TextIO
 
 from dflash_watch.demo import fx_traceback
 from dflash_watch.demo.story import (

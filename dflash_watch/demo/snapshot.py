@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 # Simulated seconds of the first launch: through the broken-batching phase
 # to the FX-tracing crash.
@@ -21,8 +24,8 @@ START = 1_796_000_000.0
 
 @dataclass(slots=True)
 class DemoSnapshot:
-    monitor: Any
-    now: float
+    monitor: Monitor
+    now: float | None  # the last replayed event's time; None only if the replay saw none
     fingerprint: Callable[[], dict[str, Any] | None]
     baseline_path: str
 

@@ -27,7 +27,7 @@ DRAFTER_GPUS = (5, 6, 7)
 TOTAL_BYTES = 96 * GIB  # 103079215104: a 96 GiB card
 
 
-class Phase(str, enum.Enum):
+class Phase(str, enum.Enum):  # noqa: UP042 - str() of a member is part of the demo's text
     WARMUP = "warmup"
     HEALTHY = "healthy"
     BROKEN = "broken"

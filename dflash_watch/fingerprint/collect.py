@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..procfs import proc_cmdline, proc_cwd, proc_exe, proc_uid
 from .cache import cache_size, default_cache_dir
 from .model import Fingerprint, FingerprintError
 from .packages import package_versions, torch_build
@@ -37,19 +38,13 @@ def fingerprint_of_env(path: str | os.PathLike[str], cache_dir: str | None = Non
 def fingerprint_of_pid(pid: int) -> Fingerprint:
     """The running training process ``pid``: its interpreter's packages,
     its training variables, launch command, script/config hashes, cache."""
-    from ..control.procfs import proc_cmdline, proc_cwd
-
     argv = proc_cmdline(pid)
     if not argv:
         raise FingerprintError(f"process {pid} is gone or not readable")
     cwd = proc_cwd(pid)
     env = env_of_pid(pid, argv, cwd)
     variables = proc_training_env(pid)
-    try:
-        uid = os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        uid = None
-    cache = cache_size(default_cache_dir(variables, uid))
+    cache = cache_size(default_cache_dir(variables, proc_uid(pid)))
     return _of(env, env=variables, files=file_hashes(argv, cwd), launch_args=list(argv), compile_cache=cache)
 
 
@@ -57,11 +52,9 @@ def training_pid(pids: Iterable[int]) -> int | None:
     """The training process among a job's process tree (root first): the
     first Python interpreter (torchrun's launcher runs in the same venv as
     its ranks and carries the script and configs on its command line)."""
-    from ..control.procfs import proc_cmdline
-
     for pid in pids:
         try:
-            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+            exe = os.path.basename(proc_exe(pid))
         except OSError:
             continue
         argv = proc_cmdline(pid)

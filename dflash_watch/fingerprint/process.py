@@ -13,6 +13,8 @@ import os
 import stat
 from pathlib import Path
 
+from ..procfs import proc_environ_entries
+
 # Variables that change what training does or how fast it goes.
 ENV_NAMES = frozenset({"PYTORCH_CUDA_ALLOC_CONF", "TORCHINDUCTOR_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"})
 ENV_PREFIXES = ("NCCL_", "TORCH_")
@@ -34,12 +36,8 @@ def training_env_var(name: str) -> bool:
 def proc_training_env(pid: int) -> dict[str, str] | None:
     """The training variables of process ``pid`` as it was started; None
     when its environment is not ours to read."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    return filter_env(raw.split(b"\0"))
+    entries = proc_environ_entries(pid)
+    return None if entries is None else filter_env(entries)
 
 
 def filter_env(entries: list[bytes]) -> dict[str, str]:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..procfs import proc_exe, proc_maps
 from .model import FingerprintError
 
 _LIB_PYTHON = re.compile(r"^python(\d+\.\d+)t?$")
@@ -120,17 +121,13 @@ def _prefix_of_executable(path: Path) -> Path | None:
 
 def _mapped_site_packages(pid: int) -> Path | None:
     """A ``site-packages`` directory a shared library of the process lives in."""
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                at = line.find("/site-packages/")
-                if at < 0:
-                    continue
-                start = line.find(" /") + 1  # the path column, after the inode
-                if 0 < start <= at:
-                    return Path(line[start:at + len("/site-packages")])
-    except OSError:
-        return None
+    for line in proc_maps(pid):
+        at = line.find("/site-packages/")
+        if at < 0:
+            continue
+        start = line.find(" /") + 1  # the path column, after the inode
+        if 0 < start <= at:
+            return Path(line[start:at + len("/site-packages")])
     return None
 
 
@@ -145,7 +142,7 @@ def env_of_pid(pid: int, argv: tuple[str, ...], cwd: str | None) -> PythonEnv:
     if site is not None and site.parent.parent.parent.is_dir():
         return env_of_prefix(site.parent.parent.parent)  # <prefix>/lib/pythonX.Y/site-packages
     try:
-        exe = Path(os.readlink(f"/proc/{pid}/exe"))
+        exe = Path(proc_exe(pid))
     except OSError as exc:
         raise FingerprintError(f"process {pid}: cannot read its executable ({exc.strerror or exc})") from None
     prefix = _prefix_of_executable(exe)

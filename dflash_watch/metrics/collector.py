@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from detectors.base import DETECTORS, SEVERITIES, Alert
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 # ``dflash_alerts_firing_severity``: the most severe alert firing per detector.
 SEVERITY_LEVEL = {name: i + 1 for i, name in enumerate(SEVERITIES)}  # info 1, warning 2, critical 3
@@ -67,7 +70,7 @@ class AlertCounter:
 class MonitorCollector(Collector):
     """The Monitor's picture of the run as metric families, built per scrape."""
 
-    def __init__(self, monitor: Any, counter: AlertCounter,
+    def __init__(self, monitor: Monitor, counter: AlertCounter,
                  dropped: Callable[[], dict[str, int]] | None = None) -> None:
         self.monitor = monitor
         self.counter = counter
@@ -219,7 +222,7 @@ def _rate(name: str, doc: str, value: float, unit: str | None) -> GaugeMetricFam
     return family
 
 
-def build_registry(monitor: Any, sinks: Any = None) -> CollectorRegistry:
+def build_registry(monitor: Monitor, sinks: Any = None) -> CollectorRegistry:
     """A registry of our own (never the global one) with the Monitor's collector,
     its alert counter subscribed to the Monitor; ``sinks``: the session's
     dispatcher, whose drops are ``dflash_alerts_dropped_total{sink}``."""

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import Any, cast
 
 _INPUT_KEYS = ("input_ids", "inputs_embeds", "input_values", "pixel_values")
 
@@ -123,7 +124,9 @@ def value(number: Any) -> Any:
 def resolve(values: list[Any]) -> list[int]:
     """Counts as ints: CPU masks counted in one loop, device numbers fetched
     in one transfer per device."""
-    torch = sys.modules.get("torch")
+    # Only a tensor makes a Deferred part, so torch is loaded whenever it is
+    # used below (cast: mypy cannot follow that); plain ints never touch it.
+    torch = cast(ModuleType, sys.modules.get("torch"))
     device_parts: dict[Any, list[Any]] = {}
     for v in values:
         for part in v.parts if isinstance(v, Deferred) else ():

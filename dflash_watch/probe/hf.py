@@ -23,8 +23,11 @@ from typing import Any
 from .batch import from_batch, is_tensor, merge_micro_batches
 from .probe import Probe
 
+_Base: type
 try:  # a real subclass where transformers is there (the Trainer checks nothing, but tools do)
-    from transformers import TrainerCallback as _Base
+    from transformers import TrainerCallback
+
+    _Base = TrainerCallback
 except Exception:  # noqa: BLE001 - the probe works without transformers installed
     _Base = object
 

@@ -148,7 +148,7 @@ def pagerduty(alert: Alert, routing_key: str, dedup: str, source: str) -> Outgoi
             "component": alert.detector,
             "group": f"gpu{alert.gpu}" if alert.gpu is not None else "job",
             "class": alert.kind or alert.detector,
-            "timestamp": _dt.datetime.fromtimestamp(alert.time, _dt.timezone.utc).isoformat(),
+            "timestamp": _dt.datetime.fromtimestamp(alert.time, _dt.UTC).isoformat(),
             "custom_details": alert.to_dict(),
         }
     return Outgoing(json.dumps(event, ensure_ascii=False).encode("utf-8"), (("Content-Type", JSON),))

@@ -16,7 +16,16 @@ from typing import Any
 
 from detectors.base import DETECTORS, SEVERITIES
 
-from ..config import NON_NEGATIVE, POSITIVE, ConfigError, Range, _bad, _show, _unknown
+from ..checks import (
+    NON_NEGATIVE,
+    POSITIVE,
+    ConfigError,
+    Range,
+    bad,
+    hint,
+    show,
+    unknown,
+)
 
 KINDS = ("bell", "desktop", "webhook", "slack", "ntfy", "pagerduty", "command")
 # Kinds that POST to a URL, and those that must be given one.
@@ -50,6 +59,13 @@ class SinkConfig:
     # ntfy: extra tags after the severity's; PagerDuty: payload.source.
     tags: tuple[str, ...] = ()
     source: str | None = None
+
+    def __post_init__(self) -> None:
+        # Every sink has a known kind, however it was made: no kind falls
+        # through to another sender (an unknown kind once rang the bell).
+        if self.kind not in KINDS:
+            raise ConfigError(f"sink {self.name}: kind {show(self.kind)} is not a sink kind "
+                              f"(known: {', '.join(KINDS)})")
 
     def where(self) -> str:
         """How notices name the sink: never the URL, only where it comes from."""
@@ -113,32 +129,35 @@ _KEYS = ("kind", *_STRINGS, *_LISTS, "send_resolved", *_RANGES)
 def parse_alerts(raw: Any) -> AlertsConfig:
     """``[alerts]`` -> ``AlertsConfig``; a ``ConfigError`` naming the key otherwise."""
     if not isinstance(raw, dict):
-        raise _bad(None, "alerts", raw, "must be a table ([alerts])")
+        raise bad(None, "alerts", raw, "must be a table ([alerts])")
     raw = dict(raw)
     sinks_raw = raw.pop("sink", [])
     if raw:
-        raise _unknown("alerts", next(iter(raw)), ["sink"])
+        raise unknown("alerts", next(iter(raw)), ["sink"])
     if not isinstance(sinks_raw, list) or not all(isinstance(t, dict) for t in sinks_raw):
         raise ConfigError("[alerts] sink: must be [[alerts.sink]] tables")
     counts: dict[str, int] = {}
     sinks = []
     names: set[str] = set()
-    for table in sinks_raw:
-        sink = parse_sink(table, counts)
+    for position, table in enumerate(sinks_raw, 1):
+        sink = parse_sink(table, counts, position)
         if sink.name in names:
-            raise ConfigError(f"[[alerts.sink]] {sink.name}: name = {_show(sink.name)} is used twice")
+            raise ConfigError(f"[[alerts.sink]] {sink.name}: name = {show(sink.name)} is used twice")
         names.add(sink.name)
         sinks.append(sink)
     return AlertsConfig(tuple(sinks))
 
 
-def parse_sink(table: dict[str, Any], counts: dict[str, int] | None = None) -> SinkConfig:
-    """One ``[[alerts.sink]]`` table; ``counts`` numbers unnamed sinks per kind."""
+def parse_sink(table: dict[str, Any], counts: dict[str, int] | None = None, position: int = 1) -> SinkConfig:
+    """One ``[[alerts.sink]]`` table; ``counts`` numbers unnamed sinks per kind,
+    ``position`` (from 1) names a sink whose kind is wrong, before it has a name."""
     counts = counts if counts is not None else {}
     kind = table.get("kind")
-    if kind not in KINDS:
-        why = "missing" if kind is None else f"{_show(kind)} is not a sink kind"
-        raise ConfigError(f"[[alerts.sink]] kind: {why} (one of {', '.join(KINDS)})")
+    if not isinstance(kind, str) or kind not in KINDS:
+        reason = "missing" if kind is None else f"{show(kind)} is not a sink kind"
+        name = table.get("name")
+        which = f"#{position}" + (f" ({show(name)})" if isinstance(name, str) and name else "")
+        raise ConfigError(f"[[alerts.sink]] {which} kind: {reason} (one of {', '.join(KINDS)})")
     index = counts.get(kind, 0)
     counts[kind] = index + 1
     section = f"[alerts.sink {kind}[{index}]]"
@@ -151,17 +170,17 @@ def parse_sink(table: dict[str, Any], counts: dict[str, int] | None = None) -> S
         if key in _RANGES:
             why = _RANGES[key].problem(value)
             if why:
-                raise ConfigError(f"{section} {key} = {_show(value)}: {why}")
+                raise ConfigError(f"{section} {key} = {show(value)}: {why}")
             value = _RANGES[key].coerce(value)
         elif key in _STRINGS:
             if not isinstance(value, str) or not value:
-                raise ConfigError(f"{section} {key} = {_show(value)}: must be a non-empty string")
+                raise ConfigError(f"{section} {key} = {show(value)}: must be a non-empty string")
         elif key in _LISTS:
             if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                raise ConfigError(f"{section} {key} = {_show(value)}: must be a list of strings")
+                raise ConfigError(f"{section} {key} = {show(value)}: must be a list of strings")
             value = tuple(value)
         elif not isinstance(value, bool):
-            raise ConfigError(f"{section} {key} = {_show(value)}: must be true or false")
+            raise ConfigError(f"{section} {key} = {show(value)}: must be true or false")
         kw[key] = value
     sink = SinkConfig(**kw)
     _check(sink, section)
@@ -169,22 +188,18 @@ def parse_sink(table: dict[str, Any], counts: dict[str, int] | None = None) -> S
 
 
 def _unknown_in(section: str, key: str) -> ConfigError:
-    import difflib
-
-    near = difflib.get_close_matches(key, list(_KEYS), n=1, cutoff=0.6)
-    hint = f"did you mean {near[0]}?" if near else f"known: {', '.join(sorted(_KEYS))}"
-    return ConfigError(f"{section} {key}: unknown key ({hint})")
+    return ConfigError(f"{section} {key}: unknown key ({hint(key, _KEYS, many=len(_KEYS))})")
 
 
 def _check(sink: SinkConfig, section: str) -> None:
     """What depends on the kind: a URL where one is needed, argv for a command."""
     if sink.min_severity not in SEVERITIES:
-        raise ConfigError(f"{section} min_severity = {_show(sink.min_severity)}: "
+        raise ConfigError(f"{section} min_severity = {show(sink.min_severity)}: "
                           f"one of {', '.join(SEVERITIES)}")
     for key in ("detectors", "exclude"):
         for name in getattr(sink, key) or ():
             if name not in DETECTORS:
-                raise ConfigError(f"{section} {key}: {_show(name)} is not a detector "
+                raise ConfigError(f"{section} {key}: {show(name)} is not a detector "
                                   f"(one of {', '.join(DETECTORS)})")
     if sink.url and sink.url_env:
         raise ConfigError(f"{section} url, url_env: give one, not both")

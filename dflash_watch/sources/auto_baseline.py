@@ -11,11 +11,14 @@ this session, ``<state dir>/baseline-<session>.json``: what `baseline diff
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 
 class AutoBaselineSaver:
-    def __init__(self, monitor: Any, policy: Any, every_s: float = 30.0) -> None:
+    def __init__(self, monitor: Monitor, policy: Any, every_s: float = 30.0) -> None:
         self.monitor = monitor
         self.policy = policy
         self.every_s = every_s
@@ -23,7 +26,7 @@ class AutoBaselineSaver:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dfw-auto-baseline", daemon=True)
 
-    def start(self) -> "AutoBaselineSaver":
+    def start(self) -> AutoBaselineSaver:
         self._thread.start()
         return self
 

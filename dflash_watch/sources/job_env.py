@@ -11,13 +11,16 @@ It only reads; it never touches the job.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 
 class JobEnvironment:
     """Keeps ``monitor.fingerprint`` to the job's current environment."""
 
-    def __init__(self, monitor: Any, job: Any, interval_s: float = 600.0, retry_s: float = 15.0) -> None:
+    def __init__(self, monitor: Monitor, job: Any, interval_s: float = 600.0, retry_s: float = 15.0) -> None:
         self.monitor = monitor
         self.job = job
         self.interval_s = interval_s
@@ -26,7 +29,7 @@ class JobEnvironment:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dfw-job-env", daemon=True)
 
-    def start(self) -> "JobEnvironment":
+    def start(self) -> JobEnvironment:
         self._thread.start()
         return self
 

@@ -10,6 +10,8 @@ tqdm bar over a whole epoch, a binary file by mistake) cannot eat memory.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 MiB = 1 << 20
 
 
@@ -123,7 +125,7 @@ class LineSplitter:
 
     def feed(self, data: bytes) -> tuple[str, int, list[tuple[int, int]]] | None:
         """Returns (text, first_lineno, [(lineno, full_length) of cut lines]) or None."""
-        out: list[bytes] = []
+        out: list[bytes | bytearray] = []  # pending + body stays a bytearray: no extra copy
         cuts: list[tuple[int, int]] = []
         if self.states is not None:
             data = self._states_aside(data)
@@ -237,7 +239,7 @@ class LineSplitter:
         return res
 
     def _result(
-        self, out: list[bytes], cuts: list[tuple[int, int]]
+        self, out: Sequence[bytes | bytearray], cuts: list[tuple[int, int]]
     ) -> tuple[str, int, list[tuple[int, int]]] | None:
         if not out:
             return None

@@ -14,13 +14,17 @@ the module at call time so tests can monkeypatch it (as gpustat's do).
 from __future__ import annotations
 
 import atexit
-import os
+import enum
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Final, Literal, Protocol, overload
 
 from parsers.events import GpuLost, GpuProcess, GpuSample
+
+from ..procfs import proc_name
 
 DEFAULT_INTERVAL = 1.0  # seconds between samples unless configured
 UNAVAILABLE_HINT = "GPU panels off; pass --gpu-samples FILE to read samples from a file"
@@ -36,8 +40,46 @@ _ARGUMENT_VERSION_MISMATCH = 25
 # Both mean "this GPU is unusable until reset": report it lost, stop calling it.
 _LOST_CODES = frozenset({_GPU_IS_LOST, _RESET_REQUIRED})
 
-_COMPUTE_FNS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
-_GRAPHICS_FNS = ("nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses_v2")
+_ProcFn = Literal[
+    "nvmlDeviceGetComputeRunningProcesses",
+    "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetGraphicsRunningProcesses",
+    "nvmlDeviceGetGraphicsRunningProcesses_v2",
+]
+_COMPUTE_FNS: tuple[_ProcFn, ...] = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
+_GRAPHICS_FNS: tuple[_ProcFn, ...] = (
+    "nvmlDeviceGetGraphicsRunningProcesses",
+    "nvmlDeviceGetGraphicsRunningProcesses_v2",
+)
+
+
+# pynvml is unannotated: these say which fields of its ctypes structures the
+# sampler reads, so that the one choke point (GpuSampler._call) returns types.
+class _Utilization(Protocol):
+    """``c_nvmlUtilization_t``: percent busy over the driver's last window."""
+
+    @property
+    def gpu(self) -> int: ...
+
+
+class _Memory(Protocol):
+    """``c_nvmlMemory_t`` / ``c_nvmlMemory_v2_t``, in bytes."""
+
+    @property
+    def used(self) -> int: ...
+
+    @property
+    def total(self) -> int: ...
+
+
+class _Process(Protocol):
+    """``c_nvmlProcessInfo_t``; ``usedGpuMemory`` is None when NVML cannot say."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def usedGpuMemory(self) -> int | None: ...  # pynvml's spelling
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +92,16 @@ class GpuInfo:
     total_bytes: int | None
 
 
-class _NA:
-    """Marker for "this call gave no value" (distinct from a legitimate None)."""
+class _NA(enum.Enum):
+    """Marker for "this call gave no value" (distinct from a legitimate None).
+
+    An enum member so that ``x is _NA_VALUE`` narrows ``x`` for mypy.
+    """
+
+    VALUE = "n/a"
 
 
-_NA_VALUE = _NA()
+_NA_VALUE: Final = _NA.VALUE
 
 
 class _Lost(Exception):
@@ -67,7 +114,7 @@ class _Gpu:
     handle: object | None
     info: GpuInfo
     mem_v2: bool = True
-    unsupported: set[str] | None = None
+    unsupported: set[str] = field(default_factory=set)
     lost: bool = False
     lost_message: str | None = None
     lost_reported: bool = False
@@ -148,48 +195,6 @@ def _match_uuid(uuids: Sequence[str | None], prefix: str, entry: str, notices: l
     return None
 
 
-def process_tree(root_pid: int, proc_root: str = "/proc") -> set[int]:
-    """``root_pid`` and all its descendants, read from /proc (empty if it is gone).
-
-    One pass over /proc/*/stat builds the parent links; the tree of a tmux
-    pane is small but /proc may hold thousands of pids, so this is meant to
-    be called every few seconds, not per sample.
-    """
-    children: dict[int, list[int]] = {}
-    exists = False
-    try:
-        names = os.listdir(proc_root)
-    except OSError:
-        return set()
-    for name in names:
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        try:
-            with open(f"{proc_root}/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue  # exited while we looked
-        # comm may hold spaces and parentheses: the fields after the last ')'
-        # are "state ppid ...".
-        fields = stat[stat.rfind(b")") + 2 :].split(None, 2)
-        if len(fields) < 2:
-            continue
-        if pid == root_pid:
-            exists = True
-        children.setdefault(int(fields[1]), []).append(pid)
-    if not exists:
-        return set()
-    tree = {root_pid}
-    stack = [root_pid]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in tree:
-                tree.add(child)
-                stack.append(child)
-    return tree
-
-
 class GpuSampler:
     """NVML, initialised once; ``sample(now)`` reads every selected GPU.
 
@@ -213,13 +218,13 @@ class GpuSampler:
         self._job_pids: frozenset[int] = frozenset()
         self._names: dict[int, str] = {}
         self._missing: set[str] = set()
-        self._proc_fns = {"compute": list(_COMPUTE_FNS), "graphics": list(_GRAPHICS_FNS)}
+        self._proc_fns: dict[str, list[_ProcFn]] = {"compute": list(_COMPUTE_FNS), "graphics": list(_GRAPHICS_FNS)}
         self._gpus: list[_Gpu] = []
-        self._nv = None
+        self._nv: ModuleType | None = None
         self.unavailable: str | None = None
         self.driver_version: str | None = None
         try:
-            import pynvml
+            import pynvml  # type: ignore[import-untyped]  # nvidia-ml-py ships no stubs nor py.typed
 
             pynvml.nvmlInit()
         except Exception as err:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded...
@@ -372,7 +377,8 @@ class GpuSampler:
         # v2 separates driver-reserved memory from "used"; once a GPU turns
         # out not to have it, stay on v1 so the series does not jump.
         if gpu.mem_v2:
-            mem = self._call(gpu, "memory_v2", "nvmlDeviceGetMemoryInfo", gpu.handle, version=self._nv.nvmlMemory_v2)
+            version = self._module().nvmlMemory_v2
+            mem = self._call(gpu, "memory_v2", "nvmlDeviceGetMemoryInfo", gpu.handle, version=version)
             if mem is not _NA_VALUE:
                 return int(mem.used), int(mem.total)
             if "memory_v2" not in gpu.unsupported:
@@ -415,15 +421,48 @@ class GpuSampler:
         for pid, used in merged.items():
             name = names.get(pid)
             if name is None:
-                name = _comm(self._proc_root, pid)
+                name = proc_name(pid, self._proc_root)
             self._names[pid] = name
             procs.append(GpuProcess(pid, used, name, pid in job))
         procs.sort(key=lambda p: (-p.used_bytes, p.pid))
         return tuple(procs)
 
+    def _module(self) -> ModuleType:
+        nv = self._nv
+        if nv is None:  # close() ran (another thread, or at exit) while a sample was in flight
+            raise AttributeError("NVML was shut down")
+        return nv
+
+    # The choke point: every NVML call goes through _call, so its overloads
+    # are where pynvml's untyped results get their types.
+    @overload
+    def _call(
+        self, gpu: _Gpu, what: str, fn_name: Literal["nvmlDeviceGetUtilizationRates"], *args: object, **kwargs: object
+    ) -> _Utilization | Literal[_NA.VALUE]: ...
+    @overload
+    def _call(
+        self, gpu: _Gpu, what: str, fn_name: Literal["nvmlDeviceGetMemoryInfo"], *args: object, **kwargs: object
+    ) -> _Memory | Literal[_NA.VALUE]: ...
+    @overload
+    def _call(
+        self, gpu: _Gpu, what: str, fn_name: _ProcFn, *args: object, **kwargs: object
+    ) -> Sequence[_Process] | Literal[_NA.VALUE]: ...
+    @overload
+    def _call(
+        self,
+        gpu: _Gpu,
+        what: str,
+        fn_name: Literal["nvmlDeviceGetName", "nvmlDeviceGetUUID"],
+        *args: object,
+        **kwargs: object,
+    ) -> str | bytes | Literal[_NA.VALUE]: ...
+    @overload
+    def _call(
+        self, gpu: _Gpu, what: str, fn_name: Literal["nvmlDeviceGetHandleByIndex"], *args: object, **kwargs: object
+    ) -> object: ...
     def _call(self, gpu: _Gpu, what: str, fn_name: str, *args: object, **kwargs: object) -> object:
         """Call one NVML function; its failure becomes _NA (or _Lost for a lost GPU)."""
-        nv = self._nv
+        nv = self._module()
         try:
             return getattr(nv, fn_name)(*args, **kwargs)
         except nv.NVMLError as err:
@@ -474,15 +513,6 @@ def _describe(err: BaseException) -> str:
 
 def _text(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _comm(proc_root: str, pid: int) -> str:
-    """Best effort: another container's pid, or one that exited, has no name here."""
-    try:
-        with open(f"{proc_root}/{pid}/comm", "rb") as f:
-            return f.read().decode(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 class SamplerThread:

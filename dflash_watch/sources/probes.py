@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from parsers.events import ProbeSample
 

@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from parsers.events import GpuLost, GpuProcess, GpuSample
 
@@ -252,8 +252,9 @@ class SampleRecorder:
         if not lines or not self._open():
             return
         try:
-            self._file.write("".join(lines))
-            self._file.flush()
+            # _open() returned True, so the file is open (cast: mypy cannot follow that).
+            cast(TextIO, self._file).write("".join(lines))
+            cast(TextIO, self._file).flush()
         except (OSError, ValueError) as err:  # ValueError: written after close
             self._fail(err)
             self._close_quietly()

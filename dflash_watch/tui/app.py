@@ -20,7 +20,7 @@ import gc
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +28,17 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from detectors.base import Alert
+
 from ..baseline import save_baseline
 from ..report import format_rate
 from .banner import choose_banner
-from .baseline_guard import BASELINE_WINDOW_S, refusal as baseline_refusal
+from .baseline_guard import BASELINE_WINDOW_S
+from .baseline_guard import refusal as baseline_refusal
 from .job_actions import JobActions
 from .reading import locked
 from .screens.diagnosis import DiagnosisScreen
@@ -50,7 +53,7 @@ from .widgets.throughput import ThroughputPanel
 
 DEFAULT_BASELINE = "dflash-baseline.json"
 GC_SETTLE_S = 2.0  # after the first paint and the first data: see DashboardApp.settle_gc
-_TOAST_SEVERITY = {"critical": "error", "warning": "warning", "info": "information"}
+_TOAST_SEVERITY: dict[str, SeverityLevel] = {"critical": "error", "warning": "warning", "info": "information"}
 
 
 class DashboardApp(JobActions, App[int]):
@@ -58,22 +61,24 @@ class DashboardApp(JobActions, App[int]):
     TITLE = "dflash-watch"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    # Every binding has an id: `[keys]` in the config rebinds it (``keymap``
+    # declares the ids and these default keys; a test keeps them equal).
     BINDINGS = [
-        Binding("s", "start", "start"),
-        Binding("a", "abort", "abort"),
-        Binding("r", "relaunch", "relaunch"),
-        Binding("b", "baseline", "baseline"),
-        Binding("d", "diagnose", "diagnose"),  # "what changed" is 4 columns too wide at 80
-        Binding("m", "acknowledge", "ack"),
-        Binding("slash", "filter", "filter", key_display="/"),
-        Binding("f", "next_file", "next log", show=False),
-        Binding("p", "toggle_follow", "pause log", show=False),
-        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("s", "start", "start", id="start"),
+        Binding("a", "abort", "abort", id="abort"),
+        Binding("r", "relaunch", "relaunch", id="relaunch"),
+        Binding("b", "baseline", "baseline", id="baseline"),
+        Binding("d", "diagnose", "diagnose", id="diagnose"),  # "what changed" is 4 columns too wide at 80
+        Binding("m", "acknowledge", "ack", id="acknowledge"),
+        Binding("slash", "filter", "filter", key_display="/", id="filter"),
+        Binding("f", "next_file", "next log", show=False, id="next_file"),
+        Binding("p", "toggle_follow", "pause log", show=False, id="toggle_follow"),
+        Binding("question_mark", "help", "help", key_display="?", id="help"),
         # Enter anywhere the focused widget has no use for it (the log view,
         # where focus starts): the evidence of the highlighted alert, which
         # is the most severe and newest one until the user moves the cursor.
-        Binding("enter", "open_alert", "evidence", show=False),
-        Binding("q", "quit_dashboard", "quit"),
+        Binding("enter", "open_alert", "evidence", show=False, id="open_alert"),
+        Binding("q", "quit_dashboard", "quit", id="quit"),
     ]
 
     def __init__(
@@ -91,8 +96,12 @@ class DashboardApp(JobActions, App[int]):
         logs_configured: bool = True,
         bell_repeat_s: float = 300.0,
         fingerprint: Callable[[], Any] | None = None,
+        keymap: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
+        # `[keys]` of the config, checked when it was loaded (``keymap.check_keys``).
+        if keymap:
+            self.set_keymap(dict(keymap))
         self.monitor = monitor
         self.job = job
         # Why there is no job control ("tmux not found ..."), shown in the header.
@@ -458,17 +467,29 @@ class DashboardApp(JobActions, App[int]):
         self.push_screen(DiagnosisScreen(diagnosis, refresh=self._refresh_diagnosis, firing=firing))
 
     # -- command palette -------------------------------------------------------------
+    def _key_of(self, binding_id: str) -> str:
+        """The key of a binding as the footer shows it, after ``[keys]`` rebinding."""
+        binding = next(b for b in self.BINDINGS if isinstance(b, Binding) and b.id == binding_id)
+        keys = self._keymap.get(binding_id)
+        if keys:
+            binding = binding.with_key(keys.split(",")[0].strip(), key_display=None)
+        return self.get_key_display(binding)
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Start job (s)", "start the training job in its tmux session", self.action_start)
-        yield SystemCommand("Abort job (a)", "Ctrl-C, SIGTERM, SIGKILL; asks first", self.action_abort)
-        yield SystemCommand("Relaunch job (r)", "preflight, then abort if alive and start again", self.action_relaunch)
-        yield SystemCommand("Save baseline (b)", f"save the last 10 minutes as {self.baseline_path}", self.action_baseline)
-        yield SystemCommand("What changed (d)", "this run against the good run's profile, most likely cause first",
-                            self.action_diagnose)
-        yield SystemCommand("Acknowledge alerts (m)", "silence the bell; alerts stay listed", self.action_acknowledge)
-        yield SystemCommand("Filter log (/)", "show only log lines containing a text", self.action_filter)
-        yield SystemCommand("Help (?)", "keys and what the panels mean", self.action_help)
+        k = self._key_of
+        yield SystemCommand(f"Start job ({k('start')})", "start the training job in its tmux session", self.action_start)
+        yield SystemCommand(f"Abort job ({k('abort')})", "Ctrl-C, SIGTERM, SIGKILL; asks first", self.action_abort)
+        yield SystemCommand(f"Relaunch job ({k('relaunch')})", "preflight, then abort if alive and start again",
+                            self.action_relaunch)
+        yield SystemCommand(f"Save baseline ({k('baseline')})", f"save the last 10 minutes as {self.baseline_path}",
+                            self.action_baseline)
+        yield SystemCommand(f"What changed ({k('diagnose')})",
+                            "this run against the good run's profile, most likely cause first", self.action_diagnose)
+        yield SystemCommand(f"Acknowledge alerts ({k('acknowledge')})", "silence the bell; alerts stay listed",
+                            self.action_acknowledge)
+        yield SystemCommand(f"Filter log ({k('filter')})", "show only log lines containing a text", self.action_filter)
+        yield SystemCommand(f"Help ({k('help')})", "keys and what the panels mean", self.action_help)
         for path in self.log_panel.files:
             yield SystemCommand(f"Log: {os.path.basename(path)}", f"show {path} in the log view",
                                 lambda p=path: self.action_show_file(p))

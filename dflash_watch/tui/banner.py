@@ -15,6 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from detectors.base import Alert
+
 from .text import asked_to_stop, plain, signal_label
 
 CRASH_DETECTORS = ("crash", "fx_tracing")

@@ -10,11 +10,14 @@ says why, naming what fired.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from detectors.base import Alert
 
 from .reading import locked
+
+if TYPE_CHECKING:
+    from ..monitor_view import AlertWindowView
 
 BASELINE_WINDOW_S = 600.0
 # Alerts that say nothing about the run's health (a learned baseline, a unit change).
@@ -26,7 +29,7 @@ def _label(alert: Alert) -> str:
     return what
 
 
-def fired_in_window(monitor: Any, window_s: float = BASELINE_WINDOW_S) -> list[Alert]:
+def fired_in_window(monitor: AlertWindowView, window_s: float = BASELINE_WINDOW_S) -> list[Alert]:
     """Alerts (warning or critical) firing now, or firing at some time in the window. Under ``locked``."""
     book = monitor.alerts
     now = monitor.now
@@ -43,7 +46,7 @@ def fired_in_window(monitor: Any, window_s: float = BASELINE_WINDOW_S) -> list[A
     return list(out.values())
 
 
-def refusal(monitor: Any, window_s: float = BASELINE_WINDOW_S) -> str | None:
+def refusal(monitor: AlertWindowView, window_s: float = BASELINE_WINDOW_S) -> str | None:
     """Why the last ``window_s`` must not become the baseline, or None when it may."""
     with locked(monitor):
         state = monitor.job_state

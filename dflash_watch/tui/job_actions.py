@@ -10,7 +10,8 @@ workers that report each step back with ``call_from_thread``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 
@@ -19,10 +20,35 @@ from .screens.confirm import ConfirmScreen
 from .takeover import takeover_text, takeover_title
 from .text import plain
 
+if TYPE_CHECKING:
+    from textual.app import App
 
-class JobActions:
+    from ..monitor import Monitor
+
+    # For the type checker only, the mixin is an App (``notify``,
+    # ``push_screen``, ``call_from_thread``); at run time it stays a plain
+    # class so that DashboardApp's bases and their order are unchanged.
+    _AppBase = App[int]
+else:
+    _AppBase = object
+
+
+class JobActions(_AppBase):
     """Needs from the app: ``job``, ``monitor``, ``session``, ``control_note``,
     ``busy``, ``steps``, ``clock``, ``notify``, ``push_screen``, ``redraw``."""
+
+    # Declared, not assigned: DashboardApp.__init__ sets them. The job and
+    # the session are duck-typed (tmux Job, ChildJob, a scene's fake job).
+    job: Any
+    monitor: Monitor
+    session: Any
+    control_note: str | None
+    busy: str | None  # the job action in flight, if any
+    steps: list[str]  # job action steps, newest last
+    clock: Callable[[], float]
+
+    if TYPE_CHECKING:
+        def redraw(self, force: bool = False) -> None: ...
 
     def _control_ready(self, what: str) -> bool:
         if self.job is None or self.control_note:

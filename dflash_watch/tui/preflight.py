@@ -11,12 +11,15 @@ outright, a warning goes into the confirmation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from .reading import gpu_holders, locked
 from .text import fmt_gib, plain
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +95,7 @@ class Preflight:
         return out
 
 
-def preflight(job: Any, state: Any, monitor: Any) -> Preflight:
+def preflight(job: Any, state: Any, monitor: Monitor) -> Preflight:
     """Facts for a relaunch decision. ``state`` is a fresh ``job.status()``."""
     spec = getattr(job, "spec", None)
     command = (getattr(spec, "command", "") or "").strip()

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from detectors.base import Alert
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 MEMORY_DETECTORS = ("memory_pressure", "memory_growth", "memory_volatility")
 # (label, style) of a GPU's badge, most urgent first.
@@ -26,8 +29,8 @@ FLAT_BADGE = ("flat", "bold green")
 
 
 @contextlib.contextmanager
-def locked(monitor: Any) -> Iterator[None]:
-    """Hold the Monitor's writer lock while copying what a widget shows."""
+def locked(monitor: object) -> Iterator[None]:
+    """Hold the Monitor's writer lock while copying what a widget shows (a stand-in has none)."""
     lock = getattr(monitor, "lock", None)
     if lock is None:
         yield
@@ -46,7 +49,7 @@ def memory_badge(firing: list[Alert], gpu: int) -> tuple[str, str, Alert | None]
     return FLAT_BADGE[0], FLAT_BADGE[1], None
 
 
-def job_pids(monitor: Any) -> frozenset[int]:
+def job_pids(monitor: Monitor) -> frozenset[int]:
     state = monitor.job_state
     return frozenset(getattr(state, "pids", ()) or ())
 
@@ -54,7 +57,7 @@ def job_pids(monitor: Any) -> frozenset[int]:
 TOKENS = "tok/s"
 
 
-def current_rate(monitor: Any) -> tuple[float | None, str, float | None]:
+def current_rate(monitor: Monitor) -> tuple[float | None, str, float | None]:
     """(rate, unit, baseline in that unit) as the run itself reports it.
 
     The unit is the run's own, the one the throughput chart follows
@@ -142,7 +145,7 @@ def split_holders(processes: Any, job: frozenset[int]) -> tuple[list[Any], list[
     return mine, others
 
 
-def gpu_holders(monitor: Any, extra_pids: Any = ()) -> dict[int, tuple[list[Any], list[Any]] | None]:
+def gpu_holders(monitor: Monitor, extra_pids: Any = ()) -> dict[int, tuple[list[Any], list[Any]] | None]:
     """Per GPU: (job's, others') processes of its latest sample, as its tile shows
     them; None where the sampler could not list processes. ``extra_pids``: pids
     known to be the job's besides the Monitor's (a fresh status). Call under ``locked``."""

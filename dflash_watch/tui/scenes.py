@@ -15,7 +15,10 @@ from __future__ import annotations
 import datetime as _dt
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 from parsers.events import GpuProcess, GpuSample, ProcessExit
 
@@ -28,7 +31,7 @@ DRAFTERS = (5, 6, 7)
 JOB_PID = 48213
 BASELINE_TPS = 22_600.0
 TOTAL_STEPS = 50_000
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 LOG = "/runs/dflash-llama70b/train.log"
 
 
@@ -36,7 +39,7 @@ LOG = "/runs/dflash-llama70b/train.log"
 class Scene:
     """A fed Monitor plus what the app needs beside it."""
 
-    monitor: Any
+    monitor: Monitor
     now: float
     job_state: Any
     events: list[str] = field(default_factory=list)
@@ -91,14 +94,15 @@ def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseli
     next_step = T0 + 5.0
     for k in range(span + 1):
         t = T0 + k
-        broken = broken_at is not None and k >= broken_at
+        into = k - broken_at if broken_at is not None else -1  # seconds since it went wrong
+        broken = into >= 0
         samples = []
         for gpu in range(N_GPUS):
             level = (63 if gpu in DRAFTERS else 71) * GIB + rng.randint(-15, 15) * MIB
             if broken and gpu in DRAFTERS:
-                phase = ((k - broken_at) // 9 + gpu) % 2
+                phase = (into // 9 + gpu) % 2
                 level += (3 * GIB + rng.randint(0, 400) * MIB) if phase else -(5 * GIB + rng.randint(0, 400) * MIB)
-            procs = (GpuProcess(JOB_PID + (gpu > 4) * 3, level - 530 * MIB, "python", job=True),)
+            procs: tuple[GpuProcess, ...] = (GpuProcess(JOB_PID + (gpu > 4) * 3, level - 530 * MIB, "python", job=True),)
             if gpu == 3:
                 procs += (GpuProcess(51877, 2 * GIB + 300 * MIB, "jupyter-kernel"),)
                 level += 2 * GIB + 300 * MIB
@@ -116,7 +120,7 @@ def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseli
                            f"step {step}/{TOTAL_STEPS} | loss {loss:.3f} | acc_len 3.12 | accept 0.71 | "
                            f"{rate / 1000:.1f} Ktok/s | pad_eff {0.93 if not broken else 0.45:.2f} | lr 2.00e-04 | "
                            f"ETA {eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}")])
-            if broken and k - broken_at < 3:
+            if broken and into < 3:
                 emit(t, [_line(t, "WARNING", "dflash.data", "length bucketing disabled: bucket file "
                                                             "/data/dflash/buckets/shard_0002.json not found, "
                                                             "falling back to random shuffle")])

@@ -21,7 +21,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-
 from _tiny import VOCAB, seed_everything
 
 

@@ -24,10 +24,9 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from _tiny import SEQ, VOCAB, seed_everything
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-from _tiny import SEQ, VOCAB, seed_everything
 
 
 def main() -> None:

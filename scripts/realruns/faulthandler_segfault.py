@@ -19,7 +19,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-
 from _tiny import SEQ, VOCAB, seed_everything
 
 log = logging.getLogger("train")

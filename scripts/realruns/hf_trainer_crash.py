@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-import torch
-from transformers import Trainer, default_data_collator
-
 from _tiny import VOCAB, TokenDataset, seed_everything, tiny_llama, trainer_args
+from transformers import Trainer, default_data_collator
 
 
 class CorruptAt:

@@ -19,9 +19,8 @@ import argparse
 import tempfile
 import time
 
-from transformers import Trainer, TrainerCallback
-
 from _tiny import TokenDataset, seed_everything, tiny_llama, trainer_args
+from transformers import Trainer, TrainerCallback
 
 
 class SlowDown(TrainerCallback):

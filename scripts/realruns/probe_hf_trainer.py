@@ -21,7 +21,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
-
 from _tiny import SEQ, VOCAB, seed_everything, tiny_llama, trainer_args  # noqa: E402
 
 ACCUMULATE = 2

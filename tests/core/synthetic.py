@@ -14,8 +14,8 @@ report every 5 s and checkpoint saves that cut it for 80 s every 30 min.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 

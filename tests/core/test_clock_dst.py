@@ -8,7 +8,7 @@ nearest the stamp before it, so the true times come out.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -17,7 +17,7 @@ from parsers.events import Progress
 from parsers.stream import LogStream
 from parsers.timestamps import TimeParser
 
-UTC = timezone.utc
+UTC = UTC
 
 # (zone, a UTC moment 90 minutes before its clocks fall back in 2026)
 FALL_BACK = [

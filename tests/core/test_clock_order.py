@@ -10,7 +10,7 @@ timestamp at all but tqdm's elapsed counter.
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from detectors.config import DetectorConfig
 from detectors.registry import DetectorSet, build_detectors
@@ -18,7 +18,7 @@ from parsers.clock import JITTER_S, PENDING_MAX
 from parsers.events import Crash, Progress, Tick
 from parsers.stream import LogStream
 
-UTC = timezone.utc
+UTC = UTC
 T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp()
 
 

@@ -75,7 +75,7 @@ def test_a_relaunch_is_a_new_warmup():
     scenario = probes(ProbeProfile(ranks=2, warmup_recompiles=30, relaunch_at_s=(3600.0, 7200.0)), 3 * 3600.0)
     det = RecompileDetector(CFG)
     assert drive(DetectorSet([det]), scenario.events) == []
-    burst = recompiles([T0 + 100.0 + 10.0 * i for i in range(6)], hit_limit=False, function=f"f")
+    burst = recompiles([T0 + 100.0 + 10.0 * i for i in range(6)], hit_limit=False, function="f")
     events = [ProcessExit(T0 + 50.0, "crash")] + burst.events
     log_det = RecompileDetector(CFG)
     log_det.update(Progress(T0 - 3000.0, "train.log:1", step=1))  # the first run started long ago

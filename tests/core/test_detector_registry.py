@@ -7,11 +7,9 @@ middle: every alert here would be a false alarm at 3 a.m.
 
 from __future__ import annotations
 
-import time
-
 from detectors.base import DETECTORS
 from detectors.config import DetectorConfig
-from detectors.registry import DetectorSet, build_detectors
+from detectors.registry import BaselineFigures, DetectorSet, build_detectors
 from parsers.events import GpuSample, Progress, Tick
 from tests.core.synthetic import T0, drive, healthy_run
 
@@ -38,7 +36,7 @@ def test_six_hour_healthy_run_has_zero_alerts():
 def test_six_hour_healthy_run_with_a_given_baseline_and_other_seeds():
     for seed in (1,):
         scenario = healthy_run(hours=6.0, gpus=8, seed=seed)
-        ds = DetectorSet(build_detectors(DetectorConfig(), baseline_tokens_per_s=21500.0))
+        ds = DetectorSet(build_detectors(DetectorConfig(), baseline=BaselineFigures(tokens_per_s=21500.0)))
         assert drive(ds, scenario.events) == []
         assert ds.learned_baseline() is None
 
@@ -96,18 +94,17 @@ def test_kept_deadlines_equal_asking_every_detector() -> None:
 
 
 def test_kept_deadlines_are_read_again_when_a_detector_raises() -> None:
+    from detectors.base import Alert, DetectorBase
     from detectors.stall import Stall
+    from parsers.events import Event
 
-    class Broken:
+    class Broken(DetectorBase):
         name = "broken"
         accepts = (Progress,)
         timed = False
 
-        def update(self, event):  # noqa: ANN001, ANN201
+        def update(self, event: Event) -> list[Alert]:
             raise RuntimeError("a bug in a detector")
-
-        def deadline(self) -> None:
-            return None
 
     stall = Stall(DetectorConfig())
     ds = DetectorSet([stall, Broken()])
@@ -116,3 +113,41 @@ def test_kept_deadlines_are_read_again_when_a_detector_raises() -> None:
     except RuntimeError:
         pass
     assert stall.deadline() is not None and ds.deadline() == stall.deadline()
+
+
+def test_every_detector_declares_the_whole_protocol() -> None:
+    """The set reads ``accepts``, ``timed``, ``flush`` and ``set_baseline``
+    of every detector without ``getattr`` defaults: each class declares
+    them (``DetectorBase``), and a detector that says it is not timed has
+    no deadline."""
+    from detectors.base import EVENT_TYPES, DetectorBase
+
+    for d in build_detectors():
+        assert isinstance(d, DetectorBase), d
+        assert d.accepts and set(d.accepts) <= set(EVENT_TYPES), d.name
+        assert isinstance(d.timed, bool), d.name
+        assert d.flush() == [], d.name
+        d.set_baseline(None)
+        if not d.timed:
+            assert d.deadline() is None, d.name
+
+
+def test_the_monitor_reads_detector_figures_through_the_set() -> None:
+    from detectors.alloc_thrash import AllocThrash
+    from detectors.counters import RankRises
+    from detectors.padding import PaddingDetector
+    from detectors.recompile_rate import RecompileRate
+    from parsers.events import ProbeSample
+
+    ds = DetectorSet(build_detectors())
+    assert isinstance(ds.recompile_rate(), RecompileRate)
+    assert isinstance(ds.alloc_rises(), RankRises)
+    assert ds.padding_efficiency() is None
+    for i in range(40):
+        ds.update(ProbeSample(T0 + i, rank=0, step=i, tokens=900, padded_tokens=1000, source="probe:1"))
+    padding = ds.get("padding")
+    assert isinstance(padding, PaddingDetector) and padding.efficiency is not None
+    assert ds.padding_efficiency() == padding.efficiency
+    # A set without those detectors has none of their figures.
+    bare = DetectorSet([d for d in build_detectors() if not isinstance(d, (PaddingDetector, AllocThrash))])
+    assert bare.padding_efficiency() is None and bare.alloc_rises() is None

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 
 import pytest
 
+from detectors.alloc_thrash import AllocThrash
 from detectors.config import DetectorConfig
 from detectors.memory import MemoryModel
 from detectors.memory_growth import MemoryGrowth
 from detectors.memory_pressure import MemoryPressure
 from detectors.memory_volatility import MemoryVolatility
-from detectors.registry import DetectorSet, build_detectors
-from detectors.alloc_thrash import AllocThrash
 from detectors.padding import PaddingDetector
 from detectors.recompile import RecompileDetector
+from detectors.registry import DetectorSet, build_detectors
 from detectors.stall import Stall
 from detectors.throughput import ThroughputDrop
 from tests.core.probe_streams import ProbeProfile, probes
@@ -210,7 +210,7 @@ def test_table(row: Row) -> None:
 def test_invariants_over_every_detector(row: Row) -> None:
     """The whole set: each episode fires, then resolves, never twice in a row."""
     scenario = row.stream()
-    ds = DetectorSet(build_detectors(CFG, baseline_tokens_per_s=None))
+    ds = DetectorSet(build_detectors(CFG))
     alerts = drive(ds, scenario.events, until=None if row.until_s is None else T0 + row.until_s)
     open_keys: set = set()
     for a in alerts:

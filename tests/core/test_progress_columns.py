@@ -12,6 +12,7 @@ comparison is tests/core/test_stream_columns.py.)
 from __future__ import annotations
 
 import random
+from datetime import UTC
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -114,7 +115,6 @@ def test_the_stream_reads_the_rate_table_alike_in_columns_and_line_by_line() -> 
     """Lines of the table behind ISO stamps (column lanes where their shape
     has a fast plan), between noise: the stream's column reading and its
     per-line reference give the same events, rates and counters included."""
-    from datetime import timezone
 
     from parsers.stream import LogStream
 
@@ -130,7 +130,7 @@ def test_the_stream_reads_the_rate_table_alike_in_columns_and_line_by_line() -> 
     text = "\n".join(out) + "\n"
 
     def replay(fast: bool) -> list[str]:
-        stream = LogStream("t.log", tz=timezone.utc, default_year=2025, fast=fast)
+        stream = LogStream("t.log", tz=UTC, default_year=2025, fast=fast)
         events = stream.feed(text, 1, 0.0) + stream.flush(0.0)
         return [repr(e) for e in events]
 

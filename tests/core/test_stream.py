@@ -7,7 +7,7 @@ the crash parser; one integration test and the real-world checks use the real
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from parsers.ranks import has_rank_prefix, split_rank
 from parsers.stream import LogStream
 from parsers.timestamps import TimeParser
 
-UTC = timezone.utc
+UTC = UTC
 REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld"
 
 

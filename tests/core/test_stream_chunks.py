@@ -13,7 +13,7 @@ US and glog stamps, lane runs of one line shape.
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from parsers.stream import LogStream
 
-UTC = timezone.utc
+UTC = UTC
 REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld"
 T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp()
 

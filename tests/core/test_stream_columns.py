@@ -14,7 +14,7 @@ without stamps), and chunk borders anywhere.
 from __future__ import annotations
 
 import random
-from datetime import timezone
+from datetime import UTC
 
 import pytest
 from hypothesis import given, settings
@@ -25,7 +25,7 @@ from parsers.progress import _PLANS, _run_fast, column_plan, line_shape, progres
 from parsers.stream import LogStream
 from parsers.timestamps import TimeParser
 
-UTC = timezone.utc
+UTC = UTC
 
 PROGRESS_FORMATS = [
     "{ts} - INFO - dflash.train - step {step}/500000 | loss {loss} | acc_len 3.4 | {tps} Ktok/s | pad_eff 0.93 | lr 2.0e-04",

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from parsers.timestamps import TimeParser
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def utc(*args: int, micro: int = 0) -> float:
@@ -146,7 +146,7 @@ def test_minute_cache_answers_as_a_fresh_parser() -> None:
     and without fractions, zones, odd fraction lengths, second 60 and
     trailing digits, in UTC, the local zone and a fixed offset."""
     import random
-    from datetime import timedelta, timezone
+    from datetime import timedelta
 
     rng = random.Random(5)
     for tz in (UTC, None, timezone(timedelta(hours=-7))):

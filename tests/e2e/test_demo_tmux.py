@@ -110,7 +110,7 @@ class DemoProcesses:
     server, whose name carries the demo's pid): never by scanning the
     machine's process table, where other people's jobs run."""
 
-    def __init__(self, pane: "Pane") -> None:
+    def __init__(self, pane: Pane) -> None:
         self.pane = pane
         self.simulators: set[int] = set()
 
@@ -149,7 +149,7 @@ def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly() -> None:
     try:
         pane.wait_for(r"dflash-demo", timeout=240)
         pane.wait_for(r"GPU 7", timeout=60)
-        screen = pane.wait_for(r"step [\d,]+/50,000", timeout=90)
+        pane.wait_for(r"step [\d,]+/50,000", timeout=90)
         pane.wait_for_all(["q quit", "throughput", "alerts"], timeout=10)
         demo = DemoProcesses(pane)
         demo.remember()

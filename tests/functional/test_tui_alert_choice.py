@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from tui_helpers import crash, make_app
+
 from detectors.base import Alert
 from dflash_watch.tui.screens.evidence import EvidenceScreen
-from tui_helpers import crash, make_app
 
 SIZE = (120, 40)
 

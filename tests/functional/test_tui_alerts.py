@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 
+from tui_helpers import make_app, screen_text, toasts
+
 from detectors.base import Alert
 from dflash_watch.tui.screens.evidence import EvidenceScreen
-from tui_helpers import make_app, screen_text, toasts
 
 SIZE = (120, 40)
 

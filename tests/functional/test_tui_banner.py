@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from parsers.events import ProcessExit
 from tui_helpers import job_state, make_app
+
+from parsers.events import ProcessExit
 
 
 async def settle(app, pilot, t: float = 0.6) -> None:

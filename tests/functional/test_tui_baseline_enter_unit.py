@@ -4,12 +4,12 @@ and the rate is shown in the run's own unit."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
-from parsers.events import Progress
-from dflash_watch.tui.screens.evidence import EvidenceScreen
 from tui_helpers import job_state, make_app, toasts
+
+from dflash_watch.tui.screens.evidence import EvidenceScreen
+from parsers.events import Progress
 
 SIZE = (120, 40)
 

@@ -8,6 +8,8 @@ tile numbers update between chart offers.
 
 from __future__ import annotations
 
+from tui_helpers import UTC, screen_text
+
 from dflash_watch.monitor import Monitor
 from dflash_watch.tui.app import DashboardApp
 from dflash_watch.tui.widgets.log_view import (
@@ -26,7 +28,6 @@ from dflash_watch.tui.widgets.log_view import (
     classify,
 )
 from parsers.events import GpuProcess, GpuSample
-from tui_helpers import UTC, screen_text
 
 SIZE = (120, 40)
 GIB = 1 << 30

@@ -12,10 +12,10 @@ import io
 from dataclasses import replace
 
 from rich.console import Console
+from tui_helpers import make_app, scene
 
 from dflash_watch.diagnose import Diagnosis, live_diagnosis
 from dflash_watch.tui.screens.diagnosis import DiagnosisScreen, diagnosis_text
-from tui_helpers import make_app, scene
 
 SIZE = (140, 45)
 

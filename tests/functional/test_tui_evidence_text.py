@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 
 from rich.console import Console
+from tui_helpers import UTC, make_app, scene
 
 from detectors.base import Alert
 from dflash_watch.tui.screens.evidence import EvidenceScreen, evidence_text
-from tui_helpers import UTC, make_app, scene
 
 
 def rendered(parts) -> str:

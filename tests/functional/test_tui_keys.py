@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from tui_helpers import job_state, make_app, screen_text, toasts
 
 from dflash_watch.control.job import RelaunchRefused
 from dflash_watch.tui.scenes import SceneJob, SceneSpec
 from dflash_watch.tui.screens.confirm import ConfirmScreen
 from dflash_watch.tui.screens.help import HelpScreen
-from tui_helpers import job_state, make_app, screen_text, toasts
 
 SIZE = (120, 40)
 
@@ -39,7 +39,7 @@ async def test_s_starts_a_dead_job():
 
 
 async def test_a_asks_first_and_n_touches_nothing():
-    app, s, job = make_app("healthy")
+    app, _s, job = make_app("healthy")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("a")
@@ -52,7 +52,7 @@ async def test_a_asks_first_and_n_touches_nothing():
 
 
 async def test_a_then_y_aborts():
-    app, s, job = make_app("healthy")
+    app, _s, job = make_app("healthy")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("a")
@@ -65,7 +65,7 @@ async def test_a_then_y_aborts():
 
 async def test_enter_on_the_confirmation_cancels():
     """The focused default is Cancel: a stray Enter must not kill a week-long run."""
-    app, s, job = make_app("healthy")
+    app, _s, job = make_app("healthy")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("a")
@@ -90,7 +90,7 @@ async def test_r_on_a_dead_job_is_one_key_and_shows_the_preflight():
 
 
 async def test_r_on_a_live_job_asks_with_the_preflight_before_killing():
-    app, s, job = make_app("volatile")
+    app, _s, job = make_app("volatile")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("r")
@@ -106,7 +106,7 @@ async def test_r_on_a_live_job_asks_with_the_preflight_before_killing():
 
 
 async def test_r_without_a_command_is_blocked_and_kills_nothing():
-    app, s, job = make_app("volatile", job=None)
+    app, s, _job = make_app("volatile", job=None)
     app.job = SceneJob(s.job_state, spec=SceneSpec(command=""))
     app.control_note = None
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -119,7 +119,7 @@ async def test_r_without_a_command_is_blocked_and_kills_nothing():
 
 
 async def test_relaunch_refused_names_the_blocking_pids():
-    app, s, job = make_app("crashed")
+    app, _s, job = make_app("crashed")
     job.fail["relaunch"] = RelaunchRefused("refusing to relaunch: old run still holds pids 777", (777,))
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
@@ -131,7 +131,7 @@ async def test_relaunch_refused_names_the_blocking_pids():
 
 async def test_b_saves_the_window_as_baseline(tmp_path):
     target = tmp_path / "base.json"
-    app, s, job = make_app("healthy", baseline_path=str(target))
+    app, s, _job = make_app("healthy", baseline_path=str(target))
     s.monitor.fingerprint = {"packages": {"transformers": "5.8.1"}}  # as the live session reads it
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
@@ -148,7 +148,7 @@ async def test_b_saves_the_window_as_baseline(tmp_path):
 
 
 async def test_m_acknowledges_keeps_listed_and_silences_the_bell():
-    app, s, job = make_app("volatile", bell_repeat_s=0.01)
+    app, s, _job = make_app("volatile", bell_repeat_s=0.01)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         panel = app.query_one("#alerts")
@@ -166,7 +166,7 @@ async def test_m_acknowledges_keeps_listed_and_silences_the_bell():
 
 
 async def test_slash_filters_the_log_and_keys_type_into_the_filter():
-    app, s, job = make_app("volatile")
+    app, _s, job = make_app("volatile")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("slash")
@@ -183,7 +183,7 @@ async def test_slash_filters_the_log_and_keys_type_into_the_filter():
 
 
 async def test_question_mark_opens_help():
-    app, s, job = make_app("healthy")
+    app, _s, _job = make_app("healthy")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("question_mark")
@@ -195,7 +195,7 @@ async def test_question_mark_opens_help():
 
 
 async def test_q_quits_without_touching_the_job():
-    app, s, job = make_app("healthy")
+    app, _s, job = make_app("healthy")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("q")
@@ -206,7 +206,7 @@ async def test_q_quits_without_touching_the_job():
 
 @pytest.mark.parametrize("key", ["s", "a", "r"])
 async def test_job_keys_without_control_say_why(key):
-    app, s, _ = make_app("healthy", job=None)
+    app, _s, _ = make_app("healthy", job=None)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
         await pilot.press(key)
@@ -215,7 +215,7 @@ async def test_job_keys_without_control_say_why(key):
 
 
 async def test_palette_lists_actions_and_log_files():
-    app, s, job = make_app("healthy")
+    app, _s, _job = make_app("healthy")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
@@ -229,7 +229,7 @@ async def test_a_offers_to_end_a_run_that_survived_outside_tmux():
     the job is not "running" in tmux, yet `a` must offer to end it."""
     from dataclasses import replace
 
-    app, s, job = make_app("healthy")
+    app, _s, job = make_app("healthy")
     dead(job)
     job.state = replace(job.state, pids=(4242, 4243))
     async with app.run_test(size=SIZE) as pilot:
@@ -240,3 +240,47 @@ async def test_a_offers_to_end_a_run_that_survived_outside_tmux():
         await pilot.press("y")
         await settle(app, pilot)
         assert job.calls.count("abort") == 1
+
+
+# -- [keys]: every binding has an id, and the config rebinds it ----------------------
+
+
+def test_every_binding_has_the_id_and_default_key_the_config_declares():
+    """`[keys]` is checked against ``keymap.KEY_BINDINGS`` without Textual: it must be the app's bindings."""
+    from textual.binding import Binding
+
+    from dflash_watch.keymap import KEY_BINDINGS
+    from dflash_watch.tui.app import DashboardApp
+
+    bindings = [b for b in DashboardApp.BINDINGS if isinstance(b, Binding)]
+    assert len(bindings) == len(DashboardApp.BINDINGS)
+    assert {b.id: b.key for b in bindings} == {name: spec.default for name, spec in KEY_BINDINGS.items()}
+
+
+async def test_a_rebound_key_triggers_its_action_and_the_old_key_no_longer_does():
+    from dflash_watch.config import parse_config
+
+    keys = parse_config({"keys": {"abort": "ctrl+a", "help": "h", "start": "a"}}).keys
+    app, _, job = make_app("healthy", keymap=keys)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")  # help's old key: nothing
+        await settle(app, pilot)
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("h")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        await pilot.press("a")  # abort's old key, now start's: no abort prompt
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert "start" in job.calls and "abort" not in job.calls
+        await pilot.press("ctrl+a")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert job.calls.count("abort") == 1
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Abort job (^a)" in titles and "Help (h)" in titles and "Start job (a)" in titles, titles

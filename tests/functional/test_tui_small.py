@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from textual.widgets._footer import FooterKey
 from textual.widgets._toast import Toast
-
 from tui_helpers import crash, make_app
 
 

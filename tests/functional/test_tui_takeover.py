@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from tui_helpers import make_app, toasts
+
 from dflash_watch.tui.scenes import SceneJob, hand_started
 from dflash_watch.tui.screens.confirm import ConfirmScreen
-from tui_helpers import make_app, toasts
 
 SIZE = (120, 40)
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from rich.text import Text
+from tui_helpers import UTC, make_app, screen_text
 
 from dflash_watch.monitor import Monitor
 from dflash_watch.tui.app import DashboardApp
 from dflash_watch.tui.text import plain
 from dflash_watch.tui.widgets.log_view import ERROR, NORMAL, TB_EXC, TB_FRAME, TB_HEAD, classify
-from tui_helpers import UTC, make_app, screen_text
 
 SIZE = (120, 40)
 EVIL = "x [bold red]boom[/] [link=https://e.vil]click[/link] \x1b[31mred\x1b[0m \x1b]8;;http://a\x1b\\link\x1b]8;;\x1b\\ bell\x07 end"

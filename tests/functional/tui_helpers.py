@@ -8,7 +8,6 @@ from dflash_watch.tui.app import DashboardApp
 from dflash_watch.tui.scenes import UTC, SceneJob, build, job_state
 
 
-
 def scene(kind: str, minutes: float = 4.0) -> Any:
     """A fresh scene (Monitors are mutable: never share one between tests)."""
     return build(kind, minutes=minutes)

@@ -5,20 +5,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
-from dflash_watch.baseline import load_baseline
 from test_config import cli, one_line  # the command as a user runs it, HOME in the test's folder
 
-T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc).timestamp()
+from dflash_watch.baseline import load_baseline
+
+T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp()
 GIB = 1 << 30
 
 
 def clock(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def write_run(tmp_path: Path, phases: list[tuple[int, float]], step_s: float = 3.0) -> Path:
@@ -181,9 +181,8 @@ def test_help_says_the_env_gives_the_package_fingerprint(tmp_path: Path) -> None
 
 def test_a_run_without_a_tokens_rate_keeps_its_own_unit() -> None:
     """tqdm prints it/s: the baseline keeps that rate and says its unit."""
-    from parsers.events import GpuSample, Progress
-
     from dflash_watch.commands.baseline import Window, _window_monitor, capture_window
+    from parsers.events import GpuSample, Progress
 
     def events(unit_of_second_half: str) -> list:
         out = []
@@ -243,10 +242,9 @@ def test_auto_baseline_saves_a_healthy_steady_run_and_keeps_the_better_one(tmp_p
     """Healthy for healthy_for_s with a steady rate: saved once; a firing alert
     restarts the count; a slower run never replaces the saved one."""
     from detectors.base import Alert
-    from parsers.events import Progress
-
     from dflash_watch.baseline_auto import AutoBaseline, auto_baseline_path
     from dflash_watch.monitor import Monitor
+    from parsers.events import Progress
 
     path = auto_baseline_path(tmp_path / "state", "train/run 1")
     assert path == tmp_path / "state" / "baseline-train_run_1.json"

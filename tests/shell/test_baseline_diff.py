@@ -5,20 +5,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
 from test_config import cli, one_line  # the command as a user runs it, HOME in the test's folder
 
-T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp()
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tracebacks"
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def clock(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def write_log(path: Path, ktok: float, pad: float, steps: int = 120, tail: str = "") -> Path:
@@ -137,10 +136,9 @@ def test_a_bad_baseline_is_one_line_from_the_real_command(tmp_path: Path) -> Non
 def test_a_crash_in_the_warm_up_still_counts_for_the_diff() -> None:
     """The window leaves the warm-up's rates and memory out, but an early
     FX-tracing crash is a symptom the diff must explain."""
-    from parsers.events import Crash, Progress
-
     from dflash_watch.commands.baseline_diff import fired
     from dflash_watch.commands.baseline_window import Window, _window_monitor
+    from parsers.events import Crash, Progress
 
     events = [Progress(T0 + 3 * i, f"train.log:{i + 1}", step=i + 1, tokens_per_s=5000.0) for i in range(40)]
     events.insert(3, Crash(T0 + 7, "train.log:3", "fx_tracing", "fx_tracing", "NameError", "fx", "sig", None))
@@ -155,11 +153,10 @@ def test_a_crash_in_the_warm_up_still_counts_for_the_diff() -> None:
 def test_monitor_suspects_for_an_alert_come_from_the_live_figures() -> None:
     """What the Monitor attaches to a throughput_drop alert: the top causes of
     its own recent window against its baseline, symptoms left out."""
-    from parsers.events import PaddingReport, Progress
-
     from dflash_watch.baseline import Baseline
     from dflash_watch.monitor import Monitor
     from dflash_watch.profile import monitor_suspects
+    from parsers.events import PaddingReport, Progress
 
     good = Baseline(21500.0, {"padding_efficiency": 0.93})
     monitor = Monitor(keep_lines=0, baseline=good)

@@ -33,6 +33,65 @@ def test_help_imports_no_heavy_module() -> None:
     assert out.stderr.strip().endswith("HEAVY="), out.stderr
 
 
+def test_version_and_python_dash_m_are_the_same_light_entry_point() -> None:
+    """``dflash-watch --version`` names the installed distribution's version
+    (the package's ``__version__`` without metadata); ``python -m
+    dflash_watch`` is the same CLI; neither loads a heavy module."""
+    from importlib.metadata import version
+
+    import dflash_watch
+
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['dflash_watch', '--version']\n"
+        "try:\n    runpy.run_module('dflash_watch', run_name='__main__')\n"
+        "except SystemExit as exc:\n    sys.stderr.write(f'RC={exc.code}')\n"
+        "heavy = [m for m in ('textual', 'numpy', 'pynvml', 'plotext', 'watchdog', 'rich')\n"
+        "         if m in sys.modules]\n"
+        "sys.stderr.write(' HEAVY=' + ','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout == f"dflash-watch {version('dflash-watch')}\n", out
+    assert out.stderr == "RC=0 HEAVY=", out.stderr
+    assert version("dflash-watch") == dflash_watch.__version__  # one version, written once
+    out = subprocess.run([sys.executable, "-m", "dflash_watch", "status", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("usage: dflash-watch status")
+    assert "--json" in out.stdout
+
+
+def test_version_without_metadata_is_the_package_version() -> None:
+    """Run from a checkout that was never installed: no distribution to ask."""
+    code = (
+        "import importlib.metadata as md\n"
+        "def missing(name):\n    raise md.PackageNotFoundError(name)\n"
+        "md.version = missing\n"
+        "import dflash_watch\n"
+        "dflash_watch.__version__ = '9.8.7'\n"
+        "from dflash_watch.cli import main\n"
+        "main(['--version'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "dflash-watch 9.8.7\n", "")
+
+
+def test_package_metadata_is_pep_639_and_the_extras_are_one() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    meta = project["project"]
+    assert meta["license"] == "MIT" and meta["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License\n") and "Copyright (c) 2026 the dflash-watch authors" in text
+    # setuptools >= 77 refuses a License classifier beside an SPDX expression.
+    assert not [c for c in meta["classifiers"] if c.startswith("License ::")]
+    assert any(r.startswith("setuptools>=77") for r in project["build-system"]["requires"])
+    extras = meta["optional-dependencies"]
+    assert extras["probe"] == ["torch"] and extras["torch"] == ["dflash-watch[probe]"]
+    assert meta["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "dflash_watch.__version__"}
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [

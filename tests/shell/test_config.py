@@ -24,9 +24,9 @@ from dflash_watch.config import (
     GpuConfig,
     RunConfig,
     check_detectors,
-    example_config,
     load_config,
 )
+from dflash_watch.config_template import example_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_LINE = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*\s*=.*)$")
@@ -36,9 +36,10 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The command in ``cwd`` with HOME there too: no config of the machine's leaks in."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "HOME": str(cwd), "XDG_STATE_HOME": str(cwd / "state"), "PYTHONPATH": path}
+    env.pop("XDG_CONFIG_HOME", None)  # the machine's config home stays out too: ~/.config is in cwd
     return subprocess.run(
         [sys.executable, "-m", "dflash_watch.cli", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120, env=env,
+        cwd=cwd, capture_output=True, text=True, timeout=120, env=env, check=False,
     )
 
 
@@ -131,6 +132,9 @@ def test_every_commented_key_of_the_template_loads(tmp_path: Path) -> None:
     assert sorted(cfg.detectors) == sorted(DETECTOR_KEYS)
     assert cfg.tz == "UTC" and cfg.run.socket == "dflash" and cfg.gpu.indices == tuple(range(8))
     assert cfg.run.env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    from dflash_watch.keymap import KEY_BINDINGS
+
+    assert cfg.keys == {name: spec.default for name, spec in KEY_BINDINGS.items()}  # every binding, documented
     # The real command reads it whole: thresholds, progress regex, time zone,
     # and the baseline file it names.
     (tmp_path / "dflash-baseline.json").write_text('{"version": 1, "throughput_tokens_per_s": 21500.0}')
@@ -174,6 +178,16 @@ def test_a_file_from_the_old_template_still_loads(tmp_path: Path) -> None:
         ("log = \"train.log\"\n", "dflash-watch: log: unknown key (did you mean logs?)"),
         ("logs = [1, 2]\n", "dflash-watch: logs = [1, 2]: must be a path or a list of paths (strings)"),
         ("detectors = 3\n", "dflash-watch: detectors = 3: must be a table ([detectors])"),
+        ("[keys]\nabrt = \"ctrl+a\"\n", "dflash-watch: [keys] abrt: not a key binding id (did you mean abort?)"),
+        ("[keys]\nabort = \"cmd+a\"\n",
+         "dflash-watch: [keys] abort = \"cmd+a\": 'cmd' is not a modifier (one of alt, ctrl, hyper, meta, shift, super)"),
+        ("[keys]\nabort = \"ctrl+\"\n", ("dflash-watch: [keys] abort = \"ctrl+\": '' is not a key "
+                                        "(a character, a name like escape, f5, pageup, question_mark)")),
+        ("[keys]\nhelp = \"question mark\"\n", ("dflash-watch: [keys] help = \"question mark\": 'question mark' is "
+                                               "not a key (a character, a name like escape, f5, pageup, question_mark)")),
+        ("[keys]\nabort = 1\n", 'dflash-watch: [keys] abort = 1: must be a key string ("ctrl+a", "f5")'),
+        ("[keys]\nabort = \"/\"\n", 'dflash-watch: [keys] abort = "/": slash is also the key of filter'),
+        ("keys = \"a\"\n", 'dflash-watch: keys = "a": must be a table ([keys])'),
     ],
 )
 def test_a_wrong_value_is_one_line_naming_the_key_and_its_range(tmp_path: Path, toml: str, message: str) -> None:
@@ -198,3 +212,91 @@ def test_the_time_zone_reaches_the_detectors_messages(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     # 10:04:55 in Tokyo is the last step before the silence.
     assert "10:04:55" in out.stdout, out.stdout
+
+
+def test_keys_are_checked_and_normalised_as_textual_spells_them() -> None:
+    from dflash_watch.config import parse_config
+
+    keys = parse_config({"keys": {"abort": "ctrl+a", "help": "h, f1", "filter": "ctrl+/", "start": "a"}}).keys
+    # `start = "a"` is fine although a is abort's default: abort moved away.
+    assert keys == {"abort": "ctrl+a", "help": "h,f1", "filter": "ctrl+slash", "start": "a"}
+    assert parse_config({}).keys == {}
+
+
+# -- where the file is found ----------------------------------------------------
+
+
+def _place(path: Path, tz: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'tz = "{tz}"\n')
+
+
+def test_the_config_is_found_in_xdg_config_home_after_the_run_directory(tmp_path: Path, monkeypatch) -> None:
+    home, xdg, run = tmp_path / "home", tmp_path / "xdg", tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    monkeypatch.chdir(run)
+    assert load_config(None).path is None  # nothing anywhere: the defaults
+    _place(home / ".config/dflash-watch/config.toml", "Etc/GMT-1")  # where the tool looked before: still read
+    assert load_config(None).tz == "Etc/GMT-1"
+    _place(xdg / "dflash-watch/config.toml", "Etc/GMT-2")
+    assert load_config(None).tz == "Etc/GMT-2"
+    _place(xdg / "dflash-watch/dflash-watch.toml", "Etc/GMT-3")
+    assert load_config(None).tz == "Etc/GMT-3"
+    _place(run / "dflash-watch.toml", "Etc/GMT-4")  # the run's own directory wins
+    assert load_config(None).tz == "Etc/GMT-4"
+
+
+@pytest.mark.parametrize("value", ["", "relative/dir"])
+def test_an_empty_or_relative_xdg_config_home_means_dot_config(tmp_path: Path, monkeypatch, value: str) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", value)
+    monkeypatch.chdir(tmp_path)
+    _place(tmp_path / "relative/dir/dflash-watch/dflash-watch.toml", "Etc/GMT-5")  # never read
+    _place(tmp_path / ".config/dflash-watch/dflash-watch.toml", "Etc/GMT-6")
+    assert load_config(None).tz == "Etc/GMT-6"
+
+
+def test_a_command_reads_the_config_from_xdg_config_home(tmp_path: Path) -> None:
+    """The real command finds a config in $XDG_CONFIG_HOME: its bad value is refused, naming the key."""
+    xdg = tmp_path / "xdg"
+    (xdg / "dflash-watch").mkdir(parents=True)
+    (xdg / "dflash-watch/dflash-watch.toml").write_text("[gpu]\ninterval_s = 0\n")
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(xdg), "PYTHONPATH": path,
+           "XDG_STATE_HOME": str(tmp_path / "state")}
+    out = subprocess.run([sys.executable, "-m", "dflash_watch.cli", "replay", "--json", str(a_log(tmp_path))],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert one_line(out) == "dflash-watch: [gpu] interval_s = 0: must be > 0"
+
+
+def test_init_says_where_commands_look_when_it_writes_elsewhere(tmp_path: Path) -> None:
+    out = cli("init", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.splitlines() == [
+        "wrote dflash-watch.toml; edit [run].command and logs, then run `dflash-watch watch`"]
+    out = cli("init", "other.toml", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    said = out.stdout.splitlines()[1]
+    assert said.startswith("commands read it with --config other.toml; without --config they look in"), said
+    assert said.endswith(f"dflash-watch.toml, {tmp_path}/.config/dflash-watch/dflash-watch.toml, "
+                         f"{tmp_path}/.config/dflash-watch/config.toml"), said
+
+
+def test_config_and_sinks_import_alone_without_a_circle() -> None:
+    """Each of config, sinks.settings and checks imports first in a fresh interpreter,
+    and sinks.settings never loads dflash_watch.config (no circle, no privates)."""
+    code = (
+        "import sys, importlib; importlib.import_module(sys.argv[1]); "
+        "print('dflash_watch.config' in sys.modules)"
+    )
+    seen = {}
+    for name in ("dflash_watch.config", "dflash_watch.sinks.settings", "dflash_watch.sinks.senders",
+                 "dflash_watch.checks", "dflash_watch.keymap"):
+        out = subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, timeout=60,
+                             cwd=ROOT, check=False)
+        assert out.returncode == 0, out.stderr
+        seen[name] = out.stdout.strip()
+    assert seen == {"dflash_watch.config": "True", "dflash_watch.sinks.settings": "False",
+                    "dflash_watch.sinks.senders": "False", "dflash_watch.checks": "False",
+                    "dflash_watch.keymap": "False"}

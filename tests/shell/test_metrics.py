@@ -16,11 +16,11 @@ import prometheus_client
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from detectors.base import DETECTORS, SEVERITIES
 from dflash_watch.control.state import JobState
 from dflash_watch.metrics.collector import build_registry
 from dflash_watch.metrics.exporter import HttpExporter
 from dflash_watch.monitor import Monitor
-from detectors.base import DETECTORS, SEVERITIES
 from parsers.events import GpuSample
 
 GIB = 1 << 30

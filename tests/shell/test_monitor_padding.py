@@ -6,7 +6,7 @@ are there for the views and for ``b``'s baseline."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from dflash_watch.baseline import Baseline
 from dflash_watch.monitor import Monitor
 from dflash_watch.replay import replay
 
-T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp()
 STEP_S = 5.0
 STEPS = 1440  # two hours
 
@@ -30,7 +30,7 @@ def _write_run(tmp_path: Path, *, probe_padding: bool, standalone: bool = False)
     log = tmp_path / "train.log"
     lines = []
     for i in range(STEPS):
-        stamp = datetime.fromtimestamp(T0 + STEP_S * i, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        stamp = datetime.fromtimestamp(T0 + STEP_S * i, UTC).strftime("%Y-%m-%d %H:%M:%S")
         if standalone:  # an HF callback's own dict beside the step line
             lines.append(f"{stamp} step {i} | loss 2.31 | tok/s 21500\n")
             lines.append(f"{stamp} {{'pad_eff': {_eff(i):.3f}, 'epoch': {i / STEPS:.3f}}}\n")
@@ -59,7 +59,7 @@ def _write_run(tmp_path: Path, *, probe_padding: bool, standalone: bool = False)
 
 
 def _monitor(baseline: Baseline | None = None) -> Monitor:
-    return Monitor(detector_config=DetectorConfig(tz="UTC"), baseline=baseline, tz=timezone.utc, keep_lines=0)
+    return Monitor(detector_config=DetectorConfig(tz="UTC"), baseline=baseline, tz=UTC, keep_lines=0)
 
 
 @pytest.mark.parametrize("standalone", [False, True], ids=["on the step line", "a line of its own"])
@@ -68,7 +68,7 @@ def test_padding_from_the_log_and_thrash_from_probes_fire_and_resolve(
 ) -> None:
     log, probe_files = _write_run(tmp_path, probe_padding=False, standalone=standalone)
     monitor = _monitor(Baseline(21500.0, {"padding_efficiency": 0.93}))
-    result = replay([str(log)], probes=[str(p) for p in probe_files], monitor=monitor, tz=timezone.utc)
+    result = replay([str(log)], probes=[str(p) for p in probe_files], monitor=monitor, tz=UTC)
     got = [(a.detector, a.kind, a.state, round(a.time - T0)) for a in result.alerts]
     padding = [a for a in result.alerts if a.detector == "padding"]
     thrash = [a for a in result.alerts if a.detector == "alloc_thrash"]
@@ -92,7 +92,7 @@ def test_padding_from_the_log_and_thrash_from_probes_fire_and_resolve(
 def test_probe_padding_wins_and_b_records_the_figures(tmp_path: Path) -> None:
     log, probe_files = _write_run(tmp_path, probe_padding=True)
     monitor = _monitor()  # no baseline: the 70% floor
-    result = replay([str(log)], probes=[str(p) for p in probe_files], monitor=monitor, tz=timezone.utc)
+    result = replay([str(log)], probes=[str(p) for p in probe_files], monitor=monitor, tz=UTC)
     padding = [a for a in result.alerts if a.detector == "padding"]
     assert [(a.state, a.evidence["source"]) for a in padding] == [("firing", "probe"), ("resolved", "probe")]
     assert padding[0].evidence["ranks"] == [0, 1] and "below the 70% floor" in padding[0].message
@@ -112,7 +112,7 @@ def test_a_run_without_padding_or_probes_has_no_figures(tmp_path: Path) -> None:
     log = tmp_path / "plain.log"
     log.write_text("".join(f"2026-11-29 10:00:{i:02d} step {i} | loss 2.0 | tok/s 21500\n" for i in range(50)))
     monitor = _monitor()
-    replay([str(log)], monitor=monitor, tz=timezone.utc)
+    replay([str(log)], monitor=monitor, tz=UTC)
     assert monitor.padding_efficiency is None and monitor.alloc_retries_per_hour is None
     assert monitor.recompiles_per_hour is None and len(monitor.probes) == 0
     saved = monitor.capture_baseline()

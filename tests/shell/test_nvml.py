@@ -15,14 +15,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_nvml import GiB, FakeGpu, FakeNvml  # noqa: E402
+from fake_nvml import FakeGpu, FakeNvml, GiB  # noqa: E402
 
+from dflash_watch.procfs import proc_tree  # noqa: E402
 from dflash_watch.sources.nvml import (  # noqa: E402
     UNAVAILABLE_HINT,
     GpuInfo,
     GpuSampler,
     SamplerThread,
-    process_tree,
     select_gpus,
 )
 from parsers.events import GpuLost, GpuSample  # noqa: E402
@@ -250,19 +250,19 @@ def test_process_tree_of_a_real_process_chain() -> None:
     try:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            tree = process_tree(child.pid)
+            tree = set(proc_tree(child.pid))
             if len(tree) == 3:
                 break
             time.sleep(0.02)
         assert child.pid in tree and len(tree) == 3
-        assert child.pid in process_tree(os.getpid())
+        assert child.pid in proc_tree(os.getpid())
         assert os.getpid() not in tree
     finally:
         for pid in tree - {child.pid}:  # the two sleeps we started, by pid
             os.kill(pid, signal.SIGKILL)
         child.kill()
         child.wait()
-    assert process_tree(child.pid) == set()
+    assert proc_tree(child.pid) == ()
 
 
 def test_process_tree_parses_odd_command_names(tmp_path: Path) -> None:
@@ -276,8 +276,8 @@ def test_process_tree_parses_odd_command_names(tmp_path: Path) -> None:
     stat(13, "torchrun", 12)
     stat(20, "other", 1)
     (tmp_path / "self").mkdir()
-    assert process_tree(11, proc_root=str(tmp_path)) == {11, 12, 13}
-    assert process_tree(99, proc_root=str(tmp_path)) == set()
+    assert proc_tree(11, proc_dir=str(tmp_path)) == (11, 12, 13)
+    assert proc_tree(99, proc_dir=str(tmp_path)) == ()
 
 
 class _Clock:

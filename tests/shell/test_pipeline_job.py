@@ -14,10 +14,10 @@ import signal
 import time
 
 import pytest
+from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, spec, tmux, trainer_pids, wait_ended, wait_for
 
 from dflash_watch.control.job import Job
 from dflash_watch.control.wrapper import shell_outcome
-from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, spec, tmux, trainer_pids, wait_ended, wait_for
 
 __all__ = ["marker", "tmux"]  # fixtures, used by name
 
@@ -115,8 +115,9 @@ def test_a_command_starting_with_a_dash_or_holding_semicolons_is_kept(tmux, tmp_
 
 def test_cli_start_of_a_pipeline_then_status_says_the_trainers_code(tmux, tmp_path, capsys, monkeypatch):
     """``dflash-watch start --cmd "python train.py 2>&1 | tee train.log"`` as a script runs it."""
-    from dflash_watch.control import cli_actions
     from test_tmux_job import ns
+
+    from dflash_watch.control import cli_actions
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))  # the job's state dir
     log = tmp_path / "train.log"

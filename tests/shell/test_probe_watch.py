@@ -7,7 +7,6 @@ the samples arrive, in order, from real files through the real readers.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_nvml import GiB, FakeNvml  # noqa: E402
+from fake_nvml import FakeNvml, GiB  # noqa: E402
 
 from dflash_watch.sources.nvml import GpuSampler  # noqa: E402
 from dflash_watch.sources.samples import (  # noqa: E402

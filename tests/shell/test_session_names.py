@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, ns, spec, tmux, trainer_pids, wait_ended
 
 from dflash_watch.control import cli_actions
 from dflash_watch.control.job import Job, JobSpec
-from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, ns, spec, tmux, trainer_pids, wait_ended
 
 __all__ = ["marker", "tmux"]  # fixtures, used by name
 

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -306,9 +307,8 @@ def test_log_stream_reads_progress_and_the_fx_crash(first_launch) -> None:
     stream = pytest.importorskip("parsers.stream")
     pytest.importorskip("parsers.tracebacks")
     out, _ = first_launch
-    from datetime import timezone
 
-    parser = stream.LogStream("train.log", tz=timezone.utc)  # the child ran with TZ=UTC
+    parser = stream.LogStream("train.log", tz=UTC)  # the child ran with TZ=UTC
     events = parser.feed((out / "train.log").read_text(), 1, START)
     events += parser.flush(START)
     kinds = [type(e).__name__ for e in events]

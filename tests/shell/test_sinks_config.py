@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash_watch.config import ConfigError, example_config, load_config, parse_config
+from dflash_watch.config import ConfigError, load_config, parse_config
+from dflash_watch.config_template import example_config
 
 
 def _sinks(*tables: dict) -> tuple:
@@ -37,8 +38,12 @@ def test_sink_tables_become_typed_sinks_numbered_per_kind(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("tables", "message"), [
-    ([{"kind": "slak"}], '[[alerts.sink]] kind: "slak" is not a sink kind (one of bell, desktop, webhook'),
-    ([{"url": "http://x"}], "[[alerts.sink]] kind: missing"),
+    ([{"kind": "slak"}], '[[alerts.sink]] #1 kind: "slak" is not a sink kind (one of bell, desktop, webhook'),
+    ([{"kind": "bell"}, {"kind": "Slack", "name": "oncall"}],
+     ('[[alerts.sink]] #2 ("oncall") kind: "Slack" is not a sink kind (one of bell, desktop, webhook, slack, ntfy, '
+      'pagerduty, command)')),
+    ([{"kind": ["slack"]}], '[[alerts.sink]] #1 kind: ["slack"] is not a sink kind (one of bell'),
+    ([{"url": "http://x"}], "[[alerts.sink]] #1 kind: missing"),
     ([{"kind": "slack"}], "[alerts.sink slack[0]] url_env: a slack sink needs url_env (or url)"),
     ([{"kind": "webhook", "url": "ftp://h/x"}], "[alerts.sink webhook[0]] url: must start with http://"),
     ([{"kind": "webhook", "url": "http://h", "url_env": "X"}], "[alerts.sink webhook[0]] url, url_env: give one"),
@@ -78,3 +83,29 @@ def test_the_templates_sink_example_loads_when_uncommented() -> None:
     (slack,) = parse_config(tomllib.loads(head + "[alerts]\n" + line[2:] + "\n")).alerts.sinks
     assert (slack.kind, slack.url_env, slack.min_severity) == ("slack", "SLACK_WEBHOOK_URL", "warning")
     assert parse_config(tomllib.loads(text)).alerts.sinks == ()  # as written: no sink
+
+
+def test_an_unknown_kind_stops_the_command_with_one_line(tmp_path: Path) -> None:
+    """Once an unknown kind silently became a bell; now the config is refused (exit 2)."""
+    from test_config import a_log, cli, one_line
+
+    (tmp_path / "c.toml").write_text('[[alerts.sink]]\nkind = "bel"\n')
+    out = cli("replay", "--json", "--config", "c.toml", str(a_log(tmp_path)), cwd=tmp_path)
+    assert one_line(out) == ('dflash-watch: [[alerts.sink]] #1 kind: "bel" is not a sink kind '
+                             "(one of bell, desktop, webhook, slack, ntfy, pagerduty, command)")
+
+
+def test_every_kind_has_one_sender_and_no_kind_falls_through() -> None:
+    """``SENDERS`` is the one table of kinds: each kind builds its own sender."""
+    from dflash_watch.sinks import senders
+    from dflash_watch.sinks.settings import KINDS, SinkConfig
+
+    assert list(senders.SENDERS) == list(KINDS)
+    made = {kind: type(senders.build_sender(SinkConfig(kind, f"{kind}[0]", url="http://127.0.0.1:9/",
+                                                       routing_key_env="K", argv=("true",))))
+            for kind in KINDS}
+    assert made["bell"] is senders.BellSender and made["command"] is senders.CommandSender
+    assert made["pagerduty"] is senders.PagerDutySender and made["desktop"] is senders.DesktopSender
+    assert {made[k] for k in ("webhook", "slack", "ntfy")} == {senders.HttpSender}
+    with pytest.raises(ConfigError, match=r"sink x\[0\]: kind \"bel\" is not a sink kind \(known: bell"):
+        SinkConfig("bel", "x[0]")

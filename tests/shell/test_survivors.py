@@ -18,13 +18,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_tmux_job import long_cmd, marked_pids, marker, ns, spec, tmux, trainer_pids, wait_for
 
 from dflash_watch.control import cli_actions
 from dflash_watch.control.job import Job, JobSpec, proc_alive
-from dflash_watch.control.procfs import proc_identity
 from dflash_watch.control.survivors import RUN_ID_ENV
 from dflash_watch.control.wrapper import RUN_ID_ENV as WRAPPER_RUN_ID_ENV
-from test_tmux_job import long_cmd, marked_pids, marker, ns, spec, tmux, trainer_pids, wait_for
+from dflash_watch.procfs import proc_identity
 
 __all__ = ["marker", "tmux"]  # fixtures, used by name
 

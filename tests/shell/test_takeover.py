@@ -11,13 +11,14 @@ import shlex
 import time
 from pathlib import Path
 
+from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, spec, tmux, trainer_pids, wait_for
+
 from dflash_watch.control.adopt import history_command
 from dflash_watch.control.job import Job, JobError, proc_alive
-from dflash_watch.control.procfs import proc_tree
 from dflash_watch.monitor import Monitor
+from dflash_watch.procfs import proc_tree
 from dflash_watch.tui.app import DashboardApp
 from dflash_watch.tui.screens.confirm import ConfirmScreen
-from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, spec, tmux, trainer_pids, wait_for
 
 __all__ = ["marker", "tmux"]  # fixtures, used by name
 SIZE = (140, 44)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from detectors.process_exit import ProcessExitDetector
 from dflash_watch.control import cli_actions
 from dflash_watch.control.autorelaunch import (
     AutoRelaunchConfig,
@@ -37,7 +38,6 @@ from dflash_watch.control.job import (
     proc_alive,
 )
 from dflash_watch.control.tmux import InvalidName, Tmux, TmuxServerGone, escape_arg, validate_name
-from detectors.process_exit import ProcessExitDetector
 from parsers.events import ProcessExit
 
 REPO = Path(__file__).resolve().parents[2]

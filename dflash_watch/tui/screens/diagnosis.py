@@ -26,6 +26,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from detectors.diagnosis_rules import size
+
 from ...diagnose import Diagnosis
 from ...report import format_rate
 from ..text import plain
@@ -125,8 +126,8 @@ def diagnosis_text(diagnosis: Diagnosis, firing: Collection[str] | None = None) 
         what = plain(raw)
         if change.get("gpu") is not None:
             what += f" (GPU {change['gpu']})"
-        was, now = _value(change.get("baseline"), raw), _value(change.get("now"), raw)
-        table.add_row(Text(f"{rank}."), Text(what), Text(plain(f"{was} -> {now}"), style="dim"))
+        was, current = _value(change.get("baseline"), raw), _value(change.get("now"), raw)
+        table.add_row(Text(f"{rank}."), Text(what), Text(plain(f"{was} -> {current}"), style="dim"))
     parts += [Text(""), table]
     for rank, change in enumerate(diagnosis.changes, 1):
         says = change.get("says")

@@ -18,6 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from detectors.base import Alert
+
 from ..text import SEVERITY_STYLE, fmt_clock, plain
 from ..values import format_value
 from ..widgets.log_view import NORMAL, STYLES, classify

@@ -7,7 +7,7 @@ rebuild so a row does not jump away under the cursor.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,8 +16,12 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from detectors.base import Alert
+
 from ..reading import locked
 from ..text import SEVERITY_ICON, SEVERITY_STYLE, fmt_clock, plain
+
+if TYPE_CHECKING:
+    from ...monitor import Monitor
 
 MAX_ROWS = 200
 _RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -31,7 +35,7 @@ class AlertChosen(Message):
         self.alert = alert
 
 
-def alert_rows(monitor: Any) -> list[tuple[Alert, bool, bool]]:
+def alert_rows(monitor: Monitor) -> list[tuple[Alert, bool, bool]]:
     """(alert, firing, acknowledged) in panel order, copied under the Monitor's lock."""
     with locked(monitor):
         book = monitor.alerts
@@ -70,7 +74,7 @@ class AlertsPanel(Vertical):
     def table(self) -> DataTable:
         return self.query_one(DataTable)
 
-    def update_view(self, monitor: Any) -> None:
+    def update_view(self, monitor: Monitor) -> None:
         with locked(monitor):
             key = (monitor.alerts.total, len(monitor.alerts.unacked()), len(monitor.alerts.firing()))
         if key == self._seen:

@@ -8,7 +8,7 @@ than a column per second, so they are offered new data every
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.text import Text
@@ -21,10 +21,13 @@ from ..reading import job_pids, locked, memory_badge
 from ..text import set_static
 from .gpu_tile import CHART_WINDOW_S, GpuTile, GpuView
 
+if TYPE_CHECKING:
+    from ...monitor import Monitor
+
 _EMPTY = np.empty(0)
 
 
-def gpu_hint(monitor: Any) -> Text:
+def gpu_hint(monitor: Monitor) -> Text:
     """Why there is no GPU data, and what to do about it."""
     reason = monitor.gpu_unavailable
     if reason == GPU_SAMPLING_OFF:
@@ -63,7 +66,7 @@ class GpuPanel(VerticalScroll):
         yield self._hint
         yield self._grid
 
-    def update_view(self, monitor: Any, firing: list, compact: bool) -> None:
+    def update_view(self, monitor: Monitor, firing: list, compact: bool) -> None:
         grid = self._grid
         hint = self._hint
         pids = job_pids(monitor)

@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from parsers.events import GpuLost, GpuProcess
+
 from ..reading import split_holders
 from ..text import fmt_gib, plain, set_static
 from .plot import PlotextChart
@@ -259,7 +260,7 @@ def memory_plot(view: GpuView, width: int) -> MemoryPlot | None:
     span = max(ymax - ymin, 2**30 * 0.5, 0.02 * (view.total or 0))
     mid = (ymin + ymax) / 2
     y0, y1 = mid - span * 0.6, mid + span * 0.6
-    both = any(h - l > span * 0.02 for h, l in zip(hi, lo))
+    both = any(h - low > span * 0.02 for h, low in zip(hi, lo))
     # Ticks at values the window really held (its low and its high), in the
     # tile's units: a flat line's one tick reads as the tile's "71.0/96.0G".
     ticks = [ymin, ymax] if (ymax - ymin) / (y1 - y0) > 0.3 else [(ymin + ymax) / 2]

@@ -9,13 +9,16 @@ step time.
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.widgets import Static
 
 from ..reading import TrainingBar, current_rate, locked
 from ..text import asked_to_stop, fmt_duration, fmt_rate_unit, plain
+
+if TYPE_CHECKING:
+    from ...monitor import Monitor
 
 _STATE = {
     "running": ("● running", "bold green"),
@@ -71,7 +74,7 @@ class StatusHeader(Static):
         self._asked = False
         self._bar = TrainingBar()  # the step shown is the training loop's, not an eval bar's
 
-    def update_view(self, monitor: Any, firing: list, unacked: int, now: float) -> None:
+    def update_view(self, monitor: Monitor, firing: list, unacked: int, now: float) -> None:
         with locked(monitor):
             rate, unit, baseline = current_rate(monitor)
             progress = self._bar.choose(monitor.last_progress, monitor.restarts)

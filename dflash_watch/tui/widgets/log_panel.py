@@ -7,7 +7,7 @@ ring's newest line number moved, so a quiet log costs nothing per redraw.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,8 +19,11 @@ from ..reading import locked
 from ..text import plain
 from .log_view import LogView
 
+if TYPE_CHECKING:
+    from ...monitor import Monitor
 
-def log_hint(monitor: Any, logs_configured: bool) -> Text:
+
+def log_hint(monitor: Monitor, logs_configured: bool) -> Text:
     """What the empty log view says: the tailer's latest word, and the fix."""
     notices = [n for n in list(monitor.notices) if "waiting" in n or "log" in n]
     out = Text()
@@ -66,7 +69,7 @@ class LogPanel(Vertical):
     def view(self) -> LogView:
         return self._view
 
-    def update_view(self, monitor: Any) -> None:
+    def update_view(self, monitor: Monitor) -> None:
         with locked(monitor):
             files = sorted(monitor.lines)
             if self.current not in files:

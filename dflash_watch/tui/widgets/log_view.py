@@ -303,13 +303,13 @@ class LogView(ScrollView, can_focus=True):
         key = (lineno, text, self.filter_text, lineno == self.marked)
         strip = self._cache.get(key)
         if strip is None:
-            strip = self._render(lineno, text)
+            strip = self._render_strip(lineno, text)
             self._cache[key] = strip
             if len(self._cache) > 512:
                 self._cache.popitem(last=False)
         return strip.crop_extend(int(self.scroll_x), int(self.scroll_x) + width, base)
 
-    def _render(self, lineno: int, text: str) -> Strip:
+    def _render_strip(self, lineno: int, text: str) -> Strip:
         cls = self.classes_by_lineno.get(lineno, NORMAL)
         marked = lineno == self.marked
         gutter_style = _GUTTER if not marked else _GUTTER_MARKED

@@ -21,7 +21,8 @@ Draw = Callable[[Any, int, int], None]
 
 
 def _new_figure() -> Any:
-    from plotext._figure import _figure_class
+    # plotext ships neither stubs nor a py.typed marker.
+    from plotext._figure import _figure_class  # type: ignore[import-untyped]
 
     return _figure_class()
 

@@ -11,7 +11,7 @@ the alert: the chart cannot cry wolf where the detector stays quiet.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.text import Text
@@ -22,6 +22,9 @@ from textual.widgets import Static
 from ..reading import current_rate, locked
 from ..text import fmt_clock, fmt_rate_unit, set_static
 from .plot import PlotextChart
+
+if TYPE_CHECKING:
+    from ...monitor import Monitor
 
 WINDOW_S = 3600.0
 
@@ -51,7 +54,7 @@ class ThroughputPanel(Vertical):
         yield self._info
         yield self._chart
 
-    def update_view(self, monitor: Any, firing: list) -> None:
+    def update_view(self, monitor: Monitor, firing: list) -> None:
         drop = next((a for a in firing if a.detector == "throughput_drop"), None)
         with locked(monitor):
             series = monitor.throughput
@@ -81,7 +84,7 @@ class ThroughputPanel(Vertical):
         if count == 0:
             chart.set_plot(("empty",), None)
             return
-        if window is None:
+        if window is None or last_time is None:  # a series with points has a last time
             return
         self._seen = key
         self._last_chart = time.monotonic()
