@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dflash_watch.history import DEFAULT_TIERS, GpuHistory  # noqa: E402
-from parsers.events import GpuSample  # noqa: E402
+from dflash_watch.parsers.events import GpuSample  # noqa: E402
 
 T0 = 1_764_410_400.0
 HOUR = 3600

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_replay import write_log  # noqa: E402
 
-from detectors.alloc_thrash import AllocThrash  # noqa: E402
-from detectors.padding import PaddingDetector  # noqa: E402
-from detectors.recompile import RecompileDetector  # noqa: E402
-from detectors.registry import DetectorSet, build_detectors  # noqa: E402
+from dflash_watch.detectors.alloc_thrash import AllocThrash  # noqa: E402
+from dflash_watch.detectors.padding import PaddingDetector  # noqa: E402
+from dflash_watch.detectors.recompile import RecompileDetector  # noqa: E402
+from dflash_watch.detectors.registry import DetectorSet, build_detectors  # noqa: E402
 from dflash_watch.monitor import Monitor  # noqa: E402
 from dflash_watch.replay import replay  # noqa: E402
 
@@ -91,7 +91,7 @@ def main() -> None:
         print(f"  ratio full / reference: {f / r:.3f}")
 
         # The detectors alone, on the events the stream made.
-        from parsers.stream import LogStream
+        from dflash_watch.parsers.stream import LogStream
 
         stream = LogStream("train.log", replay=True)
         events = stream.feed(path.read_text(encoding="utf-8"), 1, 0.0) + stream.flush(0.0)

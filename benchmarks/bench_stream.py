@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from parsers.stream import LogStream  # noqa: E402
+from dflash_watch.parsers.stream import LogStream  # noqa: E402
 
 NOISE = (
     "r6i4n5:{pid}:{pid} [{gpu}] NCCL INFO Channel {c:02d}/02 :    0   1   2   3   4   5   6   7",

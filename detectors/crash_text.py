@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from parsers.events import Crash
-from parsers.remedies import remedy
+from dflash_watch.parsers.events import Crash
+from dflash_watch.parsers.remedies import remedy
 
 from .base import Alert
 from .config import DetectorConfig

@@ -29,7 +29,7 @@ What the model decides, and why:
 Example: a GPU that swings between 20 and 60 GiB is armed as soon as a
 progress line comes, long before the 15-minute warm-up cap.
 
->>> from parsers.events import GpuSample, Progress
+>>> from dflash_watch.parsers.events import GpuSample, Progress
 >>> m = MemoryModel(DetectorConfig())
 >>> g = m.observe(GpuSample(0.0, 0, int(20 * GIB), int(80 * GIB)))
 >>> (g.armed, g.state)
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from parsers.events import GpuSample, Progress
+from dflash_watch.parsers.events import GpuSample, Progress
 
 from .config import GIB, DetectorConfig
 

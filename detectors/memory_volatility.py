@@ -21,7 +21,7 @@ processes stay is a swing, not a relaunch.
 Example: a square wave between 30 and 60 GiB with a 90 s period, after a
 progress line, fires on its fourth turn.
 
->>> from parsers.events import GpuSample, Progress
+>>> from dflash_watch.parsers.events import GpuSample, Progress
 >>> det = MemoryVolatility()
 >>> fired = []
 >>> for i in range(400):
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from parsers.events import Event, GpuSample, Progress
+from dflash_watch.parsers.events import Event, GpuSample, Progress
 
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_clock, fmt_duration, fmt_gib

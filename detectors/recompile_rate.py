@@ -31,7 +31,7 @@ ends at minute 15): 15 recompiles in the 30-minute window is 30 per hour.
 
 from __future__ import annotations
 
-from parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
+from dflash_watch.parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
 
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_duration

@@ -45,7 +45,17 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 
-from parsers.events import Crash, Delivery, Event, GpuLost, GpuSample, ProcessExit, Progress, Recompile, Tick
+from dflash_watch.parsers.events import (
+    Crash,
+    Delivery,
+    Event,
+    GpuLost,
+    GpuSample,
+    ProcessExit,
+    Progress,
+    Recompile,
+    Tick,
+)
 
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration

@@ -7,7 +7,7 @@ copies. ``StepDeduper`` keeps the last steps seen, and ``sorted_median``
 is the median of the sorted windows both detectors keep.
 
 >>> d = StepDeduper(30.0)
->>> from parsers.events import Progress
+>>> from dflash_watch.parsers.events import Progress
 >>> [d.is_copy(Progress(t, "log:1", step=s, rank=r)) for t, s, r in
 ...  [(10.003, 5, 0), (9.998, 5, 3), (15.0, 6, 3), (14.999, 5, 7), (15.002, 6, 0)]]
 [False, True, False, True, True]
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from parsers.events import Progress
+from dflash_watch.parsers.events import Progress
 
 
 def sorted_median(values: list[float]) -> float:

@@ -54,7 +54,7 @@ from collections import deque
 from statistics import median
 from typing import Any
 
-from parsers.events import Crash, Event, ProcessExit, Progress
+from dflash_watch.parsers.events import Crash, Event, ProcessExit, Progress
 
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 

@@ -34,8 +34,8 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from detectors.config import fmt_duration
-from parsers.events import Delivery, Event, Progress
+from dflash_watch.detectors.config import fmt_duration
+from dflash_watch.parsers.events import Delivery, Event, Progress
 
 # Stamps within this much of the arrival time are on the clock already.
 _ON_CLOCK_S = 1.0

@@ -20,7 +20,7 @@ def _toml(value: Any) -> str:
 
 def detectors_template() -> str:
     """The ``[detectors]`` table of the template, from ``DETECTOR_KEYS``."""
-    from detectors.config import DetectorConfig
+    from dflash_watch.detectors.config import DetectorConfig
 
     defaults = DetectorConfig()
     lines = [

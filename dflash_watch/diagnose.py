@@ -70,7 +70,7 @@ def job_fingerprint(job: Any) -> dict[str, Any] | None:
 def live_diagnosis(monitor: Monitor, fingerprint: FingerprintSource | None = None,
                    baseline_path: str | None = None) -> Diagnosis:
     """The ranked changes of the live run against the Monitor's baseline."""
-    from detectors.diagnosis import rank_changes
+    from dflash_watch.detectors.diagnosis import rank_changes
 
     from .profile import profile_of_monitor
 

@@ -18,7 +18,7 @@ from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
-from parsers.events import GpuLost, GpuSample
+from dflash_watch.parsers.events import GpuLost, GpuSample
 
 if TYPE_CHECKING:
     import numpy as np

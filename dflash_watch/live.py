@@ -535,7 +535,7 @@ def _default_probe_globs(logs: Sequence[str], job: Any) -> list[str]:
 
 def crash_loop_alert(now: float, exit_event: Any, reason: str) -> Any:
     """Auto-relaunch gave up: the same crash keeps coming back."""
-    from detectors.base import Alert
+    from dflash_watch.detectors.base import Alert
 
     return Alert(
         time=now,

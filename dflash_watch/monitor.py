@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from detectors.base import Alert
-from detectors.config import DetectorConfig
-from detectors.registry import DetectorSet, build_detectors
-from parsers.events import (
+from dflash_watch.detectors.base import Alert
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.registry import DetectorSet, build_detectors
+from dflash_watch.parsers.events import (
     Crash,
     Delivery,
     Event,
@@ -36,8 +36,8 @@ from parsers.events import (
     Recompile,
     Tick,
 )
-from parsers.signatures import COLLATERAL_CAUSES
-from parsers.stream import LogStream
+from dflash_watch.parsers.signatures import COLLATERAL_CAUSES
+from dflash_watch.parsers.stream import LogStream
 
 from .alertbook import AlertBook
 from .alignment import Alignment
@@ -280,8 +280,8 @@ class Monitor:
         bar's elapsed counter, else spread since the previous look), so the
         throughput and stall detectors judge the bar as it is drawn.
         """
-        from parsers.progress import progress_from
-        from parsers.progress_redraws import ELAPSED, redraw_times, redraw_values
+        from dflash_watch.parsers.progress import progress_from
+        from dflash_watch.parsers.progress_redraws import ELAPSED, redraw_times, redraw_values
 
         found = redraw_values(text.rstrip("\n"), self._progress_pattern)
         if not found:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from parsers.events import ProcessExit
+    from dflash_watch.parsers.events import ProcessExit
 
     from .alertbook import AlertBook
 

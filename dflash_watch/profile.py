@@ -125,7 +125,7 @@ def monitor_suspects(monitor: Monitor, fingerprint: dict[str, Any] | None = None
     """The top suspects for the evidence of a ``throughput_drop`` or
     ``memory_volatility`` alert the Monitor is about to record: the live
     run's profile against its baseline's (empty without a baseline)."""
-    from detectors.diagnosis import suspects_for
+    from dflash_watch.detectors.diagnosis import suspects_for
 
     baseline = monitor.baseline
     if baseline is None:

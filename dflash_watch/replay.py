@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, TextIO
 
-from detectors.base import Alert
-from parsers.events import Event
-from parsers.progress_hints import LIGHTNING_HINT
-from parsers.stream import LogStream
+from dflash_watch.detectors.base import Alert
+from dflash_watch.parsers.events import Event
+from dflash_watch.parsers.progress_hints import LIGHTNING_HINT
+from dflash_watch.parsers.stream import LogStream
 
 from .monitor import Monitor, _display_name, _year
 from .sources.chunks import emit

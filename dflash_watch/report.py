@@ -11,8 +11,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from detectors.base import Alert
-from detectors.config import fmt_rate
+from dflash_watch.detectors.base import Alert
+from dflash_watch.detectors.config import fmt_rate
 
 if TYPE_CHECKING:
     from .monitor import Monitor

@@ -19,8 +19,8 @@ import math
 from collections import OrderedDict
 from typing import Any
 
-from detectors.registry import BaselineFigures
-from parsers.events import ProbeSample
+from dflash_watch.detectors.registry import BaselineFigures
+from dflash_watch.parsers.events import ProbeSample
 
 # Baseline keys (CONTRACTS section 6, optional) and the figure each fills.
 PADDING_KEY = "padding_efficiency"

@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from parsers.events import Crash, Frame
-from parsers.signatures import traceback_signature
+from dflash_watch.parsers.events import Crash, Frame
+from dflash_watch.parsers.signatures import traceback_signature
 
 TRIGGERS: tuple[str, ...] = ("Fatal Python error",)
 

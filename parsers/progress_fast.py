@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from parsers import progress_keys as keys
-from parsers.progress_ops import METRIC, PUT, RATE, STEP, Ops, Values
-from parsers.progress_run import IT_S, SAMPLES_S, TOK_S, run
-from parsers.ranks import split_rank
+from dflash_watch.parsers import progress_keys as keys
+from dflash_watch.parsers.progress_ops import METRIC, PUT, RATE, STEP, Ops, Values
+from dflash_watch.parsers.progress_run import IT_S, SAMPLES_S, TOK_S, run
+from dflash_watch.parsers.ranks import split_rank
 
 INF = math.inf
 

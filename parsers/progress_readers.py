@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from parsers import progress_keys as keys
-from parsers.numbers import SECONDS, SI, VALUE, floats
-from parsers.progress_ops import RATE, Plan, stripped
+from dflash_watch.parsers import progress_keys as keys
+from dflash_watch.parsers.numbers import SECONDS, SI, VALUE, floats
+from dflash_watch.parsers.progress_ops import RATE, Plan, stripped
 
 # Keys are words; `|`-separated fields may have several ("lm loss",
 # "elapsed time per iteration (ms)") but no word starting with a digit.

@@ -21,7 +21,7 @@ or when the steps go back (a relaunch from a checkpoint). Other events that carr
 the stale stamp (a traceback after the last step) take the clock's time,
 so events stay in the order the log wrote them.
 
->>> from parsers.events import Progress
+>>> from dflash_watch.parsers.events import Progress
 >>> clock = StepClock()
 >>> lines = [Progress(1000.0, "l:1", step=s, step_seconds=10.0, clocked=False) for s in (1, 2, 4)]
 >>> [e.time for e in clock.apply(lines)]
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from parsers.events import Event, Progress
+from dflash_watch.parsers.events import Event, Progress
 
 # A stamp ahead of the step clock by more than this share of the time run on
 # (and at least DRIFT_MIN_S) is a real gap, not the drift of evaluations and

@@ -22,9 +22,9 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from parsers.child_report import RULE, ReportReader
-from parsers.events import Frame
-from parsers.signatures import ExcLine, scan_markers, short_type
+from dflash_watch.parsers.child_report import RULE, ReportReader
+from dflash_watch.parsers.events import Frame
+from dflash_watch.parsers.signatures import ExcLine, scan_markers, short_type
 
 OPEN, DONE, ENDED = 0, 1, 2
 

@@ -31,7 +31,7 @@ from . import fail
 def test_alert(now: float | None = None) -> Any:
     """The alert each sink gets. Its detector is ``test``: no real detector
     has that name, so a receiver's rules can tell it from a real alert."""
-    from detectors.base import Alert
+    from dflash_watch.detectors.base import Alert
 
     host = socket.gethostname()
     return Alert(

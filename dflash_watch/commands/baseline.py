@@ -278,7 +278,7 @@ def describe_rows(baseline: Any, tz: Any = None) -> list[tuple[str, str]]:
     memory = extra.pop("gpu_memory", None)
     gpu_rows: list[tuple[str, str]] = []
     if isinstance(memory, dict):
-        from detectors.config import fmt_gib
+        from dflash_watch.detectors.config import fmt_gib
 
         for gpu, m in sorted(memory.items(), key=lambda kv: (len(str(kv[0])), str(kv[0]))):
             if isinstance(m, dict) and _is_num(m.get("level_bytes")) and _is_num(m.get("band_bytes")):
@@ -307,7 +307,7 @@ def describe_rows(baseline: Any, tz: Any = None) -> list[tuple[str, str]]:
 
 def _figure_rows(extra: dict[str, Any], baseline: Any) -> list[tuple[str, str]]:
     """The profile's figures (popped from ``extra`` when they are shown)."""
-    from detectors.config import fmt_rate
+    from dflash_watch.detectors.config import fmt_rate
 
     unit = baseline.extra.get("throughput_unit", TOKENS)
     unit = unit if isinstance(unit, str) else TOKENS
@@ -331,7 +331,7 @@ def _figure_rows(extra: dict[str, Any], baseline: Any) -> list[tuple[str, str]]:
 def _fingerprint_rows(extra: dict[str, Any]) -> list[tuple[str, str]]:
     """The environment fingerprint, a row per fact; a shape this version
     does not know stays in ``extra`` and is shown raw."""
-    from detectors.diagnosis_rules import DATA_PATH_PACKAGES, size
+    from dflash_watch.detectors.diagnosis_rules import DATA_PATH_PACKAGES, size
 
     fp = extra.get("fingerprint")
     if not isinstance(fp, dict):
@@ -389,7 +389,7 @@ def _printable(text: str) -> str:
 
 
 def _rate(baseline: Any) -> str:
-    from detectors.config import fmt_rate
+    from dflash_watch.detectors.config import fmt_rate
 
     unit = baseline.extra.get("throughput_unit", TOKENS)
     value = baseline.throughput_tokens_per_s
@@ -401,7 +401,7 @@ def _rate(baseline: Any) -> str:
 def _span(first: float, last: float, tz: Any) -> str:
     from datetime import datetime
 
-    from detectors.config import fmt_duration
+    from dflash_watch.detectors.config import fmt_duration
 
     try:
         a = datetime.fromtimestamp(first, tz)

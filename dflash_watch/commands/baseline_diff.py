@@ -62,8 +62,8 @@ def fired(monitor: Monitor) -> set[str]:
 
 
 def diff(args: argparse.Namespace) -> int:
-    from detectors.diagnosis import Symptoms, rank_changes
-    from detectors.diagnosis_profile import Profile
+    from dflash_watch.detectors.diagnosis import Symptoms, rank_changes
+    from dflash_watch.detectors.diagnosis_profile import Profile
 
     from ..baseline import load_baseline
     from ..replay import ReplayInputError, check_inputs, replay

@@ -76,7 +76,7 @@ def replay_settings(args: Any) -> tuple[Any, Any, Any, Any]:
 def _window_monitor(window: Window, **kwargs: Any) -> Any:
     """A Monitor that sees only ``window`` of the data, and measures the
     step interval, the rates and the padding on the way."""
-    from parsers.events import Crash, GpuSample, PaddingReport, ProbeSample, Progress, rate_of
+    from dflash_watch.parsers.events import Crash, GpuSample, PaddingReport, ProbeSample, Progress, rate_of
 
     from ..monitor import Monitor
 

@@ -147,7 +147,7 @@ def _silence_up_to(alert: Any, now: float) -> Any:
         return alert
     from dataclasses import replace
 
-    from detectors.config import fmt_duration
+    from dflash_watch.detectors.config import fmt_duration
 
     message = alert.message.replace(f"no progress for {fmt_duration(old)}", f"no progress for {_long(silence)}", 1)
     return replace(alert, message=message, evidence={**evidence, "silence_s": silence})
@@ -155,7 +155,7 @@ def _silence_up_to(alert: Any, now: float) -> Any:
 
 def _long(seconds: float) -> str:
     """A duration as a person says it: days past two days, else ``fmt_duration``."""
-    from detectors.config import fmt_duration
+    from dflash_watch.detectors.config import fmt_duration
 
     if seconds >= 2 * 86400:
         return f"{seconds / 86400:.1f} days"

@@ -44,7 +44,7 @@ def detector_config_from(overrides: dict[str, Any], tz: str | None = None) -> An
     """A DetectorConfig from ``[detectors]`` overrides (checked against the
     ranges declared in dflash_watch.config) and the run's time zone, so that
     clock times in alert messages are in the zone the user asked for."""
-    from detectors.config import DetectorConfig
+    from dflash_watch.detectors.config import DetectorConfig
 
     from ..config import check_detectors
 
@@ -54,7 +54,7 @@ def detector_config_from(overrides: dict[str, Any], tz: str | None = None) -> An
 def progress_pattern_from(regex: str | None) -> Any:
     if not regex:
         return None
-    from parsers.progress import ProgressPattern
+    from dflash_watch.parsers.progress import ProgressPattern
 
     try:
         return ProgressPattern(regex)

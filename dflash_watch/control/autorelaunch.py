@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from parsers.events import ProcessExit
+from dflash_watch.parsers.events import ProcessExit
 
 
 @dataclass(frozen=True, slots=True)

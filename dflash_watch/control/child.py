@@ -15,7 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 
-from parsers.events import ProcessExit
+from dflash_watch.parsers.events import ProcessExit
 
 from .job import AlreadyRunning, JobState, classify_exit
 

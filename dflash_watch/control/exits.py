@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 
-from parsers.events import ProcessExit
+from dflash_watch.parsers.events import ProcessExit
 
 from .state import JobState, int_or_none
 

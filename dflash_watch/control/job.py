@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
-from parsers.events import ProcessExit
+from dflash_watch.parsers.events import ProcessExit
 
 from ..procfs import (
     SHELLS,

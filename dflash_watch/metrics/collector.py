@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from detectors.base import DETECTORS, SEVERITIES, Alert
+from dflash_watch.detectors.base import DETECTORS, SEVERITIES, Alert
 
 if TYPE_CHECKING:
     from ..monitor import Monitor

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 from .senders import DeliveryError, Sender, build_sender, secret_names
 from .settings import SinkConfig

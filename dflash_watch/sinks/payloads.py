@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 JSON = "application/json"
 

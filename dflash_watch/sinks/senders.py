@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 from . import payloads
 from .settings import SinkConfig, SinkConfigMissing

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from detectors.base import DETECTORS, SEVERITIES
+from dflash_watch.detectors.base import DETECTORS, SEVERITIES
 
 from ..checks import (
     NON_NEGATIVE,

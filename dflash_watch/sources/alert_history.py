@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 from .history_file import LineAppender, reason
 from .history_replay import RecordedAlerts

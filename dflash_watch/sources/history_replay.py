@@ -36,7 +36,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 TAIL_BYTES = 8 << 20
 TAIL_LINES = 20_000

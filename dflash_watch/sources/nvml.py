@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final, Literal, Protocol, overload
 
-from parsers.events import GpuLost, GpuProcess, GpuSample
+from dflash_watch.parsers.events import GpuLost, GpuProcess, GpuSample
 
 from ..procfs import proc_name
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from parsers.events import ProbeSample
+from dflash_watch.parsers.events import ProbeSample
 
 from .samples import json_count, timed_json_object
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from parsers.events import GpuLost, GpuProcess, GpuSample
+from dflash_watch.parsers.events import GpuLost, GpuProcess, GpuSample
 
 SOURCE = "gpu-samples"
 

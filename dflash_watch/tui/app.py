@@ -32,7 +32,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 from ..baseline import save_baseline
 from ..report import format_rate

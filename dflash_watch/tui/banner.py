@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.text import Text
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 from .text import asked_to_stop, plain, signal_label
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 from .reading import locked
 

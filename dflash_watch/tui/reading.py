@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 if TYPE_CHECKING:
     from ..monitor import Monitor
@@ -68,7 +68,7 @@ def current_rate(monitor: Monitor) -> tuple[float | None, str, float | None]:
     (given or learned, in the run's unit) where it has one, else the
     Monitor's tokens/s baseline for a tokens/s rate. Call under ``locked``.
     """
-    from parsers.events import rate_of
+    from dflash_watch.parsers.events import rate_of
 
     series = monitor.throughput
     if series.count:

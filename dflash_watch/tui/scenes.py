@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..monitor import Monitor
 
-from parsers.events import GpuProcess, GpuSample, ProcessExit
+from dflash_watch.parsers.events import GpuProcess, GpuSample, ProcessExit
 
 GIB = 1 << 30
 MIB = 1 << 20

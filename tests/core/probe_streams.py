@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from parsers.events import ProbeSample
+from dflash_watch.parsers.events import ProbeSample
 from tests.core.synthetic import T0, Scenario
 
 

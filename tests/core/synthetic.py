@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from parsers.events import Crash, Event, Frame, GpuProcess, GpuSample, ProcessExit, Progress, Recompile
+from dflash_watch.parsers.events import Crash, Event, Frame, GpuProcess, GpuSample, ProcessExit, Progress, Recompile
 
 T0 = 1764410400.0  # 2025-11-29 10:00:00 UTC
 GIB = float(1 << 30)
@@ -402,7 +402,7 @@ def drive(detectors, events, *, until: float | None = None):
     """Feed events in order, inserting a Tick at each deadline that falls
     before the next event (as Monitor.advance_to does); returns the alerts.
     ``until`` ticks the deadlines up to that time after the last event."""
-    from parsers.events import Tick
+    from dflash_watch.parsers.events import Tick
 
     alerts = []
     update = detectors.update

@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from parsers.events import Progress
-from parsers.stream import LogStream
-from parsers.timestamps import TimeParser
+from dflash_watch.parsers.events import Progress
+from dflash_watch.parsers.stream import LogStream
+from dflash_watch.parsers.timestamps import TimeParser
 
 UTC = UTC
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 
-from detectors.config import DetectorConfig
-from detectors.registry import DetectorSet, build_detectors
-from parsers.clock import JITTER_S, PENDING_MAX
-from parsers.events import Crash, Progress, Tick
-from parsers.stream import LogStream
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.registry import DetectorSet, build_detectors
+from dflash_watch.parsers.clock import JITTER_S, PENDING_MAX
+from dflash_watch.parsers.events import Crash, Progress, Tick
+from dflash_watch.parsers.stream import LogStream
 
 UTC = UTC
 T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp()

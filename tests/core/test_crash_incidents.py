@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from detectors.config import DetectorConfig
-from detectors.crash import SURVIVE_WINDOW_S as W
-from detectors.crash import CrashDetector
-from detectors.process_exit import ProcessExitDetector
-from detectors.registry import DetectorSet, build_detectors
-from parsers.events import Crash, Frame, ProcessExit, Progress, Quiet, Tick
-from parsers.stream import LogStream
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.crash import SURVIVE_WINDOW_S as W
+from dflash_watch.detectors.crash import CrashDetector
+from dflash_watch.detectors.process_exit import ProcessExitDetector
+from dflash_watch.detectors.registry import DetectorSet, build_detectors
+from dflash_watch.parsers.events import Crash, Frame, ProcessExit, Progress, Quiet, Tick
+from dflash_watch.parsers.stream import LogStream
 from tests.core.synthetic import T0, drive
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tracebacks"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from detectors.alloc_thrash import AllocThrash
-from detectors.config import DetectorConfig
-from detectors.registry import DetectorSet
-from parsers.events import ProbeSample
+from dflash_watch.detectors.alloc_thrash import AllocThrash
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.registry import DetectorSet
+from dflash_watch.parsers.events import ProbeSample
 from tests.core.probe_streams import ProbeProfile, probes
 from tests.core.synthetic import T0, drive
 
@@ -84,7 +84,7 @@ def test_a_cpu_run_without_allocator_figures_says_nothing_and_stays_bounded():
 def test_the_job_exiting_ends_the_episode_and_a_relaunch_counts_afresh():
     """The process that thrashed died (the demo's FX crash): its episode
     resolves at the exit, not a window later on the next incarnation."""
-    from parsers.events import ProcessExit
+    from dflash_watch.parsers.events import ProcessExit
 
     events = [ProbeSample(T0 + 5.0 * i, rank=0, alloc_retries=2 * i) for i in range(60)]
     exit_at = events[-1].time + 1.0

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from detectors.config import DetectorConfig
-from detectors.crash import CrashDetector
-from detectors.process_exit import ProcessExitDetector
-from detectors.registry import DetectorSet, build_detectors
-from parsers.events import Crash, Frame, ProcessExit, Tick
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.crash import CrashDetector
+from dflash_watch.detectors.process_exit import ProcessExitDetector
+from dflash_watch.detectors.registry import DetectorSet, build_detectors
+from dflash_watch.parsers.events import Crash, Frame, ProcessExit, Tick
 from tests.core.synthetic import T0, drive, oom_crash
 
 

@@ -8,17 +8,17 @@ import importlib
 import pytest
 
 MODULES = [
-    "detectors.alloc_thrash",
-    "detectors.counters",
-    "detectors.memory",
-    "detectors.memory_volatility",
-    "detectors.padding",
-    "detectors.recompile_rate",
-    "detectors.steps",
-    "detectors.stall",
-    "detectors.throughput",
-    "detectors.timeline",
-    "parsers.padding",
+    "dflash_watch.detectors.alloc_thrash",
+    "dflash_watch.detectors.counters",
+    "dflash_watch.detectors.memory",
+    "dflash_watch.detectors.memory_volatility",
+    "dflash_watch.detectors.padding",
+    "dflash_watch.detectors.recompile_rate",
+    "dflash_watch.detectors.steps",
+    "dflash_watch.detectors.stall",
+    "dflash_watch.detectors.throughput",
+    "dflash_watch.detectors.timeline",
+    "dflash_watch.parsers.padding",
 ]
 
 

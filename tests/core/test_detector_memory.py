@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
-from detectors.config import DetectorConfig
-from detectors.memory_growth import MemoryGrowth
-from detectors.memory_pressure import MemoryPressure
-from detectors.memory_volatility import MemoryVolatility
-from detectors.registry import DetectorSet, build_detectors
-from parsers.events import GpuSample
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.memory_growth import MemoryGrowth
+from dflash_watch.detectors.memory_pressure import MemoryPressure
+from dflash_watch.detectors.memory_volatility import MemoryVolatility
+from dflash_watch.detectors.registry import DetectorSet, build_detectors
+from dflash_watch.parsers.events import GpuSample
 from tests.core.synthetic import GIB, T0, MemProfile, drive, gpu_samples, replace
 
 BASE = MemProfile()
@@ -157,7 +157,7 @@ def test_gpu_sample_update_is_cheap():
 
 
 def test_three_detectors_share_one_model_and_each_sample_is_observed_once():
-    from detectors.memory import MemoryModel
+    from dflash_watch.detectors.memory import MemoryModel
 
     model = MemoryModel(DetectorConfig())
     dets = [MemoryVolatility(memory=model), MemoryGrowth(memory=model), MemoryPressure(memory=model)]
@@ -172,7 +172,7 @@ def test_three_detectors_share_one_model_and_each_sample_is_observed_once():
 
 
 def test_a_swinging_gpu_whose_processes_change_is_a_relaunch_and_resolves():
-    from parsers.events import GpuProcess, Progress
+    from dflash_watch.parsers.events import GpuProcess, Progress
 
     det = MemoryVolatility(DetectorConfig(tz="UTC"))
     alerts = []

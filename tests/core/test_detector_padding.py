@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from detectors.config import DetectorConfig
-from detectors.padding import _BUCKETS, _KEPT, PaddingDetector
-from detectors.registry import DetectorSet
-from parsers.events import PaddingReport, ProbeSample, ProcessExit, Progress
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.padding import _BUCKETS, _KEPT, PaddingDetector
+from dflash_watch.detectors.registry import DetectorSet
+from dflash_watch.parsers.events import PaddingReport, ProbeSample, ProcessExit, Progress
 from tests.core.probe_streams import ProbeProfile, probes
 from tests.core.synthetic import T0, drive
 
@@ -125,7 +125,7 @@ def test_missing_counts_are_absent_not_zero_and_state_stays_bounded():
 def test_a_bucket_of_a_busy_log_is_the_mean_of_its_first_reports():
     """Ten step lines a second: each 5 s bucket is read from its first
     _PER_BUCKET reports (the hot path skips the rest), never from one."""
-    from detectors.padding import _PER_BUCKET
+    from dflash_watch.detectors.padding import _PER_BUCKET
 
     det = PaddingDetector(CFG)
     events = []

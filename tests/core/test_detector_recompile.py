@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from detectors.config import DetectorConfig
-from detectors.recompile import RecompileDetector
-from detectors.registry import DetectorSet
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.recompile import RecompileDetector
+from dflash_watch.detectors.registry import DetectorSet
 from tests.core.synthetic import T0, drive, merge, recompiles
 
 

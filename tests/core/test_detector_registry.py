@@ -7,10 +7,10 @@ middle: every alert here would be a false alarm at 3 a.m.
 
 from __future__ import annotations
 
-from detectors.base import DETECTORS
-from detectors.config import DetectorConfig
-from detectors.registry import BaselineFigures, DetectorSet, build_detectors
-from parsers.events import GpuSample, Progress, Tick
+from dflash_watch.detectors.base import DETECTORS
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.registry import BaselineFigures, DetectorSet, build_detectors
+from dflash_watch.parsers.events import GpuSample, Progress, Tick
 from tests.core.synthetic import T0, drive, healthy_run
 
 _HEALTHY = None
@@ -94,9 +94,9 @@ def test_kept_deadlines_equal_asking_every_detector() -> None:
 
 
 def test_kept_deadlines_are_read_again_when_a_detector_raises() -> None:
-    from detectors.base import Alert, DetectorBase
-    from detectors.stall import Stall
-    from parsers.events import Event
+    from dflash_watch.detectors.base import Alert, DetectorBase
+    from dflash_watch.detectors.stall import Stall
+    from dflash_watch.parsers.events import Event
 
     class Broken(DetectorBase):
         name = "broken"
@@ -120,7 +120,7 @@ def test_every_detector_declares_the_whole_protocol() -> None:
     of every detector without ``getattr`` defaults: each class declares
     them (``DetectorBase``), and a detector that says it is not timed has
     no deadline."""
-    from detectors.base import EVENT_TYPES, DetectorBase
+    from dflash_watch.detectors.base import EVENT_TYPES, DetectorBase
 
     for d in build_detectors():
         assert isinstance(d, DetectorBase), d
@@ -133,11 +133,11 @@ def test_every_detector_declares_the_whole_protocol() -> None:
 
 
 def test_the_monitor_reads_detector_figures_through_the_set() -> None:
-    from detectors.alloc_thrash import AllocThrash
-    from detectors.counters import RankRises
-    from detectors.padding import PaddingDetector
-    from detectors.recompile_rate import RecompileRate
-    from parsers.events import ProbeSample
+    from dflash_watch.detectors.alloc_thrash import AllocThrash
+    from dflash_watch.detectors.counters import RankRises
+    from dflash_watch.detectors.padding import PaddingDetector
+    from dflash_watch.detectors.recompile_rate import RecompileRate
+    from dflash_watch.parsers.events import ProbeSample
 
     ds = DetectorSet(build_detectors())
     assert isinstance(ds.recompile_rate(), RecompileRate)

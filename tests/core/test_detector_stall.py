@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from detectors.config import DetectorConfig
-from detectors.registry import DetectorSet
-from detectors.stall import Stall
-from parsers.events import Crash, GpuSample, ProcessExit, Progress, Tick
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.registry import DetectorSet
+from dflash_watch.detectors.stall import Stall
+from dflash_watch.parsers.events import Crash, GpuSample, ProcessExit, Progress, Tick
 from tests.core.synthetic import T0, ProgressProfile, drive, merge, process_exit, progress
 
 

@@ -20,17 +20,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from detectors.alloc_thrash import AllocThrash
-from detectors.config import DetectorConfig
-from detectors.memory import MemoryModel
-from detectors.memory_growth import MemoryGrowth
-from detectors.memory_pressure import MemoryPressure
-from detectors.memory_volatility import MemoryVolatility
-from detectors.padding import PaddingDetector
-from detectors.recompile import RecompileDetector
-from detectors.registry import DetectorSet, build_detectors
-from detectors.stall import Stall
-from detectors.throughput import ThroughputDrop
+from dflash_watch.detectors.alloc_thrash import AllocThrash
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.memory import MemoryModel
+from dflash_watch.detectors.memory_growth import MemoryGrowth
+from dflash_watch.detectors.memory_pressure import MemoryPressure
+from dflash_watch.detectors.memory_volatility import MemoryVolatility
+from dflash_watch.detectors.padding import PaddingDetector
+from dflash_watch.detectors.recompile import RecompileDetector
+from dflash_watch.detectors.registry import DetectorSet, build_detectors
+from dflash_watch.detectors.stall import Stall
+from dflash_watch.detectors.throughput import ThroughputDrop
 from tests.core.probe_streams import ProbeProfile, probes
 from tests.core.synthetic import T0, MemProfile, ProgressProfile, Scenario, drive, gpu_samples, merge, progress, replace
 

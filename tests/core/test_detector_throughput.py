@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from detectors.config import DetectorConfig
-from detectors.registry import DetectorSet
-from detectors.throughput import ThroughputDrop
-from parsers.events import Crash, Progress
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.registry import DetectorSet
+from dflash_watch.detectors.throughput import ThroughputDrop
+from dflash_watch.parsers.events import Crash, Progress
 from tests.core.synthetic import T0, ProgressProfile, drive, progress, replace
 
 
@@ -141,9 +141,9 @@ def test_a_bar_of_another_length_after_the_last_is_another_loop_not_a_drop() -> 
     """HF Trainer: training's bar ends (625/625 at 0.27 it/s), then predict's bar
     (its first rated state 2/2850) runs at 0.15 it/s. That is another loop,
     learned anew, not a drop."""
-    from detectors.config import DetectorConfig
-    from detectors.throughput import ThroughputDrop
-    from parsers.events import Progress
+    from dflash_watch.detectors.config import DetectorConfig
+    from dflash_watch.detectors.throughput import ThroughputDrop
+    from dflash_watch.parsers.events import Progress
 
     det = ThroughputDrop(DetectorConfig())
     alerts = []

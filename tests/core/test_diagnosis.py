@@ -15,8 +15,8 @@ import importlib
 
 import pytest
 
-from detectors.diagnosis import rank_changes, suspects_for
-from detectors.diagnosis_profile import Profile
+from dflash_watch.detectors.diagnosis import rank_changes, suspects_for
+from dflash_watch.detectors.diagnosis_profile import Profile
 
 GIB = float(1 << 30)
 
@@ -140,7 +140,7 @@ def test_old_and_odd_profiles_compare_only_what_both_know() -> None:
     assert whats(rank_changes(GOOD, run(fp=env(python="3.12.1")), [])) == ["python"]
 
 
-@pytest.mark.parametrize("name", ["detectors.diagnosis", "detectors.diagnosis_profile"])
+@pytest.mark.parametrize("name", ["dflash_watch.detectors.diagnosis", "dflash_watch.detectors.diagnosis_profile"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dflash_watch.history import DEFAULT_TIERS, GpuHistory, SeriesHistory
-from parsers.events import GpuLost, GpuProcess, GpuSample
+from dflash_watch.parsers.events import GpuLost, GpuProcess, GpuSample
 
 DAY = 86400.0
 T0 = 1_764_410_400.0  # on a minute boundary

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from parsers.events import PaddingReport, Progress
-from parsers.padding import padding_from_metrics, padding_report
-from parsers.stream import LogStream
+from dflash_watch.parsers.events import PaddingReport, Progress
+from dflash_watch.parsers.padding import padding_from_metrics, padding_report
+from dflash_watch.parsers.stream import LogStream
 
 FORMS = [
     # (line after the timestamp, with {e} the efficiency 0..1), how it states it

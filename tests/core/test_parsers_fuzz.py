@@ -7,10 +7,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.events import Progress
-from parsers.progress import parse_progress
-from parsers.stream import LogStream
-from parsers.timestamps import TimeParser
+from dflash_watch.parsers.events import Progress
+from dflash_watch.parsers.progress import parse_progress
+from dflash_watch.parsers.stream import LogStream
+from dflash_watch.parsers.timestamps import TimeParser
 
 # Pieces that steer generated text into the parsers' interesting paths.
 FRAGMENTS = [

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from dflash_watch.parsers.events import ProbeSample
 from dflash_watch.probe.batch import merge_micro_batches
 from dflash_watch.sources.probes import ProbeParser, discover, parse_probe_line, rank_from_name
-from parsers.events import ProbeSample
 
 FULL = {
     "time": 1764410400.0, "rank": 5, "step": 1234, "tokens": 45211, "padded_tokens": 49152,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.events import Progress
-from parsers.progress import CANDIDATES, ProgressPattern, parse_number, parse_progress
+from dflash_watch.parsers.events import Progress
+from dflash_watch.parsers.progress import CANDIDATES, ProgressPattern, parse_number, parse_progress
 
 
 def parse(line: str) -> Progress | None:
@@ -179,8 +179,8 @@ def test_fast_plans_answer_as_the_general_runner(line: str, rnd) -> None:
     """Every digit of a known line replaced at random (same shape, new
     values: zeros, huge steps, fractional "steps"): the fast path, taken
     when the shape has one, must give exactly what ``_run`` gives."""
-    from parsers.progress import _PLANS, line_shape, progress_fields, progress_values
-    from parsers.progress_run import run
+    from dflash_watch.parsers.progress import _PLANS, line_shape, progress_fields, progress_values
+    from dflash_watch.parsers.progress_run import run
 
     variant = "".join(rnd.choice("0123456789") if c.isdigit() else c for c in line)
     progress_values(line)  # plans the shape
@@ -192,7 +192,7 @@ def test_fast_plans_answer_as_the_general_runner(line: str, rnd) -> None:
 
 
 def test_the_dflash_line_takes_the_fast_path() -> None:
-    from parsers.progress import _PLANS, line_shape, progress_fields, progress_values
+    from dflash_watch.parsers.progress import _PLANS, line_shape, progress_fields, progress_values
 
     line = FAST_LINES[len(CASES)]
     metrics = (("acc_len", 3.4), ("pad_eff", 0.93), ("lr", 2.0e-4))
@@ -202,7 +202,7 @@ def test_the_dflash_line_takes_the_fast_path() -> None:
 
 
 def test_shapes_that_can_never_be_progress() -> None:
-    from parsers.progress import progress_possible
+    from dflash_watch.parsers.progress import progress_possible
 
     evaluating = "".join(f"\rEvaluating: {p:3d}%|##| {p}/100 [00:01<00:10, 9.8it/s]" for p in range(0, 101, 20))
     assert not progress_possible(evaluating)

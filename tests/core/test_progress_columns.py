@@ -17,9 +17,16 @@ from datetime import UTC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.progress import _PLANS, column_plan, line_shape, progress_columns, progress_values, value_columns
-from parsers.progress_fast import run_fast
-from parsers.progress_run import run
+from dflash_watch.parsers.progress import (
+    _PLANS,
+    column_plan,
+    line_shape,
+    progress_columns,
+    progress_values,
+    value_columns,
+)
+from dflash_watch.parsers.progress_fast import run_fast
+from dflash_watch.parsers.progress_run import run
 from tests.core.test_progress_rates import TABLE
 
 LINES = [line for line, _ in TABLE] + [
@@ -116,7 +123,7 @@ def test_the_stream_reads_the_rate_table_alike_in_columns_and_line_by_line() -> 
     has a fast plan), between noise: the stream's column reading and its
     per-line reference give the same events, rates and counters included."""
 
-    from parsers.stream import LogStream
+    from dflash_watch.parsers.stream import LogStream
 
     rnd = random.Random(11)
     out = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from parsers.events import Progress, rate_of
-from parsers.progress import TOKENS_PER_SAMPLE, parse_progress
+from dflash_watch.parsers.events import Progress, rate_of
+from dflash_watch.parsers.progress import TOKENS_PER_SAMPLE, parse_progress
 
 # (line, (step, total, tokens/s, loss, step_seconds, rate, rate_unit, elapsed_s, tokens_per_sample))
 N = None
@@ -170,7 +170,7 @@ def test_summary_train_loss_is_a_metric_not_the_loss() -> None:
 
 def test_candidates_are_in_every_rate_line() -> None:
     """The stream never reads a line without a candidate literal."""
-    from parsers.progress import CANDIDATES
+    from dflash_watch.parsers.progress import CANDIDATES
 
     for line, _ in TABLE:
         assert any(c in line for c in CANDIDATES), line
@@ -181,12 +181,12 @@ def test_values_are_progress_fields_after_source_but_clocked() -> None:
     ``progress_from`` build events from it by position."""
     from dataclasses import fields
 
-    from parsers.progress import FIELDS, VALUES, progress_fields, progress_from, progress_values
+    from dflash_watch.parsers.progress import FIELDS, VALUES, progress_fields, progress_from, progress_values
 
     names = tuple(f.name for f in fields(Progress))
     assert VALUES == tuple(n for n in names[2:] if n != "clocked")
     assert names[2 + FIELDS] == "clocked"
-    from parsers.progress_redraws import ELAPSED
+    from dflash_watch.parsers.progress_redraws import ELAPSED
 
     assert VALUES[ELAPSED] == "elapsed_s"
     line = " 45%|████▌     | 450/1000 [05:45<12:07,  7.20it/s, loss=0.5, tok_s=2.02e+4]"

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.numbers import parse_clock, parse_number
-from parsers.progress import parse_progress
+from dflash_watch.parsers.numbers import parse_clock, parse_number
+from dflash_watch.parsers.progress import parse_progress
 
 
 def format_num(n: float) -> str:

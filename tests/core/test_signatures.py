@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from parsers.events import Frame
-from parsers.remedies import FX_TRACING, remedy
-from parsers.signatures import (
+from dflash_watch.parsers.events import Frame
+from dflash_watch.parsers.remedies import FX_TRACING, remedy
+from dflash_watch.parsers.signatures import (
     ChildReport,
     ExcLine,
     classify,

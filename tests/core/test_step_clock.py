@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from parsers.events import Crash, Progress
-from parsers.step_clock import StepClock
+from dflash_watch.parsers.events import Crash, Progress
+from dflash_watch.parsers.step_clock import StepClock
 
 
 def _steps(stamp: float, first: int, n: int, dt: float) -> list:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from parsers.events import Crash, Progress, Recompile
-from parsers.progress import ProgressPattern
-from parsers.ranks import has_rank_prefix, split_rank
-from parsers.stream import LogStream
-from parsers.timestamps import TimeParser
+from dflash_watch.parsers.events import Crash, Progress, Recompile
+from dflash_watch.parsers.progress import ProgressPattern
+from dflash_watch.parsers.ranks import has_rank_prefix, split_rank
+from dflash_watch.parsers.stream import LogStream
+from dflash_watch.parsers.timestamps import TimeParser
 
 UTC = UTC
 REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld"
@@ -279,7 +279,7 @@ def test_user_pattern_without_literals_sees_every_line() -> None:
 
 
 def test_integration_with_real_crash_assembler() -> None:
-    pytest.importorskip("parsers.tracebacks")
+    pytest.importorskip("dflash_watch.parsers.tracebacks")
     stream = LogStream("run.log", tz=UTC, default_year=2026)
     text = (
         "2026-11-29 10:00:00,000 - INFO - step 10 | loss 2.0 | 20.0 Ktok/s\n"

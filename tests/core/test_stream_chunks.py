@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parsers.stream import LogStream
+from dflash_watch.parsers.stream import LogStream
 
 UTC = UTC
 REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld"

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import parsers.stream as stream_module
-from parsers.progress import _PLANS, _run_fast, column_plan, line_shape, progress_columns
-from parsers.stream import LogStream
-from parsers.timestamps import TimeParser
+import dflash_watch.parsers.stream as stream_module
+from dflash_watch.parsers.progress import _PLANS, _run_fast, column_plan, line_shape, progress_columns
+from dflash_watch.parsers.stream import LogStream
+from dflash_watch.parsers.timestamps import TimeParser
 
 UTC = UTC
 
@@ -264,7 +264,7 @@ def test_progress_columns_give_way_when_a_value_check_fails() -> None:
 def test_a_literal_outside_ascii_is_found_in_a_wide_chunk() -> None:
     """The ASCII view would hide such a literal behind '?': the stream must
     read the text itself then (a user's pattern, an assembler's trigger)."""
-    from parsers.progress import ProgressPattern
+    from dflash_watch.parsers.progress import ProgressPattern
 
     pattern = ProgressPattern(r"época (?P<step>\d+)", literals=("época",))
     for fast in (True, False):

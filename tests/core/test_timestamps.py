@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from parsers.timestamps import TimeParser
+from dflash_watch.parsers.timestamps import TimeParser
 
 UTC = UTC
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tui_helpers import crash, make_app
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 from dflash_watch.tui.screens.evidence import EvidenceScreen
 
 SIZE = (120, 40)

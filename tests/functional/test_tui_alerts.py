@@ -6,7 +6,7 @@ import threading
 
 from tui_helpers import make_app, screen_text, toasts
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 from dflash_watch.tui.screens.evidence import EvidenceScreen
 
 SIZE = (120, 40)

@@ -6,7 +6,7 @@ import dataclasses
 
 from tui_helpers import job_state, make_app
 
-from parsers.events import ProcessExit
+from dflash_watch.parsers.events import ProcessExit
 
 
 async def settle(app, pilot, t: float = 0.6) -> None:

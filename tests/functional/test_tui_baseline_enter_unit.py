@@ -8,8 +8,8 @@ import json
 
 from tui_helpers import job_state, make_app, toasts
 
+from dflash_watch.parsers.events import Progress
 from dflash_watch.tui.screens.evidence import EvidenceScreen
-from parsers.events import Progress
 
 SIZE = (120, 40)
 
@@ -57,7 +57,7 @@ async def test_b_refuses_a_window_whose_alert_resolved_since(tmp_path):
     """Firing in the window counts even when it has resolved (and even when acknowledged)."""
     target = tmp_path / "base.json"
     app, s, job = make_app("healthy", baseline_path=str(target))
-    from detectors.base import Alert
+    from dflash_watch.detectors.base import Alert
 
     m = s.monitor
     for state in ("firing", "resolved"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from tui_helpers import UTC, screen_text
 
 from dflash_watch.monitor import Monitor
+from dflash_watch.parsers.events import GpuProcess, GpuSample
 from dflash_watch.tui.app import DashboardApp
 from dflash_watch.tui.widgets.log_view import (
     _ERROR_WORDS,
@@ -27,7 +28,6 @@ from dflash_watch.tui.widgets.log_view import (
     _plain_line,
     classify,
 )
-from parsers.events import GpuProcess, GpuSample
 
 SIZE = (120, 40)
 GIB = 1 << 30

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 from tui_helpers import UTC, make_app, scene
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 from dflash_watch.tui.screens.evidence import EvidenceScreen, evidence_text
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from tui_helpers import job_state, make_app, scene
 
+from dflash_watch.parsers.events import GpuProcess, GpuSample
 from dflash_watch.tui.preflight import preflight
 from dflash_watch.tui.scenes import GIB, N_GPUS, TOTAL, SceneJob
 from dflash_watch.tui.widgets.gpu_tile import processes_text
-from parsers.events import GpuProcess, GpuSample
 
 
 def _after_the_crash(s, *, listed: bool = True) -> None:

@@ -34,7 +34,7 @@ async def test_at_80x24_toasts_leave_the_alerts_panel_uncovered_and_the_footer_k
 
 
 async def test_an_eval_bar_between_training_lines_never_takes_the_headers_step():
-    from parsers.events import Progress
+    from dflash_watch.parsers.events import Progress
 
     app, s, job = make_app("healthy", minutes=4)
     m = s.monitor

@@ -39,8 +39,8 @@ __all__ = ["UTC", "crash", "job_state", "make_app", "screen_text", "toasts"]
 def crash(s: Any, *, after: float = 5.0) -> float:
     """Append the FX-tracing traceback and a crash exit to a scene's running Monitor; returns the new now."""
     from dflash_watch.demo import fx_traceback
+    from dflash_watch.parsers.events import ProcessExit
     from dflash_watch.tui.scenes import LOG
-    from parsers.events import ProcessExit
 
     m = s.monitor
     now = s.now + after

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 from dflash_watch.sinks.dispatch import Dispatcher
 from dflash_watch.sinks.settings import parse_sink
 

@@ -7,9 +7,9 @@ checks are in test_live_clocks.py; these pin the rules one by one.
 
 from __future__ import annotations
 
-from detectors.stall import Stall
 from dflash_watch.alignment import Alignment
-from parsers.events import Delivery, Progress, Tick
+from dflash_watch.detectors.stall import Stall
+from dflash_watch.parsers.events import Delivery, Progress, Tick
 
 WALL = 1_800_000_000.0
 

@@ -182,7 +182,7 @@ def test_help_says_the_env_gives_the_package_fingerprint(tmp_path: Path) -> None
 def test_a_run_without_a_tokens_rate_keeps_its_own_unit() -> None:
     """tqdm prints it/s: the baseline keeps that rate and says its unit."""
     from dflash_watch.commands.baseline import Window, _window_monitor, capture_window
-    from parsers.events import GpuSample, Progress
+    from dflash_watch.parsers.events import GpuSample, Progress
 
     def events(unit_of_second_half: str) -> list:
         out = []
@@ -241,10 +241,10 @@ def test_a_failed_write_leaves_the_old_baseline_whole(tmp_path: Path, monkeypatc
 def test_auto_baseline_saves_a_healthy_steady_run_and_keeps_the_better_one(tmp_path: Path) -> None:
     """Healthy for healthy_for_s with a steady rate: saved once; a firing alert
     restarts the count; a slower run never replaces the saved one."""
-    from detectors.base import Alert
     from dflash_watch.baseline_auto import AutoBaseline, auto_baseline_path
+    from dflash_watch.detectors.base import Alert
     from dflash_watch.monitor import Monitor
-    from parsers.events import Progress
+    from dflash_watch.parsers.events import Progress
 
     path = auto_baseline_path(tmp_path / "state", "train/run 1")
     assert path == tmp_path / "state" / "baseline-train_run_1.json"

@@ -138,7 +138,7 @@ def test_a_crash_in_the_warm_up_still_counts_for_the_diff() -> None:
     FX-tracing crash is a symptom the diff must explain."""
     from dflash_watch.commands.baseline_diff import fired
     from dflash_watch.commands.baseline_window import Window, _window_monitor
-    from parsers.events import Crash, Progress
+    from dflash_watch.parsers.events import Crash, Progress
 
     events = [Progress(T0 + 3 * i, f"train.log:{i + 1}", step=i + 1, tokens_per_s=5000.0) for i in range(40)]
     events.insert(3, Crash(T0 + 7, "train.log:3", "fx_tracing", "fx_tracing", "NameError", "fx", "sig", None))
@@ -155,8 +155,8 @@ def test_monitor_suspects_for_an_alert_come_from_the_live_figures() -> None:
     its own recent window against its baseline, symptoms left out."""
     from dflash_watch.baseline import Baseline
     from dflash_watch.monitor import Monitor
+    from dflash_watch.parsers.events import PaddingReport, Progress
     from dflash_watch.profile import monitor_suspects
-    from parsers.events import PaddingReport, Progress
 
     good = Baseline(21500.0, {"padding_efficiency": 0.93})
     monitor = Monitor(keep_lines=0, baseline=good)

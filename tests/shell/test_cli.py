@@ -197,7 +197,7 @@ RAW_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def test_alert_json_escapes_control_characters_in_every_string() -> None:
-    from detectors.base import Alert
+    from dflash_watch.detectors.base import Alert
 
     hostile = "boom \x1b[31mred\x9b2J nul\x00 del\x7f nel\x85 ls\u2028 é 漢"
     alert = Alert(1.0, "crash", "firing", "critical", hostile, "train\x1b.log:3",

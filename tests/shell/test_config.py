@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from detectors.config import DetectorConfig
 from dflash_watch.config import (
     DETECTOR_ALIASES,
     DETECTOR_DERIVED,
@@ -27,6 +26,7 @@ from dflash_watch.config import (
     load_config,
 )
 from dflash_watch.config_template import example_config
+from dflash_watch.detectors.config import DetectorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_LINE = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*\s*=.*)$")

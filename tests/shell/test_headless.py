@@ -182,7 +182,7 @@ def test_tokens_per_step_from_the_config_turns_it_per_s_into_tokens(tmp_path: Pa
     """A run printing only it/s, with `[run] tokens_per_step`, is judged in tokens/s:
     a tokens/s baseline file applies to it."""
     from dflash_watch.monitor import Monitor
-    from parsers.events import Progress
+    from dflash_watch.parsers.events import Progress
 
     monitor = Monitor(tokens_per_step=4096.0)
     monitor.feed_events([Progress(100.0, "l:1", step=1, rate=5.0, rate_unit="it/s")])

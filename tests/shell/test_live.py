@@ -9,7 +9,7 @@ import pytest
 
 from dflash_watch.live import FollowClock, LiveSession
 from dflash_watch.monitor import Monitor
-from parsers.events import GpuSample
+from dflash_watch.parsers.events import GpuSample
 
 
 class Wall:
@@ -59,7 +59,7 @@ def test_a_tqdm_bar_without_newline_is_progress_live_and_no_stall(tmp_path: Path
 def test_alert_history_file_gets_every_alert_as_contract_json(tmp_path: Path) -> None:
     import json
 
-    from parsers.events import GpuLost
+    from dflash_watch.parsers.events import GpuLost
 
     history = tmp_path / "sub" / "alerts.jsonl"
     monitor = Monitor(keep_lines=0)
@@ -75,7 +75,7 @@ def test_alert_history_file_gets_every_alert_as_contract_json(tmp_path: Path) ->
 
 def test_auto_relaunch_crash_loop_raises_one_critical_alert() -> None:
     from dflash_watch.control.autorelaunch import AutoRelaunchConfig, AutoRelaunchPolicy
-    from parsers.events import ProcessExit
+    from dflash_watch.parsers.events import ProcessExit
 
     class CrashingJob:
         """Exits with the same crash right after every relaunch."""
@@ -157,7 +157,7 @@ def test_a_jobs_last_lines_are_read_before_its_exit_is_judged(tmp_path: Path) ->
     tailer for a fresh round before it asks the job whether it ended."""
     from types import SimpleNamespace
 
-    from parsers.events import ProcessExit
+    from dflash_watch.parsers.events import ProcessExit
 
     log = tmp_path / "train.log"
     log.write_text("[2026-11-29 10:00:00,000] [INFO] [dflash.train] step 5/100 | 21.5 Ktok/s\n")

@@ -16,12 +16,12 @@ import prometheus_client
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from detectors.base import DETECTORS, SEVERITIES
 from dflash_watch.control.state import JobState
+from dflash_watch.detectors.base import DETECTORS, SEVERITIES
 from dflash_watch.metrics.collector import build_registry
 from dflash_watch.metrics.exporter import HttpExporter
 from dflash_watch.monitor import Monitor
-from parsers.events import GpuSample
+from dflash_watch.parsers.events import GpuSample
 
 GIB = 1 << 30
 T0 = datetime(2026, 11, 29, 10, 0, 0).timestamp()  # naive log times are local time

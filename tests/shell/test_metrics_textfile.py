@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dflash_watch.metrics.collector import build_registry
 from dflash_watch.metrics.exporter import TextfileExporter
 from dflash_watch.monitor import Monitor
-from parsers.events import GpuSample
+from dflash_watch.parsers.events import GpuSample
 
 T0 = datetime(2026, 11, 29, 10, 0, 0).timestamp()
 STEP = "2026-11-29 10:{m:02d}:{s:02d},000 - INFO - dflash.train - step {n}/100000 | loss 2.31 | 21.5 Ktok/s\n"

@@ -52,7 +52,7 @@ def test_the_throughput_series_is_the_runs_own_rate_in_its_unit() -> None:
     """An HF Trainer run prints it/s, not tokens: the chart follows that, and
     its end-of-training average is not a point of the curve."""
     from dflash_watch.monitor import Monitor
-    from parsers.events import Progress
+    from dflash_watch.parsers.events import Progress
 
     monitor = Monitor()
     monitor.feed_events([Progress(100.0 + i, f"l:{i}", step=i, rate=3.0 + i, rate_unit="it/s") for i in range(5)])
@@ -73,7 +73,7 @@ def test_the_last_crash_is_the_root_cause_not_its_consequence() -> None:
     """torchrun's report and the siblings' peer errors follow the root cause:
     the job's exit (and a crash loop) must name the root cause."""
     from dflash_watch.monitor import Monitor
-    from parsers.events import Crash
+    from dflash_watch.parsers.events import Crash
 
     monitor = Monitor()
     root = Crash(100.0, "l:5", "crash", "cuda_oom", "torch.OutOfMemoryError", "oom", "oom @ a.py:f", rank=3)
@@ -97,8 +97,8 @@ def _chunks(text: str, sizes: list[int]) -> list[tuple[str, int]]:
 def test_the_views_lines_and_chart_do_not_depend_on_how_the_log_was_cut() -> None:
     """A catch-up feeds chunks far larger than the log view keeps and whole
     batches of rates at once: what the view reads equals one line at a time."""
+    from dflash_watch.parsers.events import Progress
     from dflash_watch.replay import log_events
-    from parsers.events import Progress
 
     text = LOG.read_text(encoding="utf-8")
     rates = sum(1 for e in log_events(str(LOG)) if type(e) is Progress and e.tokens_per_s is not None)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from detectors.config import DetectorConfig
 from dflash_watch.baseline import Baseline
+from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.monitor import Monitor
 from dflash_watch.replay import replay
 

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_nvml import FakeGpu, FakeNvml, GiB  # noqa: E402
 
+from dflash_watch.parsers.events import GpuLost, GpuSample  # noqa: E402
 from dflash_watch.procfs import proc_tree  # noqa: E402
 from dflash_watch.sources.nvml import (  # noqa: E402
     UNAVAILABLE_HINT,
@@ -25,7 +26,6 @@ from dflash_watch.sources.nvml import (  # noqa: E402
     SamplerThread,
     select_gpus,
 )
-from parsers.events import GpuLost, GpuSample  # noqa: E402
 
 
 @pytest.fixture

@@ -19,11 +19,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs torch (pip install torch): the probe is checked with real tensors")
 
+from dflash_watch.parsers.events import ProbeSample
 from dflash_watch.probe import Probe, ProbeWriter
 from dflash_watch.probe.batch import Deferred, resolve
 from dflash_watch.probe.torch_stats import CompileCounter
 from dflash_watch.sources.probes import parse_probe_line, read_probe_file
-from parsers.events import ProbeSample
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = {

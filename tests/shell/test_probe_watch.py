@@ -16,9 +16,9 @@ import pytest
 from dflash_watch import cli
 from dflash_watch.live import LiveSession
 from dflash_watch.monitor import Monitor
+from dflash_watch.parsers.events import ProbeSample, Progress
 from dflash_watch.probe import ProbeWriter
 from dflash_watch.replay import replay
-from parsers.events import ProbeSample, Progress
 
 T0 = 1764410400.0  # 2025-11-29T10:00:00Z
 

@@ -23,7 +23,7 @@ from dflash_watch.baseline import Baseline
 from dflash_watch.control.state import JobState
 from dflash_watch.metrics.collector import build_registry
 from dflash_watch.monitor import Monitor
-from parsers.events import GpuSample
+from dflash_watch.parsers.events import GpuSample
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool")

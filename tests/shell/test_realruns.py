@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from detectors.base import Alert
-from detectors.config import DetectorConfig
+from dflash_watch.detectors.base import Alert
+from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.monitor import Monitor
+from dflash_watch.parsers.events import Progress, rate_of
 from dflash_watch.replay import log_events, replay
-from parsers.events import Progress, rate_of
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "realruns"

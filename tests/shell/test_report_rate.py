@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from detectors.config import fmt_rate
+from dflash_watch.detectors.config import fmt_rate
 from dflash_watch.report import format_rate
 
 

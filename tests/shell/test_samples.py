@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_nvml import FakeNvml, GiB  # noqa: E402
 
+from dflash_watch.parsers.events import GpuLost, GpuProcess, GpuSample  # noqa: E402
 from dflash_watch.sources.nvml import GpuSampler  # noqa: E402
 from dflash_watch.sources.samples import (  # noqa: E402
     SampleParser,
@@ -24,7 +25,6 @@ from dflash_watch.sources.samples import (  # noqa: E402
     parse_sample_line,
     read_sample_file,
 )
-from parsers.events import GpuLost, GpuProcess, GpuSample  # noqa: E402
 
 
 def as_file_sample(s: GpuSample) -> GpuSample:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from detectors.process_exit import ProcessExitDetector
 from dflash_watch.control import cli_actions
 from dflash_watch.control.autorelaunch import (
     AutoRelaunchConfig,
@@ -38,7 +37,8 @@ from dflash_watch.control.job import (
     proc_alive,
 )
 from dflash_watch.control.tmux import InvalidName, Tmux, TmuxServerGone, escape_arg, validate_name
-from parsers.events import ProcessExit
+from dflash_watch.detectors.process_exit import ProcessExitDetector
+from dflash_watch.parsers.events import ProcessExit
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "fake_trainers"

@@ -25,7 +25,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from detectors.diagnosis_rules import size
+from dflash_watch.detectors.diagnosis_rules import size
 
 from ...diagnose import Diagnosis
 from ...report import format_rate

@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 from ..text import SEVERITY_STYLE, fmt_clock, plain
 from ..values import format_value

@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from detectors.base import Alert
+from dflash_watch.detectors.base import Alert
 
 from ..reading import locked
 from ..text import SEVERITY_ICON, SEVERITY_STYLE, fmt_clock, plain

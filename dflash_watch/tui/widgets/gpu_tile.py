@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from parsers.events import GpuLost, GpuProcess
+from dflash_watch.parsers.events import GpuLost, GpuProcess
 
 from ..reading import split_holders
 from ..text import fmt_gib, plain, set_static
