@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from dflash_watch.parsers.events import TOK_S
+
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 
@@ -203,7 +205,7 @@ def fmt_bytes(num_bytes: float) -> str:
     return f"{num_bytes / MIB:.0f} MiB"
 
 
-def fmt_rate(rate: float, unit: str = "tok/s") -> str:
+def fmt_rate(rate: float, unit: str = TOK_S) -> str:
     """21500 -> '21.5 Ktok/s'; (1.234, 'it/s') -> '1.2 it/s'.
 
     Tokens keep the K/M prefixes glued to the unit, as training logs and
@@ -211,7 +213,7 @@ def fmt_rate(rate: float, unit: str = "tok/s") -> str:
     enough to read plainly, with the digits their size needs.
     """
     v = abs(rate)
-    if unit == "tok/s":
+    if unit == TOK_S:
         if v >= 1e6:
             return f"{rate / 1e6:.2f} Mtok/s"
         if v >= 1e3:

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_watch.parsers.events import TOK_S
+
 _SEPARATORS = re.compile(r"[-_.]+")
 
 
@@ -98,7 +100,7 @@ class Profile:
     """The figures of one run (its steady state after warm-up)."""
 
     throughput: float | None = None
-    throughput_unit: str = "tok/s"
+    throughput_unit: str = TOK_S
     throughput_p10: float | None = None
     throughput_p90: float | None = None
     # Median rate during the warm-up: how slow the first steps were.
@@ -124,7 +126,7 @@ class Profile:
         padding = _num(data.get("padding_efficiency"))
         return cls(
             throughput=_num(data.get("throughput_tokens_per_s")),
-            throughput_unit=_str(data.get("throughput_unit")) or "tok/s",
+            throughput_unit=_str(data.get("throughput_unit")) or TOK_S,
             throughput_p10=_num(data.get("throughput_p10")),
             throughput_p90=_num(data.get("throughput_p90")),
             warmup_throughput=_num(data.get("warmup_throughput_tokens_per_s")),

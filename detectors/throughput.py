@@ -54,7 +54,7 @@ from collections import deque
 from statistics import median
 from typing import Any
 
-from dflash_watch.parsers.events import Crash, Event, ProcessExit, Progress
+from dflash_watch.parsers.events import TOK_S, Crash, Event, ProcessExit, Progress
 
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
@@ -68,7 +68,6 @@ _WINDOW_MAX = 1024  # reports in the smoothing window at most
 _INTERVALS_KEPT = 16  # recent report intervals, for the run's cadence
 _INTERVAL_EVERY = 8  # reports between re-reads of the cadence
 _LEARN_MAX = 4096
-TOKENS = "tok/s"
 
 
 class ThroughputDrop(DetectorBase):
@@ -117,13 +116,13 @@ class ThroughputDrop(DetectorBase):
 
     def learned_baseline(self) -> float | None:
         """The tokens/s baseline this run taught, if it did (None for other units)."""
-        if self.given_baseline is not None or self.unit not in (None, TOKENS):
+        if self.given_baseline is not None or self.unit not in (None, TOK_S):
             return None
         return self.baseline
 
     def learned_rate(self) -> tuple[float | None, str]:
         """(baseline, unit) in the run's own unit, given or learned."""
-        return self.baseline, self.unit or TOKENS
+        return self.baseline, self.unit or TOK_S
 
     def set_baseline(self, tokens_per_s: float | None) -> None:
         """A new reference in tokens/s (the dashboard's ``b`` key), at once.
@@ -134,7 +133,7 @@ class ThroughputDrop(DetectorBase):
         """
         v = tokens_per_s if tokens_per_s and tokens_per_s > 0 else None
         self.given_baseline = v
-        if self.unit not in (None, TOKENS):
+        if self.unit not in (None, TOK_S):
             return
         self.baseline = v
         self._learn = []
@@ -173,7 +172,7 @@ class ThroughputDrop(DetectorBase):
         """Another loop's bar (prediction after training, the next stage): its
         rate says nothing of the training's, so what was learned is dropped
         (a given tokens/s baseline stays)."""
-        self.baseline = self.given_baseline if self.unit == TOKENS else None
+        self.baseline = self.given_baseline if self.unit == TOK_S else None
         self._learn = []
         self._learn_start = None
         if self.episode.active:
@@ -186,7 +185,7 @@ class ThroughputDrop(DetectorBase):
     def _new_unit(self, unit: str, p: Progress) -> list[Alert]:
         """Another logger: what was learned in the old unit says nothing."""
         self.unit = unit
-        self.baseline = self.given_baseline if unit == TOKENS else None
+        self.baseline = self.given_baseline if unit == TOK_S else None
         self._learn = []
         self._learn_start = None
         self._stopped = True  # restarts at this report
@@ -203,9 +202,9 @@ class ThroughputDrop(DetectorBase):
         # rate_of(p), inline: this runs once per training step.
         v = p.rate
         if v is None:
-            v, unit = p.tokens_per_s, TOKENS
+            v, unit = p.tokens_per_s, TOK_S
         else:
-            unit = p.rate_unit or TOKENS
+            unit = p.rate_unit or TOK_S
         if v is None or not math.isfinite(v) or v < 0 or not p.clocked:
             # An unclocked line's time is an earlier line's: a "sustained"
             # drop cannot be timed on it.
@@ -220,7 +219,7 @@ class ThroughputDrop(DetectorBase):
         if unit != self.unit:
             if self.unit is None:
                 self.unit = unit
-                if unit != TOKENS:
+                if unit != TOK_S:
                     self.baseline = None
             else:
                 # Another unit while the run's own reports keep coming is
@@ -335,7 +334,7 @@ class ThroughputDrop(DetectorBase):
 
     def _track_rise(self, t: float, v: float, med: float, base: float) -> None:
         """A learned baseline follows the run up to a faster steady phase."""
-        if self.given_baseline is not None and self.unit == TOKENS:
+        if self.given_baseline is not None and self.unit == TOK_S:
             return
         if med <= self._rise_factor * base:
             self._rise_since = None
@@ -353,7 +352,7 @@ class ThroughputDrop(DetectorBase):
     def _values(self, med: float, base: float, worst: float | None = None) -> dict[str, Any]:
         """Evidence numbers: tok/s keeps its contract keys, other units say theirs."""
         d: dict[str, Any]
-        if self.unit in (None, TOKENS):
+        if self.unit in (None, TOK_S):
             d = {"tokens_per_s": med, "baseline_tokens_per_s": base}
             if worst is not None:
                 d["worst_tokens_per_s"] = worst
@@ -361,15 +360,15 @@ class ThroughputDrop(DetectorBase):
             d = {"rate": med, "baseline_rate": base}
             if worst is not None:
                 d["worst_rate"] = worst
-        d["unit"] = self.unit or TOKENS
+        d["unit"] = self.unit or TOK_S
         return d
 
     def _fire(self, p: Progress, med: float, t: float, base: float) -> list[Alert]:
-        unit = self.unit or TOKENS
+        unit = self.unit or TOK_S
         below = 1.0 - med / base
         since_t = self._drop_start if self._drop_start is not None else t
         since = self._clock.raw(since_t)
-        source = "given" if self.given_baseline is not None and unit == TOKENS else "learned"
+        source = "given" if self.given_baseline is not None and unit == TOK_S else "learned"
         self._episode_start = since_t
         msg = (
             f"throughput {fmt_rate(med, unit)} is {below:.0%} below baseline {fmt_rate(base, unit)} "
@@ -391,7 +390,7 @@ class ThroughputDrop(DetectorBase):
         return self.episode.fire(p.time, "warning", msg, p.source, evidence)
 
     def _resolve(self, p: Progress, med: float, t: float, base: float) -> list[Alert]:
-        unit = self.unit or TOKENS
+        unit = self.unit or TOK_S
         started = self._episode_start if self._episode_start is not None else t
         msg = (
             f"throughput recovered to {fmt_rate(med, unit)} ({med / base:.0%} of baseline {fmt_rate(base, unit)}); "

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflash_watch.parsers.events import TOK_S
+
 
 class BaselineError(ValueError):
     """A baseline file that cannot be used, worded for one line on stderr."""
@@ -28,12 +30,12 @@ class Baseline:
         """The unit of the saved rate: a run that printed only it/s or
         samples/s saves that rate with ``throughput_unit`` beside it."""
         unit = self.extra.get("throughput_unit")
-        return unit if isinstance(unit, str) and unit else "tok/s"
+        return unit if isinstance(unit, str) and unit else TOK_S
 
     @property
     def tokens_per_s(self) -> float | None:
         """The tokens/s reference, or None when the saved rate is in another unit."""
-        return self.throughput_tokens_per_s if self.unit == "tok/s" else None
+        return self.throughput_tokens_per_s if self.unit == TOK_S else None
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Baseline:

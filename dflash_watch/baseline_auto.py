@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dflash_watch.parsers.events import TOK_S
+
 from .baseline import Baseline, BaselineError, load_baseline, save_baseline
 from .profile import profile_of_monitor
 
@@ -121,7 +123,7 @@ class AutoBaseline:
             old = load_baseline(self.path)
         except BaselineError:
             return None  # an unreadable file is no reference to keep
-        if old.unit != profile.get("throughput_unit", "tok/s"):
+        if old.unit != profile.get("throughput_unit", TOK_S):
             return None
         if profile["throughput_tokens_per_s"] < (1 - self.degraded_fraction) * old.throughput_tokens_per_s:
             return "throughput is below the saved baseline's: not replacing a better run"

@@ -24,6 +24,9 @@ from dflash_watch.detectors.base import Alert
 from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.detectors.registry import DetectorSet, build_detectors
 from dflash_watch.parsers.events import (
+    IT_S,
+    SAMPLES_S,
+    TOK_S,
     Crash,
     Delivery,
     Event,
@@ -66,7 +69,7 @@ class StreamState:
 
 
 # Rate units from the most telling: a chart keeps the best one the run prints.
-_UNIT_RANK = {"tok/s": 3, "samples/s": 2, "it/s": 1}
+_UNIT_RANK = {TOK_S: 3, SAMPLES_S: 2, IT_S: 1}
 
 # ``Monitor.gpu_unavailable`` when the user turned sampling off (not a
 # failure): views offer the matching fix.
@@ -97,7 +100,7 @@ class Monitor:
         self._detectors = self._build_detectors()
         # A run that prints it/s or samples/s, with its tokens per step or
         # per sample known from the config: judged and shown in tokens/s.
-        self._tokens_per = {"it/s": tokens_per_step, "samples/s": tokens_per_sample}
+        self._tokens_per = {IT_S: tokens_per_step, SAMPLES_S: tokens_per_sample}
         self._convert = any(v for v in self._tokens_per.values())
         self._streams: dict[str, StreamState] = {}
         self._listeners: list[AlertListener] = []
@@ -111,7 +114,7 @@ class Monitor:
         self._rates: list[float] = []
         # The unit of ``throughput``'s values: the run's own ("it/s" for an
         # HF Trainer run that prints no tokens).
-        self.throughput_unit = "tok/s"
+        self.throughput_unit = TOK_S
         # False: no GPU/throughput history for views (``replay --json``
         # prints alerts only; the detectors keep their own state).
         self.keep_history = keep_history
@@ -504,9 +507,9 @@ class Monitor:
             rate = event.tokens_per_s
             if rate is None:
                 return
-            unit = "tok/s"
+            unit = TOK_S
         else:
-            unit = event.rate_unit or "tok/s"
+            unit = event.rate_unit or TOK_S
             if event.step is None and event.metric("train_runtime") is not None:
                 return  # HF's end-of-training average, not a point of the curve
         if unit != self.throughput_unit:
@@ -529,7 +532,7 @@ class Monitor:
         if not per:
             return event
         tps = event.rate * per
-        return replace(event, tokens_per_s=tps, rate=tps, rate_unit="tok/s")
+        return replace(event, tokens_per_s=tps, rate=tps, rate_unit=TOK_S)
 
     def _arrive(self, t: float) -> list[Alert]:
         """An input at time ``t``: the deadlines before it first, then the clock."""
@@ -669,7 +672,7 @@ class Monitor:
             if len(means) == 0:
                 return None
             extra: dict[str, Any] = {"window_s": window_s, "captured_at": self.now}
-            if self.throughput_unit != "tok/s":
+            if self.throughput_unit != TOK_S:
                 # The chart's series is in the run's own unit (CONTRACTS 6
                 # only adds keys): say which, so it is never read as tokens.
                 extra["throughput_unit"] = self.throughput_unit

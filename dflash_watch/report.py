@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from dflash_watch.detectors.base import Alert
 from dflash_watch.detectors.config import fmt_rate
+from dflash_watch.parsers.events import TOK_S
 
 if TYPE_CHECKING:
     from .monitor import Monitor
@@ -34,7 +35,7 @@ def format_time(t: float | None, tz: Any = None) -> str:
         return f"{t:.0f}"
 
 
-def format_rate(rate: float | None, unit: str | None = "tok/s") -> str:
+def format_rate(rate: float | None, unit: str | None = TOK_S) -> str:
     """A rate as the detectors' messages say it, in any unit; '-' when there is none.
 
     ``format_rate(21500)`` is '21.5 Ktok/s', ``format_rate(1.2, "it/s")``
@@ -42,7 +43,7 @@ def format_rate(rate: float | None, unit: str | None = "tok/s") -> str:
     """
     if rate is None or not math.isfinite(rate):
         return "-"
-    return fmt_rate(rate, unit or "tok/s")
+    return fmt_rate(rate, unit or TOK_S)
 
 
 def format_alert(alert: Alert, tz: Any = None) -> str:
@@ -66,8 +67,8 @@ def format_summary(monitor: Monitor, tz: Any = None) -> str:
         if p.total_steps:
             step += f"/{p.total_steps}"
         lines.append(f"  last step      {step}  (loss {p.loss if p.loss is not None else '-'})")
-    unit = getattr(monitor, "throughput_unit", "tok/s")
-    base = format_rate(monitor.baseline_tokens_per_s) if unit == "tok/s" else "-"
+    unit = getattr(monitor, "throughput_unit", TOK_S)
+    base = format_rate(monitor.baseline_tokens_per_s) if unit == TOK_S else "-"
     lines.append(f"  throughput     last {format_rate(monitor.throughput.last_value, unit)}, baseline {base}")
     lines.append(f"  GPUs sampled   {len(monitor.gpus.gpus)}")
     lines.append(f"  recompiles     {monitor.recompiles}")

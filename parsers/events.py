@@ -10,7 +10,14 @@ Monitor, every detector and the TUI without defensive copies.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Final, Literal, Union
+
+# The units a run's rate is printed in (``Progress.rate_unit``), from the
+# most telling: tokens, samples, steps. One home; every module names them so.
+RateUnit = Literal["tok/s", "samples/s", "it/s"]
+TOK_S: Final = "tok/s"
+SAMPLES_S: Final = "samples/s"
+IT_S: Final = "it/s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,8 +257,8 @@ class PaddingReport:
 def rate_of(event: Progress) -> tuple[float | None, str]:
     """(rate, unit) of a progress event: its own rate, else its tokens/s."""
     if event.rate is not None:
-        return event.rate, event.rate_unit or "tok/s"
-    return event.tokens_per_s, "tok/s"
+        return event.rate, event.rate_unit or TOK_S
+    return event.tokens_per_s, TOK_S
 
 
 Event = Union[  # noqa: UP007 - one alias the detectors and the registry read

@@ -19,12 +19,12 @@ from __future__ import annotations
 import math
 
 from dflash_watch.parsers import progress_keys as keys
+from dflash_watch.parsers.events import IT_S, SAMPLES_S, TOK_S
 from dflash_watch.parsers.numbers import finite, parse_clock
 from dflash_watch.parsers.progress_ops import METRIC, PUT, RATE, STEP, TQDM, TRY, Ops, Values
 from dflash_watch.parsers.ranks import split_rank
 
 TOKENS_PER_SAMPLE = "tokens_per_sample"
-TOK_S, SAMPLES_S, IT_S = "tok/s", "samples/s", "it/s"
 
 
 def rate_from(

@@ -28,8 +28,10 @@ import os
 import sys
 from typing import Any, TypeGuard
 
+from dflash_watch.parsers.events import TOK_S
+
 from . import fail
-from .baseline_window import TOKENS, Window, _window_monitor, capture_window, median, replay_settings
+from .baseline_window import Window, _window_monitor, capture_window, median, replay_settings
 from .common import ClearError, SettingsError, expand_logs, parse_tz
 
 __all__ = ["Window", "_window_monitor", "capture_window", "describe", "describe_rows", "run", "show_json"]
@@ -160,7 +162,7 @@ def _save(args: argparse.Namespace) -> int:
 
     extra = dict(captured.extra)
     extra["window"] = {"from": first, "to": last}
-    if window.unit != TOKENS:
+    if window.unit != TOK_S:
         extra["throughput_unit"] = window.unit
     interval = median(monitor.step_intervals) or median(monitor.step_seconds)
     if interval is not None:
@@ -196,7 +198,7 @@ def _refusal(monitor: Any, start: float | None) -> str | None:
     if now is None:
         return None
     view = SimpleNamespace(alerts=monitor.alerts, now=now, job_state=None, last_exit=monitor.last_exit,
-                           throughput_unit=TOKENS, lock=monitor.lock)
+                           throughput_unit=TOK_S, lock=monitor.lock)
     span = now - start if start is not None and start < now else 0.0
     return refusal(view, window_s=60.0 * max(1, math.ceil(span / 60.0)))  # "in the last 8 minutes"
 
@@ -309,8 +311,8 @@ def _figure_rows(extra: dict[str, Any], baseline: Any) -> list[tuple[str, str]]:
     """The profile's figures (popped from ``extra`` when they are shown)."""
     from dflash_watch.detectors.config import fmt_rate
 
-    unit = baseline.extra.get("throughput_unit", TOKENS)
-    unit = unit if isinstance(unit, str) else TOKENS
+    unit = baseline.extra.get("throughput_unit", TOK_S)
+    unit = unit if isinstance(unit, str) else TOK_S
     rows = []
     p10, p90 = extra.get("throughput_p10"), extra.get("throughput_p90")
     if _is_num(p10) and _is_num(p90):
@@ -391,9 +393,9 @@ def _printable(text: str) -> str:
 def _rate(baseline: Any) -> str:
     from dflash_watch.detectors.config import fmt_rate
 
-    unit = baseline.extra.get("throughput_unit", TOKENS)
+    unit = baseline.extra.get("throughput_unit", TOK_S)
     value = baseline.throughput_tokens_per_s
-    if unit == TOKENS:
+    if unit == TOK_S:
         return fmt_rate(value)
     return f"{value:.3g} {_printable(str(unit))}"
 

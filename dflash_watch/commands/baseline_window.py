@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-TOKENS = "tok/s"
+from dflash_watch.parsers.events import TOK_S
+
 # GPU samples waiting for the next progress line: 8 GPUs at 1 Hz for ~100
 # minutes. A longer silence keeps only its last samples.
 HELD_SAMPLES = 50_000
@@ -38,7 +39,7 @@ class Window:
     warmup_events: int = 5
     warmup_s: float = 60.0
     # The unit read as "tokens/s" when the run prints no tokens rate.
-    unit: str = TOKENS
+    unit: str = TOK_S
     # ``baseline diff``: crashes during the warm-up still count (an early
     # FX-tracing crash is a symptom to explain).
     keep_crashes: bool = False
@@ -174,7 +175,7 @@ def _window_monitor(window: Window, **kwargs: Any) -> Any:
                 if last is not None and event.step > last[0] and event.time > last[1]:
                     self.step_intervals.append((event.time - last[1]) / (event.step - last[0]))
                 self._last_step = (event.step, event.time)
-            if window.unit != TOKENS:
+            if window.unit != TOK_S:
                 # A run without a tokens rate: its own rate stands in for it.
                 # Other units (an eval bar) are left out of the series.
                 keep = unit == window.unit
@@ -195,7 +196,7 @@ def capture_window(replay_window: Callable[[Window], Any], window: Window) -> tu
         window = replace(window, skip_warmup=False)
         sys.stderr.write("dflash-watch: the run is no longer than its warm-up; the baseline covers all of it\n")
         monitor = replay_window(window)
-    if monitor.units and TOKENS not in monitor.units:
+    if monitor.units and TOK_S not in monitor.units:
         window = replace(window, unit=max(monitor.units, key=monitor.units.__getitem__))
         monitor = replay_window(window)
     return monitor, window

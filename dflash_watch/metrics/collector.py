@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from dflash_watch.detectors.base import DETECTORS, SEVERITIES, Alert
+from dflash_watch.parsers.events import IT_S, SAMPLES_S, TOK_S
 
 if TYPE_CHECKING:
     from ..monitor import Monitor
@@ -30,12 +31,12 @@ if TYPE_CHECKING:
 SEVERITY_LEVEL = {name: i + 1 for i, name in enumerate(SEVERITIES)}  # info 1, warning 2, critical 3
 
 # The run's own rate units as label values that say the unit in words.
-UNIT_LABEL = {"tok/s": "tokens_per_second", "samples/s": "samples_per_second", "it/s": "iterations_per_second"}
+UNIT_LABEL = {TOK_S: "tokens_per_second", SAMPLES_S: "samples_per_second", IT_S: "iterations_per_second"}
 
 
 def unit_label(unit: str | None) -> str:
     """A rate unit as a label value (``it/s`` -> ``iterations_per_second``)."""
-    unit = unit or "tok/s"
+    unit = unit or TOK_S
     return UNIT_LABEL.get(unit, "".join(c if c.isalnum() else "_" for c in unit))
 
 
@@ -107,9 +108,9 @@ class MonitorCollector(Collector):
             rate, unit = m.throughput.last_value, m.throughput_unit
             if rate is None and progress is not None:  # no history kept (keep_history off)
                 if progress.rate is not None:
-                    rate, unit = progress.rate, progress.rate_unit or "tok/s"
+                    rate, unit = progress.rate, progress.rate_unit or TOK_S
                 elif progress.tokens_per_s is not None:
-                    rate, unit = progress.tokens_per_s, "tok/s"
+                    rate, unit = progress.tokens_per_s, TOK_S
             firing: dict[str, int] = {}
             for alert in m.alerts.firing():
                 level = SEVERITY_LEVEL.get(alert.severity, 1)
@@ -156,13 +157,13 @@ def _families(s: dict[str, Any], version: str) -> Iterator[Metric]:
     rate, unit = s["rate"], s["unit"]
     if rate is not None:
         yield _rate("dflash_throughput", "Training rate in the run's own unit (label unit)", rate, unit)
-        if unit == "tok/s":
+        if unit == TOK_S:
             yield GaugeMetricFamily("dflash_throughput_tokens_per_second", "Training throughput, tokens/s",
                                     value=rate)
     if s["baseline"] is not None:
         ref, ref_unit = s["baseline"]
         yield _rate("dflash_throughput_baseline", "Reference rate of a good run (label unit)", ref, ref_unit)
-        if ref_unit == "tok/s":
+        if ref_unit == TOK_S:
             yield GaugeMetricFamily("dflash_throughput_baseline_tokens_per_second",
                                     "Reference throughput of a good run, tokens/s", value=ref)
     if s["step"] is not None:

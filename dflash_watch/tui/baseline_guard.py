@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dflash_watch.detectors.base import Alert
+from dflash_watch.parsers.events import TOK_S
 
 from .reading import locked
 
@@ -53,9 +54,9 @@ def refusal(monitor: AlertWindowView, window_s: float = BASELINE_WINDOW_S) -> st
         last_exit = monitor.last_exit
         now = monitor.now
         fired = fired_in_window(monitor, window_s)
-        unit = getattr(monitor, "throughput_unit", "tok/s")
+        unit = getattr(monitor, "throughput_unit", TOK_S)
     minutes = f"{window_s / 60:g} minutes"
-    if unit != "tok/s":
+    if unit != TOK_S:
         # The baseline file holds tokens/s (CONTRACTS section 6); an it/s median there would lie.
         return (f"not saved: this run reports {unit}, not tokens/s, and a baseline holds tokens/s; "
                 "the throughput detector learns this run's own baseline after warm-up")

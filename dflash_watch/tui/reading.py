@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dflash_watch.detectors.base import Alert
+from dflash_watch.parsers.events import TOK_S
 
 if TYPE_CHECKING:
     from ..monitor import Monitor
@@ -54,7 +55,6 @@ def job_pids(monitor: Monitor) -> frozenset[int]:
     return frozenset(getattr(state, "pids", ()) or ())
 
 
-TOKENS = "tok/s"
 
 
 def current_rate(monitor: Monitor) -> tuple[float | None, str, float | None]:
@@ -72,11 +72,11 @@ def current_rate(monitor: Monitor) -> tuple[float | None, str, float | None]:
 
     series = monitor.throughput
     if series.count:
-        value, unit = series.last_value, getattr(monitor, "throughput_unit", TOKENS)
+        value, unit = series.last_value, getattr(monitor, "throughput_unit", TOK_S)
     elif monitor.last_progress is not None:
         value, unit = rate_of(monitor.last_progress)
     else:
-        value, unit = None, TOKENS
+        value, unit = None, TOK_S
     baseline: float | None = None
     detector = monitor.detectors.get("throughput_drop") if hasattr(monitor, "detectors") else None
     learned = getattr(detector, "learned_rate", None)
@@ -84,7 +84,7 @@ def current_rate(monitor: Monitor) -> tuple[float | None, str, float | None]:
         base, base_unit = learned()
         if base and base_unit == unit:
             baseline = base
-    if baseline is None and unit == TOKENS:
+    if baseline is None and unit == TOK_S:
         baseline = monitor.baseline_tokens_per_s
     return value, unit, baseline
 
@@ -100,7 +100,7 @@ def loop_rank(progress: Any) -> tuple[int, int]:
     thousands of steps. The same order as ``Monitor.throughput_unit``
     (tokens over other units), plus the loop's size.
     """
-    tokens = progress.tokens_per_s is not None or progress.rate_unit == TOKENS
+    tokens = progress.tokens_per_s is not None or progress.rate_unit == TOK_S
     return int(tokens), max(progress.total_steps or 0, progress.step or 0)
 
 

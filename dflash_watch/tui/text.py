@@ -16,6 +16,8 @@ from typing import Any
 
 from rich.text import Text
 
+from dflash_watch.parsers.events import TOK_S
+
 from ..report import safe_text
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), other two-byte ESC
@@ -116,7 +118,7 @@ def fmt_rate_unit(value: float | None, unit: str, compact: bool = False) -> str:
 
     if value is None:
         return "-"
-    if unit == "tok/s":
+    if unit == TOK_S:
         text = format_rate(value)
         return text.replace(" Ktok/s", "K").replace(" Mtok/s", "M").replace(" tok/s", "") if compact else text
     v = abs(value)

@@ -19,6 +19,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from dflash_watch.parsers.events import TOK_S
+
 from ..reading import current_rate, locked
 from ..text import fmt_clock, fmt_rate_unit, set_static
 from .plot import PlotextChart
@@ -48,7 +50,7 @@ class ThroughputPanel(Vertical):
         self._chart = PlotextChart(placeholder="no rate in the log yet: the chart starts with the first "
                                    "progress line that reports one (tok/s, it/s, samples/s; or set "
                                    "progress_regex in the config)")
-        self.unit = "tok/s"  # the unit shown last (tests read it)
+        self.unit = TOK_S  # the unit shown last (tests read it)
 
     def compose(self) -> ComposeResult:
         yield self._info
