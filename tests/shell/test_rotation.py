@@ -59,6 +59,7 @@ WRITER = textwrap.dedent('''
             log.exception("training failed")
 
     progress(40)
+    time.sleep(1.0)  # the watcher holds the file before it is rotated
     if mode == "rfh":
         # A fresh file with room for the traceback, held by the watcher by now.
         handler.doRollover()
@@ -125,11 +126,29 @@ def _alerts_until_crash(proc: subprocess.Popen[str], timeout: float) -> list[dic
     return alerts
 
 
+def _ready(proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
+    """stderr up to headless's "waiting for ... to appear": it follows the
+    name now (a fixed sleep is too short on a loaded machine, and a file
+    first seen after its rotation is another story than these tests tell)."""
+    assert proc.stderr is not None
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
+        if ready:
+            line = proc.stderr.readline()
+            seen += line
+            if not line or "to appear" in line:
+                return seen
+    raise AssertionError(f"headless never said it waits for the log: {seen!r}")
+
+
 def _watch_writer(tmp_path: Path, mode: str) -> tuple[list[dict], str]:
     log = tmp_path / "train.log"
     proc = _headless(tmp_path, log)  # started first: the log does not exist yet
+    early = ""
     try:
-        time.sleep(1.0)
+        early = _ready(proc)
         writer = _writer(tmp_path, mode, log)
         alerts = _alerts_until_crash(proc, 12.0)
         writer.wait(timeout=20)
@@ -137,6 +156,7 @@ def _watch_writer(tmp_path: Path, mode: str) -> tuple[list[dict], str]:
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=10)
+    err = early + err
     assert proc.returncode == 0, err
     alerts += [json.loads(line) for line in out.splitlines()]
     return alerts, err
