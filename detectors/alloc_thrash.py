@@ -28,8 +28,7 @@ Example: rank 3 retries on every other step of 10 s from minute 10.
 
 from __future__ import annotations
 
-from dflash_watch.parsers.events import Event, ProbeSample, ProcessExit, Tick
-
+from ..parsers.events import Event, ProbeSample, ProcessExit, Tick
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_duration
 from .counters import RankRises, hourly_rate

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from dflash_watch.parsers.events import (
+from ..parsers.events import (
     Crash,
     Delivery,
     Event,

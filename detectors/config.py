@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from dflash_watch.parsers.events import TOK_S
+from ..parsers.events import TOK_S
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)

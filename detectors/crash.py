@@ -63,8 +63,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 
-from dflash_watch.parsers.events import Crash, Event, Progress, Quiet, Tick
-
+from ..parsers.events import Crash, Event, Progress, Quiet, Tick
 from .base import Alert, DetectorBase
 from .config import DetectorConfig
 from .crash_incident import (

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_watch.parsers.events import TOK_S
+from ..parsers.events import TOK_S
 
 _SEPARATORS = re.compile(r"[-_.]+")
 

@@ -44,8 +44,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from dflash_watch.parsers.events import GpuSample, Progress
-
+from ..parsers.events import GpuSample, Progress
 from .config import GIB, DetectorConfig
 
 # What GpuPhase.state says about the last sample besides "nothing new".

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from dflash_watch.parsers.events import Event, GpuSample, Progress
-
+from ..parsers.events import Event, GpuSample, Progress
 from .base import Alert, DetectorBase, Episode
 from .config import GIB, DetectorConfig, fmt_duration, fmt_gib
 from .memory import RELAUNCH, GpuPhase, MemoryModel

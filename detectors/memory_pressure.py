@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dflash_watch.parsers.events import Event, GpuSample
-
+from ..parsers.events import Event, GpuSample
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_duration, fmt_gib
 from .memory import MemoryModel

@@ -37,8 +37,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from dflash_watch.parsers.events import Event, GpuSample, Progress
-
+from ..parsers.events import Event, GpuSample, Progress
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_clock, fmt_duration, fmt_gib
 from .memory import ARMED, RELAUNCH, GpuPhase, MemoryModel

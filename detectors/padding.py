@@ -36,9 +36,8 @@ import math
 from collections import deque
 from typing import Any
 
-from dflash_watch.parsers.events import Event, PaddingReport, ProbeSample, ProcessExit, Progress
-from dflash_watch.parsers.padding import padding_from_metrics
-
+from ..parsers.events import Event, PaddingReport, ProbeSample, ProcessExit, Progress
+from ..parsers.padding import padding_from_metrics
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_duration
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import signal as _signal
 
-from dflash_watch.parsers.events import Crash, Event, ProcessExit
-from dflash_watch.parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
-
+from ..parsers.events import Crash, Event, ProcessExit
+from ..parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
 from .base import Alert, DetectorBase, Severity
 from .config import DetectorConfig
 

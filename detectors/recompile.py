@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any
 
-from dflash_watch.parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
-
+from ..parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_duration
 from .recompile_rate import RecompileRate

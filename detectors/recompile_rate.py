@@ -31,8 +31,7 @@ ends at minute 15): 15 recompiles in the 30-minute window is 30 per hour.
 
 from __future__ import annotations
 
-from dflash_watch.parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
-
+from ..parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_duration
 from .counters import RankRises, hourly_rate

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from dflash_watch.parsers.events import Event
-
+from ..parsers.events import Event
 from .alloc_thrash import AllocThrash
 from .base import EVENT_TYPES, Alert, Detector
 from .config import DetectorConfig

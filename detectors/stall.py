@@ -45,7 +45,7 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 
-from dflash_watch.parsers.events import (
+from ..parsers.events import (
     Crash,
     Delivery,
     Event,
@@ -56,7 +56,6 @@ from dflash_watch.parsers.events import (
     Recompile,
     Tick,
 )
-
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration
 from .steps import sorted_median

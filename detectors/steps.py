@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from dflash_watch.parsers.events import Progress
+from ..parsers.events import Progress
 
 
 def sorted_median(values: list[float]) -> float:

@@ -54,8 +54,7 @@ from collections import deque
 from statistics import median
 from typing import Any
 
-from dflash_watch.parsers.events import TOK_S, Crash, Event, ProcessExit, Progress
-
+from ..parsers.events import TOK_S, Crash, Event, ProcessExit, Progress
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
 from .steps import StepDeduper, sorted_median

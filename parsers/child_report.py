@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from dflash_watch.parsers.signatures import ChildReport
+from .signatures import ChildReport
 
 _FAILED = re.compile(r"^\s*(\S.*?) FAILED\s*$")
 _R_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)(?:\s*\(local_rank:\s*(\d+)\))?")

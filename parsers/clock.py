@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from operator import attrgetter
 
-from dflash_watch.parsers.events import Event, Progress
+from .events import Event, Progress
 
 # Backward steps up to this are jitter between ranks or stamps of different
 # precision (a glog line's microseconds after a logger's milliseconds): the

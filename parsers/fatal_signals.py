@@ -23,8 +23,8 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from dflash_watch.parsers.events import Crash
-from dflash_watch.parsers.signatures import SIGNAL_NAMES, agent_signal, normalise, signal_signature
+from .events import Crash
+from .signatures import SIGNAL_NAMES, agent_signal, normalise, signal_signature
 
 # Literal substrings of the lines read here (the stream's scanner triggers).
 # Few and without digits: each one costs the scan of every chunk (one

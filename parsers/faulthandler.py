@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dflash_watch.parsers.events import Crash, Frame
-from dflash_watch.parsers.signatures import traceback_signature
+from .events import Crash, Frame
+from .signatures import traceback_signature
 
 TRIGGERS: tuple[str, ...] = ("Fatal Python error",)
 

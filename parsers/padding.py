@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import re
 
-from dflash_watch.parsers.events import PaddingReport, Progress
+from .events import PaddingReport, Progress
 
 # Every padding key holds one of these (the stream's candidate literals).
 LITERALS = ("pad_", "padding", "Padding")

@@ -29,16 +29,16 @@ from __future__ import annotations
 
 from typing import Final, Literal, overload
 
-from dflash_watch.parsers.events import Progress
-from dflash_watch.parsers.numbers import parse_number
-from dflash_watch.parsers.progress_columns import column_plan, progress_columns, value_columns
-from dflash_watch.parsers.progress_fast import FastPlan, run_fast
-from dflash_watch.parsers.progress_ops import Fields, Ops, Values, yields
-from dflash_watch.parsers.progress_pattern import ProgressPattern
-from dflash_watch.parsers.progress_plan import plan
-from dflash_watch.parsers.progress_run import TOKENS_PER_SAMPLE, run
-from dflash_watch.parsers.progress_shapes import PLAN_LINE_MAX, PLANS, line_shape, plan_of
-from dflash_watch.parsers.ranks import split_rank
+from .events import Progress
+from .numbers import parse_number
+from .progress_columns import column_plan, progress_columns, value_columns
+from .progress_fast import FastPlan, run_fast
+from .progress_ops import Fields, Ops, Values, yields
+from .progress_pattern import ProgressPattern
+from .progress_plan import plan
+from .progress_run import TOKENS_PER_SAMPLE, run
+from .progress_shapes import PLAN_LINE_MAX, PLANS, line_shape, plan_of
+from .ranks import split_rank
 
 # Cheap substrings: a line without any of them is not a progress line. The
 # stream scanner searches the whole chunk for these before any per-line work.

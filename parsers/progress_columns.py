@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
 
-from dflash_watch.parsers.events import IT_S, SAMPLES_S, TOK_S
-from dflash_watch.parsers.progress_fast import INF, FastPlan
-from dflash_watch.parsers.progress_shapes import PLAN_LINE_MAX, plan_of
+from .events import IT_S, SAMPLES_S, TOK_S
+from .progress_fast import INF, FastPlan
+from .progress_shapes import PLAN_LINE_MAX, plan_of
 
 # One column: an entry per line, or a ``repeat`` of one value.
 Column = Iterable[Any]

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from dflash_watch.parsers import progress_keys as keys
-from dflash_watch.parsers.events import IT_S, SAMPLES_S, TOK_S
-from dflash_watch.parsers.progress_ops import METRIC, PUT, RATE, STEP, Ops, Values
-from dflash_watch.parsers.progress_run import run
-from dflash_watch.parsers.ranks import split_rank
+from . import progress_keys as keys
+from .events import IT_S, SAMPLES_S, TOK_S
+from .progress_ops import METRIC, PUT, RATE, STEP, Ops, Values
+from .progress_run import run
+from .ranks import split_rank
 
 INF = math.inf
 

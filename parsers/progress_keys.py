@@ -13,7 +13,7 @@ so a consistent per-device figure serves as well.
 
 from __future__ import annotations
 
-from dflash_watch.parsers.numbers import SECONDS
+from .numbers import SECONDS
 
 STEP_KEYS = frozenset({"step", "global_step", "iteration", "iter", "train/step", "train/global_step"})
 TOTAL_KEYS = frozenset({"total_steps", "max_steps", "num_steps", "total_iterations", "train_iters"})

@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dflash_watch.parsers import progress_keys as keys
-from dflash_watch.parsers.numbers import SI, VALUE, floats
+from . import progress_keys as keys
+from .numbers import SI, VALUE, floats
 
 PUT, STEP, RATE, TQDM, TRY, METRIC = range(6)
 

@@ -6,10 +6,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from dflash_watch.parsers.events import Progress
-from dflash_watch.parsers.numbers import finite, parse_number
-from dflash_watch.parsers.progress_ops import Fields, Values
-from dflash_watch.parsers.progress_run import rate_from
+from .events import Progress
+from .numbers import finite, parse_number
+from .progress_ops import Fields, Values
+from .progress_run import rate_from
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,10 @@ after a tqdm bar (HF Trainer's log line glued to its bar) is read with it.
 
 from __future__ import annotations
 
-from dflash_watch.parsers.progress_ops import TRY, Ops, Plan, settle_counts
-from dflash_watch.parsers.progress_readers import plan_dict, plan_fields, plan_rate, plan_tokens
-from dflash_watch.parsers.progress_tqdm import might_be_bar, plan_tqdm
-from dflash_watch.parsers.ranks import split_rank
+from .progress_ops import TRY, Ops, Plan, settle_counts
+from .progress_readers import plan_dict, plan_fields, plan_rate, plan_tokens
+from .progress_tqdm import might_be_bar, plan_tqdm
+from .ranks import split_rank
 
 NO_PLAN: tuple[int, Ops] = (-1, ())
 

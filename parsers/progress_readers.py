@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from dflash_watch.parsers import progress_keys as keys
-from dflash_watch.parsers.numbers import SECONDS, SI, VALUE, floats
-from dflash_watch.parsers.progress_ops import RATE, Plan, stripped
+from . import progress_keys as keys
+from .numbers import SECONDS, SI, VALUE, floats
+from .progress_ops import RATE, Plan, stripped
 
 # Keys are words; `|`-separated fields may have several ("lm loss",
 # "elapsed time per iteration (ms)") but no word starting with a digit.

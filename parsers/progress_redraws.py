@@ -27,10 +27,10 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from dflash_watch.parsers.progress import VALUES, progress_values
-from dflash_watch.parsers.progress_ops import Values
-from dflash_watch.parsers.progress_pattern import ProgressPattern
-from dflash_watch.parsers.ranks import split_rank
+from .progress import VALUES, progress_values
+from .progress_ops import Values
+from .progress_pattern import ProgressPattern
+from .ranks import split_rank
 
 __all__ = ["ELAPSED", "SPREAD_MAX_S", "VALUES", "redraw_times", "redraw_values"]
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 
-from dflash_watch.parsers import progress_keys as keys
-from dflash_watch.parsers.events import IT_S, SAMPLES_S, TOK_S
-from dflash_watch.parsers.numbers import finite, parse_clock
-from dflash_watch.parsers.progress_ops import METRIC, PUT, RATE, STEP, TQDM, TRY, Ops, Values
-from dflash_watch.parsers.ranks import split_rank
+from . import progress_keys as keys
+from .events import IT_S, SAMPLES_S, TOK_S
+from .numbers import finite, parse_clock
+from .progress_ops import METRIC, PUT, RATE, STEP, TQDM, TRY, Ops, Values
+from .ranks import split_rank
 
 TOKENS_PER_SAMPLE = "tokens_per_sample"
 

@@ -8,9 +8,9 @@ for digits, and lines of one shape share one plan (``parsers.progress_ops``).
 
 from __future__ import annotations
 
-from dflash_watch.parsers.progress_fast import FastPlan, fast_plan
-from dflash_watch.parsers.progress_ops import Ops
-from dflash_watch.parsers.progress_plan import plan
+from .progress_fast import FastPlan, fast_plan
+from .progress_ops import Ops
+from .progress_plan import plan
 
 _SHAPE = bytes.maketrans(b"123456789", b"000000000")
 PLANS: dict[bytes, tuple[int, Ops, FastPlan | None]] = {}  # shape -> (rank_at, ops, fast plan or None)

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import re
 
-from dflash_watch.parsers import progress_keys as keys
-from dflash_watch.parsers.numbers import TQDM_SI
-from dflash_watch.parsers.progress_ops import TQDM, Plan, span
-from dflash_watch.parsers.progress_readers import plan_tokens
+from . import progress_keys as keys
+from .numbers import TQDM_SI
+from .progress_ops import TQDM, Plan, span
+from .progress_readers import plan_tokens
 
 BAR = re.compile(
     r"\[(?P<elapsed>[0-9]{1,9}(?::[0-9]{2}){1,2})(?:<(?:[0-9]{1,9}(?::[0-9]{2}){1,2}|\?))?,\s*"

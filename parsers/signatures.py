@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dflash_watch.parsers.events import Frame
+from .events import Frame
 
 # Substrings that decide a kind wherever they appear in a crash's text. Each
 # key is a marker name; checked with ``in`` on every line of an open crash.

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dflash_watch.parsers.events import Event, Progress
+from .events import Event, Progress
 
 # A stamp ahead of the step clock by more than this share of the time run on
 # (and at least DRIFT_MIN_S) is a real gap, not the drift of evaluations and

@@ -30,11 +30,11 @@ from datetime import tzinfo
 from itertools import accumulate, repeat
 from typing import Protocol
 
-from dflash_watch.parsers.clock import EventClock, placed
-from dflash_watch.parsers.events import Crash, Event, PaddingReport, Progress, Recompile
-from dflash_watch.parsers.padding import LITERALS as PADDING_LITERALS
-from dflash_watch.parsers.padding import padding_line
-from dflash_watch.parsers.progress import (
+from .clock import EventClock, placed
+from .events import Crash, Event, PaddingReport, Progress, Recompile
+from .padding import LITERALS as PADDING_LITERALS
+from .padding import padding_line
+from .progress import (
     CANDIDATES,
     FIELDS,
     ProgressPattern,
@@ -44,14 +44,14 @@ from dflash_watch.parsers.progress import (
     progress_values,
     value_columns,
 )
-from dflash_watch.parsers.progress_fast import FastPlan
-from dflash_watch.parsers.progress_hints import SilentBarHint
-from dflash_watch.parsers.progress_ops import Values
-from dflash_watch.parsers.progress_redraws import redraw_values
-from dflash_watch.parsers.ranks import split_rank
-from dflash_watch.parsers.scanner import Scanner, make_scanner
-from dflash_watch.parsers.step_clock import StepClock
-from dflash_watch.parsers.timestamps import TimeParser
+from .progress_fast import FastPlan
+from .progress_hints import SilentBarHint
+from .progress_ops import Values
+from .progress_redraws import redraw_values
+from .ranks import split_rank
+from .scanner import Scanner, make_scanner
+from .step_clock import StepClock
+from .timestamps import TimeParser
 
 # CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
 # None of them may swallow a newline: line numbers must stay true.
@@ -106,7 +106,7 @@ class Assembler(Protocol):
 def _default_assembler() -> tuple[Callable[[str], Assembler], tuple[str, ...]]:
     # Imported here so that the stream can be tested with a fake assembler
     # without the real one.
-    from dflash_watch.parsers.tracebacks import TRIGGERS, CrashAssembler
+    from .tracebacks import TRIGGERS, CrashAssembler
 
     return CrashAssembler, tuple(TRIGGERS)
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
-from dflash_watch.parsers.ranks import split_rank
+from .ranks import split_rank
 
 _DIGITS = frozenset("0123456789")
 _FRACTION_MARKS = frozenset(".,")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dflash_watch.parsers.events import Recompile
+from .events import Recompile
 
 # Logger prefixes in front of a dynamo message, and dynamo's frame id
 # ``[1/8]`` (frame 1, compile 8) and artifact tag ``[__recompiles]``.

@@ -22,9 +22,9 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from dflash_watch.parsers.child_report import RULE, ReportReader
-from dflash_watch.parsers.events import Frame
-from dflash_watch.parsers.signatures import ExcLine, scan_markers, short_type
+from .child_report import RULE, ReportReader
+from .events import Frame
+from .signatures import ExcLine, scan_markers, short_type
 
 OPEN, DONE, ENDED = 0, 1, 2
 

@@ -33,16 +33,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dflash_watch.parsers import fatal_signals, faulthandler
-from dflash_watch.parsers.child_report import report_message
-from dflash_watch.parsers.events import Crash, Recompile
-from dflash_watch.parsers.fatal_signals import SignalReader
-from dflash_watch.parsers.faulthandler import FaultBlock
-from dflash_watch.parsers.ranks import split_rank
-from dflash_watch.parsers.signatures import ChildReport, classify, scan_markers, short_type, traceback_signature
-from dflash_watch.parsers.torchlog import TRIGGERS as _RECOMPILE_TRIGGERS
-from dflash_watch.parsers.torchlog import RecompileBlock, fatal_recompile, is_fail_on_limit
-from dflash_watch.parsers.traceback_state import BARE, DONE, FILE, HEADER, MESSAGE_CHARS, OPEN, Trace
+from . import fatal_signals, faulthandler
+from .child_report import report_message
+from .events import Crash, Recompile
+from .fatal_signals import SignalReader
+from .faulthandler import FaultBlock
+from .ranks import split_rank
+from .signatures import ChildReport, classify, scan_markers, short_type, traceback_signature
+from .torchlog import TRIGGERS as _RECOMPILE_TRIGGERS
+from .torchlog import RecompileBlock, fatal_recompile, is_fail_on_limit
+from .traceback_state import BARE, DONE, FILE, HEADER, MESSAGE_CHARS, OPEN, Trace
 
 # Literal substrings: a line holding none of them cannot start anything, so
 # a caller may skip it while ``is_open`` is False.

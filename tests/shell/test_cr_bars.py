@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -34,47 +35,47 @@ BASELINE = '{"version": 1, "throughput_tokens_per_s": 2000}\n'
 # passes its log), 2000 tok/s for ``fast`` seconds then 400 tok/s; it never
 # closes, so the log never gets a newline. The wall time of the drop goes
 # to stderr.
-LIVE_WRITER = r"""
-import sys, time
-from tqdm import tqdm
+LIVE_WRITER = textwrap.dedent(r"""
+    import sys, time
+    from tqdm import tqdm
 
-path, fast, total = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-fh = open(path, "w")
-bar = tqdm(file=fh, unit="tok", unit_scale=True, mininterval=0.05, smoothing=0.3, ascii=True)
-t0 = time.monotonic()
-dropped = False
-while (el := time.monotonic() - t0) < total:
-    slow = el >= fast
-    if slow and not dropped:
-        dropped = True
-        print(time.time(), file=sys.stderr, flush=True)
-    time.sleep(0.05)
-    bar.update(20 if slow else 100)
-    bar.set_postfix(loss=2.31, refresh=False)
-time.sleep(3600)  # hold the bar open: no close, no newline
-"""
+    path, fast, total = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+    fh = open(path, "w")
+    bar = tqdm(file=fh, unit="tok", unit_scale=True, mininterval=0.05, smoothing=0.3, ascii=True)
+    t0 = time.monotonic()
+    dropped = False
+    while (el := time.monotonic() - t0) < total:
+        slow = el >= fast
+        if slow and not dropped:
+            dropped = True
+            print(time.time(), file=sys.stderr, flush=True)
+        time.sleep(0.05)
+        bar.update(20 if slow else 100)
+        bar.set_postfix(loss=2.31, refresh=False)
+    time.sleep(3600)  # hold the bar open: no close, no newline
+""")
 
 # A real tqdm bar on a fake clock (tqdm reads time through ``tqdm.std.time``):
 # exact rates, and megabytes of redraws in a few seconds. 2000 tok/s until
 # the file passes ``drop`` bytes, 400 tok/s after, one '\r' line of ``size``.
-BIG_WRITER = r"""
-import sys
-import tqdm.std
+BIG_WRITER = textwrap.dedent(r"""
+    import sys
+    import tqdm.std
 
-path, drop, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-now = [1_000_000.0]
-tqdm.std.time = lambda: now[0]
-with open(path, "w") as fh:
-    bar = tqdm.std.tqdm(
-        file=fh, unit="tok", unit_scale=True, mininterval=0, miniters=1, ascii=True, smoothing=0.3
-    )
-    while fh.tell() < size:
-        now[0] += 0.01 if fh.tell() < drop else 0.05
-        bar.update(20)
-        bar.set_postfix(loss=2.31, refresh=False)
-    print(now[0] - bar.start_t, file=sys.stderr)
-    bar.close()
-"""
+    path, drop, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    now = [1_000_000.0]
+    tqdm.std.time = lambda: now[0]
+    with open(path, "w") as fh:
+        bar = tqdm.std.tqdm(
+            file=fh, unit="tok", unit_scale=True, mininterval=0, miniters=1, ascii=True, smoothing=0.3
+        )
+        while fh.tell() < size:
+            now[0] += 0.01 if fh.tell() < drop else 0.05
+            bar.update(20)
+            bar.set_postfix(loss=2.31, refresh=False)
+        print(now[0] - bar.start_t, file=sys.stderr)
+        bar.close()
+""")
 
 
 def _env() -> dict[str, str]:
@@ -254,38 +255,38 @@ def test_replay_reads_every_state_of_a_bar_over_a_mebibyte(tmp_path: Path) -> No
 
 # A real Lightning fit on CPU, a step every 0.2 s, with the Rich progress
 # bar (Lightning's default where rich is installed) or TQDMProgressBar.
-LIGHTNING_FIT = r"""
-import sys, time
-import torch
-import lightning as L
-from torch.utils.data import DataLoader, TensorDataset
+LIGHTNING_FIT = textwrap.dedent(r"""
+    import sys, time
+    import torch
+    import lightning as L
+    from torch.utils.data import DataLoader, TensorDataset
 
-class Tiny(L.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.layer = torch.nn.Linear(8, 1)
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(8, 1)
 
-    def training_step(self, batch, i):
-        time.sleep(0.2)
-        x, y = batch
-        loss = torch.nn.functional.mse_loss(self.layer(x), y)
-        self.log("loss", loss, prog_bar=True)
-        return loss
+        def training_step(self, batch, i):
+            time.sleep(0.2)
+            x, y = batch
+            loss = torch.nn.functional.mse_loss(self.layer(x), y)
+            self.log("loss", loss, prog_bar=True)
+            return loss
 
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.01)
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
 
-if sys.argv[1] == "rich":
-    from lightning.pytorch.callbacks import RichProgressBar as Bar
-else:
-    from lightning.pytorch.callbacks import TQDMProgressBar as Bar
-n = int(sys.argv[2]) * 4
-data = DataLoader(TensorDataset(torch.randn(n, 8), torch.randn(n, 1)), batch_size=4)
-trainer = L.Trainer(
-    max_epochs=1, accelerator="cpu", callbacks=[Bar()], logger=False, enable_checkpointing=False
-)
-trainer.fit(Tiny(), data)
-"""
+    if sys.argv[1] == "rich":
+        from lightning.pytorch.callbacks import RichProgressBar as Bar
+    else:
+        from lightning.pytorch.callbacks import TQDMProgressBar as Bar
+    n = int(sys.argv[2]) * 4
+    data = DataLoader(TensorDataset(torch.randn(n, 8), torch.randn(n, 1)), batch_size=4)
+    trainer = L.Trainer(
+        max_epochs=1, accelerator="cpu", callbacks=[Bar()], logger=False, enable_checkpointing=False
+    )
+    trainer.fit(Tiny(), data)
+""")
 
 
 def _lightning_run(tmp_path: Path, bar: str, steps: int, log: Path) -> subprocess.Popen[bytes]:

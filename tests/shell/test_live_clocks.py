@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from headless_helpers import wait_for_notice
 
 WRITER = textwrap.dedent(
     """
@@ -64,22 +65,6 @@ def _writer(tmp_path: Path, log: Path, *args: object, unbuffered: bool) -> subpr
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env())
 
 
-def _wait_for_notice(proc: subprocess.Popen[str], text: str, timeout: float = 30.0) -> str:
-    """stderr up to and with the first line holding ``text`` (the watcher is
-    ready: a fixed sleep is too short on a loaded machine)."""
-    assert proc.stderr is not None
-    seen = ""
-    until = time.monotonic() + timeout
-    while time.monotonic() < until:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
-        if ready:
-            line = proc.stderr.readline()
-            seen += line
-            if not line or text in line:
-                return seen
-    raise AssertionError(f"no {text!r} on stderr within {timeout} s: {seen!r}")
-
-
 def _alerts(proc: subprocess.Popen[str], until: float, stop: object = None) -> list[dict]:
     """Alert lines until the monotonic time ``until`` (or a line ``stop`` accepts)."""
     assert proc.stdout is not None
@@ -122,7 +107,7 @@ def test_crash_alert_within_a_second_of_quiet_whatever_the_stamps(tmp_path: Path
     err = ""
     try:
         # The watcher starts first: the log does not exist yet.
-        err = _wait_for_notice(headless, "to appear")
+        err = wait_for_notice(headless, "to appear")
         writer = _writer(tmp_path, log, offset, 12, 0.15, 1, 1, unbuffered=True)
         writer.wait(timeout=30)
         ended = time.monotonic()  # the traceback is the last thing written
@@ -160,7 +145,7 @@ def test_attached_to_a_running_log_two_hours_behind(tmp_path: Path) -> None:
     try:
         time.sleep(1.0)
         headless = _headless(tmp_path, log)
-        err = _wait_for_notice(headless, "log stamps run", timeout=12.0)
+        err = wait_for_notice(headless, "log stamps run", timeout=12.0)
         assert writer.poll() is None, "the run ended before the watcher followed it"
         writer.wait(timeout=30)
         ended = time.monotonic()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -107,23 +108,23 @@ def test_lightning_hooks_with_real_tensors(tmp_path: Path) -> None:
 def test_lightning_trainer_fit(tmp_path: Path) -> None:
     """A real Lightning fit (skipped where Lightning is not installed: it is no dependency)."""
     pytest.importorskip("lightning", reason="lightning is not installed (optional; pip install lightning)")
-    code = f"""
-import torch, lightning.pytorch as L
-from dflash_watch.probe.lightning import DflashProbeCallback
-class M(L.LightningModule):
-    def __init__(self):
-        super().__init__(); self.emb = torch.nn.Embedding(16, 4)
-    def training_step(self, batch, i):
-        return (self.emb(batch["input_ids"]) * batch["attention_mask"][..., None]).sum()
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-rows = [{{"input_ids": torch.ones(6, dtype=torch.long),
-         "attention_mask": torch.tensor([1] * (2 + i % 4) + [0] * (4 - i % 4))}} for i in range(8)]
-cb = DflashProbeCallback(path={str(tmp_path / "p.jsonl")!r}, every_steps=2)
-assert isinstance(cb, L.Callback)
-L.Trainer(max_steps=4, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-          enable_model_summary=False, callbacks=[cb]).fit(M(), torch.utils.data.DataLoader(rows, batch_size=2))
-"""
+    code = textwrap.dedent(f"""
+        import torch, lightning.pytorch as L
+        from dflash_watch.probe.lightning import DflashProbeCallback
+        class M(L.LightningModule):
+            def __init__(self):
+                super().__init__(); self.emb = torch.nn.Embedding(16, 4)
+            def training_step(self, batch, i):
+                return (self.emb(batch["input_ids"]) * batch["attention_mask"][..., None]).sum()
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=0.1)
+        rows = [{{"input_ids": torch.ones(6, dtype=torch.long),
+                 "attention_mask": torch.tensor([1] * (2 + i % 4) + [0] * (4 - i % 4))}} for i in range(8)]
+        cb = DflashProbeCallback(path={str(tmp_path / "p.jsonl")!r}, every_steps=2)
+        assert isinstance(cb, L.Callback)
+        L.Trainer(max_steps=4, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                  enable_model_summary=False, callbacks=[cb]).fit(M(), torch.utils.data.DataLoader(rows, batch_size=2))
+""")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = _jsonl(tmp_path / "p.jsonl")

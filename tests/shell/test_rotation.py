@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from headless_helpers import wait_for_notice
 
 from dflash_watch.monitor import Monitor
 from dflash_watch.sources.logtail import Chunk, LogTailer, TailNotice
@@ -126,29 +127,12 @@ def _alerts_until_crash(proc: subprocess.Popen[str], timeout: float) -> list[dic
     return alerts
 
 
-def _ready(proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
-    """stderr up to headless's "waiting for ... to appear": it follows the
-    name now (a fixed sleep is too short on a loaded machine, and a file
-    first seen after its rotation is another story than these tests tell)."""
-    assert proc.stderr is not None
-    seen = ""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
-        if ready:
-            line = proc.stderr.readline()
-            seen += line
-            if not line or "to appear" in line:
-                return seen
-    raise AssertionError(f"headless never said it waits for the log: {seen!r}")
-
-
 def _watch_writer(tmp_path: Path, mode: str) -> tuple[list[dict], str]:
     log = tmp_path / "train.log"
     proc = _headless(tmp_path, log)  # started first: the log does not exist yet
     early = ""
     try:
-        early = _ready(proc)
+        early = wait_for_notice(proc, "to appear")
         writer = _writer(tmp_path, mode, log)
         alerts = _alerts_until_crash(proc, 12.0)
         writer.wait(timeout=20)

@@ -46,19 +46,18 @@ def reaper(tmp_path):
 
 
 def _reap(rec: dict) -> None:
+    """Only the pids the run recorded, each checked by its start ticks (the
+    trainers themselves are ended by ``marker``, by the pids they recorded):
+    the machine's process table is never scanned."""
     wrapper, leader = rec.get("wrapper_pid"), rec.get("pid")
-    ours = [pid for pid, ticks in ((wrapper, rec.get("wrapper_start")), (leader, rec.get("pid_start")))
-            if pid and (proc_identity(pid) or (None,))[0] == ticks]
-    sid = rec.get("sid")
-    if sid and (wrapper in ours or proc_identity(wrapper) is None):
-        # the pane's session: its id stays taken while any member lives, so these are the run's
-        for entry in os.listdir("/proc"):
-            ident = proc_identity(int(entry)) if entry.isdigit() else None
-            if ident is not None and ident[2] == sid:
-                ours.append(int(entry))
-    for pid in ours:
+    for pid, ticks in ((leader, rec.get("pid_start")), (wrapper, rec.get("wrapper_start"))):
+        if not pid or (proc_identity(pid) or (None,))[0] != ticks:
+            continue
         try:
-            os.kill(pid, signal.SIGKILL)
+            if pid == leader and os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)  # the pane's group: the run's own processes
+            else:
+                os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
 
