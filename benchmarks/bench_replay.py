@@ -1,21 +1,27 @@
-"""Speed of `dflash-watch replay --json` against grep on the same file.
+"""Speed of `dflash-watch replay --json` against grep and the per-event path.
 
-Writes a realistic training log (timestamped progress lines, logger noise,
-tqdm bars redrawn with '\\r' and drawn with '█' as tqdm does on a UTF-8
-stream, NCCL chatter, a few tracebacks and recompile warnings), then in one
-process times:
+On each of three log shapes (``benchmarks/speed_logs.py``: quiet and
+data-heavy, progress-heavy as in issue 20, many ranks; US-format stamps,
+tqdm bars with tok/s, data-loader lines, glog warnings, tracebacks) this
+times, in one run, in rounds that interleave them:
 
-* `grep -cE` of a typical pattern over the file (the reference),
-* `dflash-watch replay --json` over the file, in a child process that
-  reports its own peak RSS (ru_maxrss), start-up included,
+* ``grep -cE`` of a typical pattern over the file (the reference),
+* ``dflash-watch replay --json`` over the file (the fast path), in a child
+  process that reports its own peak RSS (ru_maxrss), start-up included,
+* the same replay with every fast path off (``--per-event``: the stream's
+  ``fast=False`` and the plain retiming, as tests/shell/test_fast_path_equivalence.py
+  switches them), whose alerts must be the same,
 
-and prints lines/s and the ratio. Run twice with different lengths to see
-that peak RSS does not grow with the log (the pipeline streams).
+and prints lines/s, the ratio to grep and to the per-event path, and peak
+RSS. Times are the children's CPU time (user + sys, from ``wait4``): on a
+shared, loaded machine wall time measures the other jobs; the wall ratio is
+printed too. Medians over the rounds.
 
-    python benchmarks/bench_replay.py [--lines 1200000] [--keep DIR] [--bars ascii]
+    python benchmarks/bench_replay.py [--lines 1200000] [--shapes quiet,progress,ranks] [--rounds 3]
+    python benchmarks/bench_replay.py --legacy   # the earlier ISO-stamped log, two lengths
 
-Targets (issue 2): >= 1M lines/s, within 10x of grep's time, and peak RSS
-independent of the log's length.
+Targets (issue 20): >= 1M lines/s and within 10x of grep's time on every
+shape, peak RSS bounded (independent of the log's length).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,6 +111,19 @@ def time_grep(path: Path) -> tuple[float, str]:
 
 CHILD = (
     "import resource, sys\n"
+    "if sys.argv[1] == '--per-event':\n"
+    "    import dataclasses, functools\n"
+    "    from dflash_watch import replay as R\n"
+    "    from dflash_watch.parsers import clock as C, step_clock as S\n"
+    "    from dflash_watch.parsers.stream import LogStream\n"
+    "    def plain(e, t, clocked=None):\n"
+    "        if clocked is None or not isinstance(e, C.Progress):\n"
+    "            return dataclasses.replace(e, time=t)\n"
+    "        return dataclasses.replace(e, time=t, clocked=clocked)\n"
+    "    R.LogStream = functools.partial(LogStream, fast=False)\n"
+    "    C._at = S._at = plain\n"
+    "    C._in_order = lambda floor, events: False\n"
+    "del sys.argv[1]\n"
     "from dflash_watch.cli import main\n"
     "code = main(sys.argv[1:])\n"
     "sys.stdout.flush()\n"
@@ -112,34 +132,104 @@ CHILD = (
 )
 
 
-def time_replay(path: Path) -> tuple[float, int, int]:
-    """Seconds, alert lines, and the child's own peak RSS in KiB."""
+def time_cmd(argv: list[str]) -> tuple[float, float, str, str]:
+    """Wall and CPU seconds of one child run (CPU from the children's rusage)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, "replay", "--json", "--tz", "UTC", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parents[1],
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]
     )
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"replay failed ({proc.returncode}): {proc.stderr.strip()}")
-    rss = int(proc.stderr.rsplit("maxrss_kib=", 1)[1].split()[0])
-    return elapsed, proc.stdout.count("\n"), rss
+    out, err = proc.communicate()  # reaps it: its rusage joins RUSAGE_CHILDREN
+    wall = time.perf_counter() - start
+    code = proc.returncode
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if code not in (0, 1):  # grep -c exits 1 when it counts nothing
+        sys.exit(f"{argv[:3]} failed ({code}): {err.strip()[-500:]}")
+    return wall, cpu, out, err
+
+
+def time_replay(path: Path, per_event: bool = False) -> tuple[float, int, int]:
+    """Seconds, alert lines, and the child's own peak RSS in KiB."""
+    wall, _cpu, alerts, rss = time_replay_cpu(path, per_event)
+    return wall, len(alerts), rss
+
+
+def time_replay_cpu(path: Path, per_event: bool = False) -> tuple[float, float, list[str], int]:
+    """Wall and CPU seconds, the alert JSON lines, the child's peak RSS in KiB."""
+    flag = "--per-event" if per_event else "--fast"
+    wall, cpu, out, err = time_cmd([sys.executable, "-c", CHILD, flag, "replay", "--json", "--tz", "UTC", str(path)])
+    rss = int(err.rsplit("maxrss_kib=", 1)[1].split()[0])
+    return wall, cpu, out.splitlines(), rss
+
+
+def time_grep_cpu(path: Path) -> tuple[float, float]:
+    wall, cpu, _out, _err = time_cmd(["grep", "-cE", r"tok/s|Traceback|Error", str(path)])
+    return wall, cpu
+
+
+def shapes_main(args: argparse.Namespace, tmp: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from speed_logs import write_log as write_shape
+
+    print(
+        f"{'shape':>9} {'lines':>9} {'MB':>6} {'grep cpu':>8} {'fast cpu':>8} {'lines/s':>11} {'x grep':>7} "
+        f"{'per-event':>9} {'x faster':>8} {'x grep wall':>11} {'RSS MB':>7} {'RSS p-e':>7} same"
+    )
+    for shape in args.shapes.split(","):
+        log = tmp / f"{shape}-{args.lines}.log"
+        lines = write_shape(log, args.lines, shape)
+        size = log.stat().st_size
+        rows: dict[str, list[float]] = {k: [] for k in ("g", "gw", "f", "fw", "p", "pw")}
+        rss_f = rss_p = 0
+        same = True
+        for i in range(args.rounds):
+            order = ("g", "f", "p") if i % 2 == 0 else ("p", "f", "g")
+            fast_alerts: list[str] = []
+            slow_alerts: list[str] = []
+            for what in order:
+                if what == "g":
+                    w, c = time_grep_cpu(log)
+                elif what == "f":
+                    w, c, fast_alerts, rss = time_replay_cpu(log)
+                    rss_f = max(rss_f, rss)
+                else:
+                    w, c, slow_alerts, rss = time_replay_cpu(log, per_event=True)
+                    rss_p = max(rss_p, rss)
+                rows[what].append(c)
+                rows[what + "w"].append(w)
+            same = same and fast_alerts == slow_alerts
+        med = {k: statistics.median(v) for k, v in rows.items()}
+        print(
+            f"{shape:>9} {lines:>9} {size / 1e6:>6.1f} {med['g']:>8.3f} {med['f']:>8.2f} {lines / med['f']:>11,.0f} "
+            f"{med['f'] / med['g']:>7.1f} {med['p']:>9.2f} {med['p'] / med['f']:>8.2f} {med['fw'] / med['gw']:>11.1f} "
+            f"{rss_f / 1024:>7.1f} {rss_p / 1024:>7.1f} {same}",
+            flush=True,
+        )
+    print("times: children's CPU seconds (user + sys), medians; 'x faster': per-event / fast; 'same': alert lines equal")
+    print("targets: >= 1,000,000 lines/s; <= 10x grep; peak RSS flat in the log's length")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_200_000)
-    ap.add_argument("--keep", help="write the log here and keep it")
+    ap.add_argument("--shapes", default="quiet,progress,ranks", help="comma-separated shapes of speed_logs.py")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--legacy", action="store_true", help="the earlier ISO-stamped log, at half and full length")
+    ap.add_argument("--keep", help="write the logs here and keep them")
     ap.add_argument(
         "--bars", choices=("unicode", "ascii"), default="unicode",
-        help="tqdm's bar character: '█' as tqdm writes it to a UTF-8 stream (default), or '#'",
+        help="(--legacy) tqdm's bar character: '█' as tqdm writes it to a UTF-8 stream (default), or '#'",
     )
     args = ap.parse_args()
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="dfw-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
     try:
+        if not args.legacy:
+            shapes_main(args, tmp)
+            return
         rows = []
         for n in (args.lines // 2, args.lines):
             log = tmp / f"train-{n}.log"

@@ -24,13 +24,17 @@ from ..parsers.events import (
     Event,
     GpuLost,
     GpuSample,
+    Heartbeat,
+    Overflow,
     PaddingReport,
+    Phase,
     ProbeSample,
     ProcessExit,
     Progress,
     Quiet,
     Recompile,
     Tick,
+    XidError,
 )
 
 DETECTORS = (
@@ -46,6 +50,10 @@ DETECTORS = (
     "process_exit",
     # Additions of issue 11 (CONTRACTS only adds names):
     "alloc_thrash",
+    # Additions of issue 19:
+    "loss",
+    "straggler",
+    "gpu_health",
 )
 SEVERITIES = ("info", "warning", "critical")
 STATES = ("firing", "resolved")
@@ -56,6 +64,7 @@ State = Literal["firing", "resolved"]
 # Every event type a detector can be sent; the default of ``accepts``.
 EVENT_TYPES: tuple[type[Event], ...] = (
     Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery,
+    Overflow, Heartbeat, Phase, XidError,
 )
 
 

@@ -191,6 +191,108 @@ class DetectorConfig:
     # Clock times in messages; None is the local zone. Alert times stay epoch.
     tz: str | None = None
 
+    # -- stall phases (issue 19, stall helper) -------------------------------
+    # An evaluation ("***** Running Evaluation *****", eval bars, Lightning's
+    # validation bar) prints no training step: the silence allowed grows by
+    # this much while one runs. A real HF eval takes minutes (a generation
+    # eval on a large set, tens of minutes).
+    stall_eval_allowance_s: float = 1200.0
+    # A checkpoint save ("Saving model checkpoint to", torch.distributed.
+    # checkpoint): a 70B model with its optimizer state is ~1 TB, 10-20 min
+    # to a shared file system at 1-2 GB/s.
+    stall_checkpoint_allowance_s: float = 1800.0
+
+    # -- loss (issue 19, loss helper) ------------------------------------------
+    # nan: resolved once this many reports in a row are finite again (loss,
+    # grad norm, no nan iterations). bf16 NaN poisons the weights and every
+    # later report stays NaN; HF's nan filter logs a finite average (even
+    # 0.0) while grad_norm stays nan: only a run of clean reports is back.
+    loss_nan_resolve_reports: int = 10
+    # spike: the robust level is median + k x sigma (MAD) over this many
+    # reports (judged once there are loss_spike_min_reports)...
+    loss_spike_window: int = 50
+    loss_spike_min_reports: int = 20
+    loss_spike_k: float = 8.0
+    # ...and never less than this share above the median, nor this much
+    # (absolute) above it: a flat loss (MAD ~ 0) does not fire on noise.
+    loss_spike_min_rel: float = 0.5
+    loss_spike_min_abs: float = 0.05
+    # Resolved after this many reports in a row back under the level.
+    loss_spike_resolve_reports: int = 2
+    # Before there are loss_spike_min_reports, a loss this many times the
+    # highest one so far is a spike (Megatron's 12.1 -> 26.5 at iteration 30
+    # of a run logged every 10): an early blow-up must not wait for a level.
+    loss_spike_early_factor: float = 2.0
+    # divergence: the smoothed loss (median of the last loss_smooth_reports)
+    # stays this share above its minimum over the last loss_divergence_window_s
+    # for loss_divergence_s (data time) and loss_divergence_min_reports.
+    loss_smooth_reports: int = 10
+    loss_divergence_margin: float = 0.3
+    loss_divergence_window_s: float = 3600.0
+    loss_divergence_s: float = 300.0
+    loss_divergence_min_reports: int = 5
+    # overflow: skipped steps on at least this share of the last
+    # loss_overflow_window iterations (fp16 warm-up halves the scale ~16
+    # times from 2^32 at the start: a third of 50 steps, no storm)...
+    loss_overflow_window: int = 50
+    loss_overflow_frac: float = 0.5
+    # ...or the loss scale fell to this floor from above it (bf16 runs print
+    # a constant "loss scale: 1.0": that never fell, it is no storm).
+    loss_overflow_scale_floor: float = 1.0
+
+    # -- straggler (issue 19, straggler helper) --------------------------------
+    # Per-rank step/compute/wait seconds are medians over this window of data
+    # time, and a rank is judged on at least straggler_min_samples of them...
+    straggler_window_s: float = 60.0
+    straggler_min_samples: int = 5
+    # ...after its first this-many seconds (compile, warm-up, the loader
+    # filling: rank 0 is often slower at the start).
+    straggler_warmup_s: float = 60.0
+    # slow: the rank's compute per step (else its step time, where ranks do
+    # not wait for each other) is this many times the median of the other
+    # ranks' and at least straggler_slow_min_excess_s more...
+    straggler_slow_factor: float = 1.3
+    straggler_slow_min_excess_s: float = 0.02
+    # ...for this long (minutes: a slow minute is a hiccup, not a straggler).
+    straggler_slow_for_s: float = 120.0
+    # Resolved once its ratio is back under this factor.
+    straggler_resolve_factor: float = 1.15
+    # hung: no rank stepped for max(straggler_hung_min_s, straggler_hung_factor
+    # x the usual step interval) while the others wait (their heartbeats say
+    # where, or they are ahead); a rank silent that long (its own cadence)
+    # while the others step on has stopped reporting.
+    straggler_hung_min_s: float = 60.0
+    straggler_hung_factor: float = 5.0
+    # An evaluation or a checkpoint save (on rank 0 only, the others waiting
+    # in a barrier) is no hang unless it lasts longer than this.
+    straggler_phase_allowance_s: float = 1800.0
+    # GPUs per node: > 0 names a rank's GPU as rank % this (LOCAL_RANK = GPU
+    # index, one process per GPU); 0: the GPU is not named.
+    straggler_gpus_per_node: int = 0
+
+    # -- gpu_health (issue 19, gpu helper) ---------------------------------------
+    # xid: the same Xid code on a GPU again within this long is the same
+    # episode (one alert, not one per sample); the xid alert resolves once
+    # the GPU went this long without any Xid.
+    gpu_xid_repeat_s: float = 600.0
+    # ecc: resolved once the uncorrected count and the retired pages stopped
+    # rising this long and no row remap / page retirement is pending.
+    gpu_ecc_quiet_s: float = 600.0
+    # thermal / power: over this window of samples (and only once the GPU was
+    # watched this long), the reason was active in at least gpu_throttle_frac
+    # of the samples AND the median SM clock was at most gpu_clock_low_frac of
+    # its max. A GPU at its power cap under full load runs at 85-100% of its
+    # max clock: normal, no alert; a brief cap is outvoted by the window.
+    gpu_throttle_window_s: float = 120.0
+    gpu_throttle_frac: float = 0.8
+    gpu_clock_low_frac: float = 0.75
+    # pcie: the link below its max width (always judged) or generation (judged
+    # only at or above gpu_pcie_busy_util: idle GPUs drop the generation to
+    # save power) for this long; resolved after gpu_pcie_resolve_s at full link.
+    gpu_pcie_sustain_s: float = 120.0
+    gpu_pcie_busy_util: float = 0.3
+    gpu_pcie_resolve_s: float = 60.0
+
 
 # -- formatting --------------------------------------------------------------
 

@@ -19,6 +19,8 @@ from .base import EVENT_TYPES, Alert, Detector
 from .config import DetectorConfig
 from .counters import RankRises
 from .crash import CrashDetector, CrashEpisode
+from .gpu_health import GpuHealth, GpuHealthState
+from .loss import LossDetector, LossState
 from .memory import MemoryModel
 from .memory_growth import MemoryGrowth
 from .memory_pressure import MemoryPressure
@@ -28,6 +30,7 @@ from .process_exit import ProcessExitDetector
 from .recompile import RecompileDetector
 from .recompile_rate import RecompileRate
 from .stall import Stall
+from .straggler import RankRow, Straggler
 from .throughput import ThroughputDrop
 
 _INF = float("inf")
@@ -83,6 +86,9 @@ def build_detectors(
         PaddingDetector(config, baseline_efficiency=figures.padding_efficiency),
         AllocThrash(config, baseline_per_hour=figures.alloc_retries_per_hour),
         ProcessExitDetector(config),
+        GpuHealth(config),
+        Straggler(config),
+        LossDetector(config),
     ]
 
 
@@ -194,6 +200,11 @@ class DetectorSet:
         d = self.get("alloc_thrash")
         return d.rises if isinstance(d, AllocThrash) else None
 
+    def loss_state(self) -> LossState | None:
+        """What the loss detector knows now (latest loss, grad norm, scale), if any."""
+        d = self.get("loss")
+        return d.state() if isinstance(d, LossDetector) else None
+
     def crash_episodes(self) -> list[CrashEpisode]:
         """Recent crashes with every rank seen (see ``crash.py``), oldest first."""
         out: list[CrashEpisode] = []
@@ -202,3 +213,12 @@ class DetectorSet:
                 out.extend(d.episodes())
         return sorted(out, key=lambda e: e.first_time)
 
+    def rank_table(self) -> list[RankRow]:
+        """Per-rank timing the straggler detector keeps (the ranks panel, Prometheus)."""
+        d = self.get("straggler")
+        return d.rank_table() if isinstance(d, Straggler) else []
+
+    def gpu_health(self) -> dict[int, GpuHealthState]:
+        """Per GPU, what the gpu_health detector knows now (the dashboard's GPU tiles)."""
+        d = self.get("gpu_health")
+        return d.state() if isinstance(d, GpuHealth) else {}

@@ -20,6 +20,21 @@ any new progress right after a bar's last step (the next epoch's bar, the
 next stage's lines): the
 pause between bars is an eval, a save or the next stage's start-up.
 
+Heartbeats are not progress: a watchdog line that repeats the last step
+("no step for 60 s (last step 537), waiting in all_reduce", a ``Heartbeat``)
+never resets or delays the stall; it is kept, per rank, as evidence of
+where each rank waits, and the stall alert says so ("rank 3 waits in
+all_reduce at step 537"; a rank whose last step is behind the others' is
+named as behind). Nor is any other event progress (overflows, Xid errors,
+GPU samples): they only move the clock.
+
+An evaluation or a checkpoint save (``Phase``) prints no training step:
+while one runs, the silence allowed grows by ``stall_eval_allowance_s`` or
+``stall_checkpoint_allowance_s``, and a stall that fires inside it says so
+("no progress for 25 min during checkpoint save (allowance 20 min)"). The
+phase ends with its end marker (the silence is then measured from there)
+or with the next training progress.
+
 A dead job is not a stall: after a Crash or a ProcessExit the detector
 stops watching (and resolves an open stall, which the crash now explains)
 until progress resumes. Nor is a finished one: the first bar that reaches
@@ -44,6 +59,7 @@ from __future__ import annotations
 
 from bisect import insort
 from collections import deque
+from typing import Any
 
 from ..parsers.events import (
     Crash,
@@ -51,14 +67,19 @@ from ..parsers.events import (
     Event,
     GpuLost,
     GpuSample,
+    Heartbeat,
+    Overflow,
+    Phase,
     ProcessExit,
     Progress,
     Recompile,
     Tick,
+    XidError,
 )
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_clock, fmt_duration
 from .steps import sorted_median
+from .waiting import waiting_text
 
 NAME = "stall"
 _INTERVALS_KEPT = 32
@@ -66,12 +87,18 @@ _INTERVALS_KEPT = 32
 # burst intervals without a line: a late burst is no stall, and a run hung
 # right after its last burst is still caught within three intervals.
 BURSTS_ALLOWED = 2.5
+# Ranks whose latest heartbeat is kept (bounded state), and named in evidence.
+_WAITING_KEPT = 1024
+_WAITING_SHOWN = 64
+_PHASE_WORDS = {"eval": "evaluation", "checkpoint": "checkpoint save"}
 
 
 class Stall(DetectorBase):
     name = NAME
     # Every event moves the clock; the Monitor also ticks at deadline().
-    accepts = (Progress, Crash, ProcessExit, Tick, GpuSample, GpuLost, Recompile, Delivery)
+    # Heartbeats, overflows and Xid errors are no progress: they move the clock only.
+    accepts = (Progress, Crash, ProcessExit, Tick, GpuSample, GpuLost, Recompile, Delivery,
+               Heartbeat, Phase, Overflow, XidError)
     timed = True  # deadline() can be set: the set asks it after each event it gets
 
     def __init__(self, config: DetectorConfig | None = None) -> None:
@@ -80,6 +107,13 @@ class Stall(DetectorBase):
         self._intervals: deque[float] = deque()
         self._sorted: list[float] = []  # the same intervals in order, for their median
         self._last_t: float | None = None
+        # Silence is measured from here: the last progress, or the end of a
+        # phase (eval, checkpoint) that came after it.
+        self._since: float | None = None
+        # The phase running now (its begin marker), and each rank's latest
+        # heartbeat since the last progress (where it waits).
+        self._phase: Phase | None = None
+        self._waiting: dict[int | None, Heartbeat] = {}
         self._last_step: int | None = None
         self._last_source = ""
         self._rank: int | None = None
@@ -120,9 +154,13 @@ class Stall(DetectorBase):
             return out + self._progress(event, jumped)
         if isinstance(event, Delivery):
             self.burst_s = event.burst_s
-            if self._last_t is not None and self._watching:
-                self._deadline = self._last_t + self._limit()
+            if self._watching:
+                self._set_deadline()
             return out
+        if isinstance(event, Heartbeat):
+            self._heard(event)  # then on to the clock check: time passed, no step did
+        elif isinstance(event, Phase):
+            self._enter(event)
         if isinstance(event, (Crash, ProcessExit)):
             self._watching = False
             if self.episode.active:
@@ -238,7 +276,9 @@ class Stall(DetectorBase):
             and (p.step < self._last_step or p.total_steps != self._last_total)
         ):
             self._bars_after_end += 1  # a bar ended and a new one began: epochs
-        self._last_t = t
+        self._last_t = self._since = t
+        self._phase = None  # training progress ends an eval or a save
+        self._waiting.clear()
         self._last_step = p.step
         self._last_total = p.total_steps
         self._last_elapsed = p.elapsed_s
@@ -264,8 +304,39 @@ class Stall(DetectorBase):
                 # The first bar to end: the run finished, as far as anyone
                 # can tell (however long ago). Progress after it re-arms.
                 self._watching = False
-        self._deadline = t + self._limit()
+        self._set_deadline()
         return out
+
+    def _heard(self, hb: Heartbeat) -> None:
+        """Keep the rank's latest word on where it waits (never progress)."""
+        if self._last_t is not None and hb.time < self._last_t:
+            return  # from before the last progress: stale
+        self._waiting.pop(hb.rank, None)
+        self._waiting[hb.rank] = hb
+        if len(self._waiting) > _WAITING_KEPT:
+            del self._waiting[next(iter(self._waiting))]
+
+    def _enter(self, ph: Phase) -> None:
+        """A phase begins (more silence allowed) or ends (silence counts from its end)."""
+        if ph.begin:
+            self._phase = ph
+        elif self._phase is not None:
+            self._phase = None
+            if self._since is not None and ph.time > self._since:
+                self._since = ph.time
+        if self._watching:
+            self._set_deadline()
+
+    def _allowance(self) -> float:
+        if self._phase is None:
+            return 0.0
+        if self._phase.phase == "checkpoint":
+            return self.config.stall_checkpoint_allowance_s
+        return self.config.stall_eval_allowance_s
+
+    def _set_deadline(self) -> None:
+        if self._since is not None:
+            self._deadline = self._since + self._limit() + self._allowance()
 
     def _limit(self) -> float:
         """The silence allowed after the last progress: the threshold, or a
@@ -284,17 +355,35 @@ class Stall(DetectorBase):
         silence = t - last_t
         step = f"step {self._last_step} " if self._last_step is not None else "progress "
         usual = f"usual interval {self.usual:.3g} s" if self.usual else "no usual interval yet"
+        phase = self._phase
+        during = ""
+        if phase is not None:
+            during = (f" during {_PHASE_WORDS.get(phase.phase, phase.phase)}"
+                      f" (allowance {fmt_duration(self._allowance())})")
         msg = (
-            f"no progress for {fmt_duration(silence)} (last {step}at {fmt_clock(last_t, self.config.tz)}); "
+            f"no progress for {fmt_duration(silence)}{during} (last {step}at {fmt_clock(last_t, self.config.tz)}); "
             f"{usual}, threshold {fmt_duration(self.threshold)}"
         )
         if self.burst_s:
             msg += f"; the log arrives in bursts about {fmt_duration(self.burst_s)} apart"
-        evidence = {
+        evidence: dict[str, Any] = {
             "silence_s": silence,
             "last_progress": last_t,
             "last_step": self._last_step,
             "usual_interval_s": self.usual,
             "threshold_s": self.threshold,
         }
+        if phase is not None:
+            evidence.update(phase=phase.phase, phase_since=phase.time, allowance_s=self._allowance())
+        if self._waiting:
+            beats = sorted(self._waiting.values(), key=lambda h: -1 if h.rank is None else h.rank)
+            text, behind = waiting_text(beats)
+            msg += f"; {text}"
+            evidence["waiting"] = [
+                {"rank": h.rank, "last_step": h.last_step, "waiting_in": h.waiting_in, "time": h.time, "source": h.source}
+                for h in beats[:_WAITING_SHOWN]
+            ]
+            if behind:
+                evidence["behind_ranks"] = behind
         return self.episode.fire(t, "warning", msg, self._last_source or "stall", evidence)
+

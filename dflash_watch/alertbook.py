@@ -45,6 +45,20 @@ class AlertBook:
             self._firing.pop(key, None)
             self._acked.discard(key)
 
+    def amend(self, alert: Alert, amended: Alert) -> bool:
+        """Replace ``alert`` (the very object handed out) by ``amended`` where it is
+        kept, without counting or sending it again: evidence that came later
+        (the stacks of a stalled job). False when it is no longer firing."""
+        key = self._key(alert)
+        if self._firing.get(key) is not alert:
+            return False
+        self._firing[key] = amended
+        for i in range(len(self.history) - 1, -1, -1):
+            if self.history[i] is alert:
+                self.history[i] = amended
+                break
+        return True
+
     def extend(self, alerts: Iterable[Alert]) -> None:
         for alert in alerts:
             self.add(alert)

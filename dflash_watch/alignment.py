@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from dflash_watch.detectors.config import fmt_duration
-from dflash_watch.parsers.events import Delivery, Event, Progress
+from dflash_watch.parsers.events import Delivery, Event, GpuLost, GpuSample, ProbeSample, Progress
 
 # Stamps within this much of the arrival time are on the clock already.
 _ON_CLOCK_S = 1.0
@@ -211,3 +213,72 @@ class Alignment:
         self._smooth = 0
         self._intervals.append(interval)
         self.burst_s = statistics.median(self._intervals)
+
+
+_Stamped = TypeVar("_Stamped", GpuSample, GpuLost, ProbeSample)
+# A side-file line stamped this close to this machine's clock was written
+# just now, even when it is read in the first round (the history's).
+_RECENT_S = 5.0
+# Lines are held back at most this long, and this many, for the log's first text.
+_HOLD_S = 10.0
+_HOLD_MAX = 4096
+
+
+@dataclass(slots=True)
+class SideFileClock:
+    """Lines of a GPU sample or probe file, moved onto the live clock (the
+    same offset rule as a log's, ``Alignment``).
+
+    Their writer stamps them on its own clock (the training process's
+    ``time.time()``, another watcher's data clock), and the live clock may
+    be another: a log caught up on its own clock, hours from this
+    machine's, runs it. A sample stamped 10 min ahead of the log's steps
+    would run the stall's clock past them and open a stall that is not
+    there. The offset is learnt once the live clock follows the log (its
+    first text read); until then, for at most ``_HOLD_S``, lines wait.
+    """
+
+    name: str
+    since: float  # this machine's clock when the file began to be followed
+    align: Alignment = field(init=False)
+    _held: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.align = Alignment(self.name)
+
+    @property
+    def holding(self) -> bool:
+        """Lines wait for the log's first text (``onto_live([], ...)`` each
+        round lets them go once it came, or once they waited long enough)."""
+        return bool(self._held)
+
+    def onto_live(
+        self, batch: list[_Stamped], fresh: bool, log_seen: bool, now: Callable[[], float], wall: float,
+    ) -> list[_Stamped]:
+        """``batch`` with its times on the live clock (``now()``), or held.
+
+        ``fresh``: read after the first round (written while followed);
+        ``log_seen``: the live clock follows the log (or there is none);
+        ``wall``: this machine's clock now.
+        """
+        if not log_seen and wall - self.since < _HOLD_S:
+            self._held.extend(batch)
+            del self._held[:-_HOLD_MAX]
+            return []
+        if self._held:
+            held: list[_Stamped] = self._held
+            batch = held + batch
+            self._held = []
+        if not batch:
+            return batch
+        times = [s.time for s in batch]
+        newest = max(times)
+        if not log_seen or not (fresh or abs(wall - newest) <= _RECENT_S):
+            # History on its own clock (or no log to follow yet): moved only
+            # by an offset already learnt.
+            shift = self.align.offset or 0.0
+        else:
+            shift = self.align.prepare((min(times), newest), now(), self.since, [], None, wall)
+        if not shift:
+            return batch
+        return [replace(s, time=s.time + shift) for s in batch]

@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=7, help="random seed of the simulated run")
     d.add_argument("--keep", action="store_true", help="keep the demo's files and print where they are")
     d.add_argument("--headless", action="store_true", help="no TUI: print alerts as JSON lines until the story ends")
+    d.add_argument("--scene", choices=("story", "health"), default="story",
+                   help="story: the seed's story (default); health: plus a NaN loss, a straggler rank and a GPU Xid")
 
     r = sub.add_parser("replay", help="a finished run through the same pipeline, on the log's own clock")
     r.add_argument("logs", nargs="+", metavar="LOG")

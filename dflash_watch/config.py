@@ -98,6 +98,14 @@ class RunConfig:
     preflight_timeout_s: float = 60.0
     auto_relaunch: bool = False
     max_restarts: int = 3
+    # A stall that stays firing on_stall_grace_s: "alert" only, or "abort" /
+    # "relaunch" the job (a relaunch counts toward the crash-loop guard).
+    on_stall: str = "alert"
+    on_stall_grace_s: float = 300.0
+    # The same failure (crash signature, or a hang) this many times within
+    # crash_loop_window_s stops auto-relaunch and on_stall, with an alert.
+    crash_loop_count: int = 3
+    crash_loop_window_s: float = 600.0
     # Tokens in one optimizer step, or in one sample: turns a run's it/s or
     # samples/s into tokens/s, so that a tokens/s baseline applies to it.
     tokens_per_step: float | None = None
@@ -230,6 +238,48 @@ DETECTOR_KEYS: dict[str, Threshold] = {
     "alloc_thrash_per_hour": Threshold(POSITIVE, "... fires at this many retries per hour (busiest rank)"),
     "alloc_thrash_min_retries": Threshold(COUNT, "... and at least this many in the window"),
     "alloc_thrash_baseline_factor": Threshold(Range(1.0), "... and above this many times the good run's rate"),
+    # stall phases (issue 19)
+    "stall_eval_allowance_s": Threshold(NON_NEGATIVE, "stall: an evaluation may add this much silence"),
+    "stall_checkpoint_allowance_s": Threshold(NON_NEGATIVE, "stall: a checkpoint save may add this much silence"),
+    # loss (issue 19)
+    "loss_nan_resolve_reports": Threshold(COUNT, "loss nan: resolved after this many finite reports in a row"),
+    "loss_spike_window": Threshold(COUNT, "loss spike: the robust level is taken over this many reports ..."),
+    "loss_spike_min_reports": Threshold(COUNT, "... once there are at least this many"),
+    "loss_spike_k": Threshold(POSITIVE, "... a spike is this many robust sigmas (MAD) above the median ..."),
+    "loss_spike_min_rel": Threshold(POSITIVE, "... and at least this share above it ..."),
+    "loss_spike_min_abs": Threshold(NON_NEGATIVE, "... and at least this much (absolute) above it"),
+    "loss_spike_resolve_reports": Threshold(COUNT, "resolved after this many reports back under the level"),
+    "loss_spike_early_factor": Threshold(Range(1.0, low_open=True),
+                                         "before that many reports: a loss this many times the highest so far"),
+    "loss_smooth_reports": Threshold(COUNT, "loss divergence: the loss is smoothed over this many reports ..."),
+    "loss_divergence_margin": Threshold(POSITIVE, "... fires this share above its recent minimum ..."),
+    "loss_divergence_window_s": Threshold(POSITIVE, "... the minimum of this many seconds ..."),
+    "loss_divergence_s": Threshold(NON_NEGATIVE, "... sustained this many seconds ..."),
+    "loss_divergence_min_reports": Threshold(COUNT, "... and this many reports"),
+    "loss_overflow_window": Threshold(COUNT, "loss overflow: skipped steps counted over this many iterations ..."),
+    "loss_overflow_frac": Threshold(SHARE, "... a storm at this share of them skipped"),
+    "loss_overflow_scale_floor": Threshold(NON_NEGATIVE, "... or the fp16 loss scale fallen to this floor"),
+    # straggler (issue 19)
+    "straggler_window_s": Threshold(POSITIVE, "straggler: per-rank seconds are medians over this window"),
+    "straggler_min_samples": Threshold(COUNT, "... of at least this many reports per rank"),
+    "straggler_warmup_s": Threshold(NON_NEGATIVE, "... after each rank's first this-many seconds"),
+    "straggler_slow_factor": Threshold(Range(1.0), "straggler slow: compute this many times the others' ..."),
+    "straggler_slow_min_excess_s": Threshold(NON_NEGATIVE, "... and at least this many seconds more ..."),
+    "straggler_slow_for_s": Threshold(NON_NEGATIVE, "... for this long"),
+    "straggler_resolve_factor": Threshold(Range(1.0), "resolved once its ratio is back under this"),
+    "straggler_hung_min_s": Threshold(POSITIVE, "straggler hung: no step for at least this long ..."),
+    "straggler_hung_factor": Threshold(POSITIVE, "... and this many usual step intervals, the others waiting"),
+    "straggler_phase_allowance_s": Threshold(NON_NEGATIVE, "an eval or a save may hold the others this long"),
+    "straggler_gpus_per_node": Threshold(Range(0.0, integer=True), "> 0: a rank's GPU is rank % this (LOCAL_RANK = GPU)"),
+    # gpu_health (issue 19)
+    "gpu_xid_repeat_s": Threshold(POSITIVE, "gpu_health xid: the same code again within this long is one episode"),
+    "gpu_ecc_quiet_s": Threshold(POSITIVE, "gpu_health ecc: resolved after no rise (and nothing pending) this long"),
+    "gpu_throttle_window_s": Threshold(POSITIVE, "gpu_health thermal/power: judged over this window of samples ..."),
+    "gpu_throttle_frac": Threshold(SHARE, "... the reason active in at least this share of them ..."),
+    "gpu_clock_low_frac": Threshold(SHARE, "... and the median SM clock at most this share of its max"),
+    "gpu_pcie_sustain_s": Threshold(POSITIVE, "gpu_health pcie: link below its max width/gen this long"),
+    "gpu_pcie_busy_util": Threshold(UNIT, "... the generation judged only at this utilisation (idle GPUs downshift)"),
+    "gpu_pcie_resolve_s": Threshold(NON_NEGATIVE, "resolved after this long at the full link"),
 }
 
 # Fields of DetectorConfig that are not [detectors] keys, and where they come from.
@@ -242,10 +292,14 @@ RUN_RANGES: dict[str, Range] = {
     "grace_s": NON_NEGATIVE,
     "preflight_timeout_s": POSITIVE,
     "max_restarts": Range(0.0, integer=True),
+    "on_stall_grace_s": NON_NEGATIVE,
+    "crash_loop_count": Range(2.0, integer=True),
+    "crash_loop_window_s": POSITIVE,
     "tokens_per_step": POSITIVE,
     "tokens_per_sample": POSITIVE,
 }
 GPU_RANGES: dict[str, Range] = {"interval_s": POSITIVE}
+ON_STALL_ACTIONS = ("alert", "abort", "relaunch")  # [run] on_stall (control/on_stall.py)
 
 _TOP_KEYS = ("logs", "tz", "progress_regex", "baseline_file", "alerts_file", "run", "gpu", "detectors", "alerts", "keys")
 
@@ -373,9 +427,12 @@ def parse_config(raw: dict[str, Any], path: str | None = None) -> Config:
             top[key] = value
     if raw:
         raise unknown(None, next(iter(raw)), list(_TOP_KEYS))
+    run = _section(RunConfig, run_raw, "run", RUN_RANGES)
+    if run.on_stall not in ON_STALL_ACTIONS:
+        raise bad("run", "on_stall", run.on_stall, "must be one of " + ", ".join(f'"{a}"' for a in ON_STALL_ACTIONS))
     return Config(
         logs=tuple(logs),
-        run=_section(RunConfig, run_raw, "run", RUN_RANGES),
+        run=run,
         gpu=_section(GpuConfig, gpu_raw, "gpu", GPU_RANGES),
         detectors=detectors,
         path=path,

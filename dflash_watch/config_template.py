@@ -66,6 +66,13 @@ session = "dflash-train"
 grace_s = 30.0               # Ctrl-C, then this long, then SIGTERM, then SIGKILL
 auto_relaunch = false
 max_restarts = 3
+# A job whose stall alert stays firing on_stall_grace_s: "alert" only, or
+# "abort" / "relaunch" it (a relaunch counts toward the crash-loop guard).
+# on_stall = "alert"
+# on_stall_grace_s = 300.0
+# The same crash (or hang) this often within the window stops relaunching.
+# crash_loop_count = 3
+# crash_loop_window_s = 600.0
 # Tokens per optimizer step / per sample: a run that prints only it/s or
 # samples/s (tqdm, HF Trainer) is then judged and shown in tokens/s.
 # tokens_per_step = 65536

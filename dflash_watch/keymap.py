@@ -39,6 +39,11 @@ KEY_BINDINGS: dict[str, Key] = {
     "toggle_follow": Key("p", "pause or resume following the log"),
     "help": Key("question_mark", "the help screen"),
     "open_alert": Key("enter", "the highlighted alert's evidence"),
+    "window_10m": Key("1", "charts: the last 10 minutes"),
+    "window_1h": Key("2", "charts: the last hour (the default)"),
+    "window_6h": Key("3", "charts: the last 6 hours"),
+    "window_all": Key("4", "charts: the whole run"),
+    "processes": Key("g", "show or hide the GPU process table"),
     "quit": Key("q", "quit the dashboard (the job keeps running)"),
 }
 

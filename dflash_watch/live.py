@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from .alignment import SideFileClock
 from .monitor import Monitor
 
 Clock = Callable[[], float]
@@ -135,6 +136,7 @@ class LiveSession:
         tick_s: float = 1.0,
         from_start: bool = True,
         auto_relaunch: Any = None,
+        on_stall: Any = None,
         alerts_file: str | None = None,
         tail_poll_s: float = 0.5,
         quiet_s: float = 0.2,
@@ -191,6 +193,20 @@ class LiveSession:
             from .control.autorelaunch import AutoRelauncher
 
             self.auto = AutoRelauncher(job, auto_relaunch)
+        # A stall while the job lives: its Python stacks into the alert
+        # (``stacks.py``), and ``[run] on_stall``'s abort or relaunch after a
+        # grace period, under auto-relaunch's crash-loop guard (``OnStallConfig``).
+        self.stacks: Any = None
+        self.on_stall: Any = None
+        if job is not None:
+            from .stacks import StallStacks
+
+            self.stacks = StallStacks(monitor, job, _state_dir(job))
+            monitor.subscribe(self.stacks)
+            if on_stall is not None and on_stall.action != "alert":
+                from .control.on_stall import OnStall
+
+                self.on_stall = OnStall(monitor, job, on_stall, self.auto.policy if self.auto is not None else None)
         self._history = None
         if alerts_file:
             from .sources.alert_history import AlertHistory
@@ -332,6 +348,10 @@ class LiveSession:
         tailer = self._tailer([cast(str, self.samples_file)])
         self._tailers.append(tailer)
         bad = 0
+        # What the first round reads is history, on its own clock; what
+        # comes after is written now, and goes onto the live clock.
+        fresh = False
+        side = SideFileClock(cast(str, self.samples_file), time.time())
         while not self._stop.is_set():
             for item in tailer.poll():
                 if not isinstance(item, Chunk):
@@ -350,9 +370,21 @@ class LiveSession:
                         continue
                     batch.append(sample)
                 if batch:
-                    self.monitor.feed_samples(batch)
-                    self._observe()
+                    self._feed_side(side, batch, fresh, self.monitor.feed_samples)
+            if side.holding:
+                self._feed_side(side, [], fresh, self.monitor.feed_samples)
             tailer.wait(self.tail_poll_s)
+            fresh = True
+
+    def _feed_side(self, side: SideFileClock, batch: list[Any], fresh: bool, feed: Callable[[Any], object]) -> None:
+        """A sample or probe file's lines to the Monitor, on the live clock
+        (``SideFileClock``: held until the log's first text is read)."""
+        with self.monitor.lock:
+            batch = side.onto_live(batch, fresh, self._log_seen, self.clock, time.time())
+            if batch:
+                feed(batch)
+        if batch:
+            self._observe()
 
     def _tail_probes(self) -> None:
         """Probe lines into ``Monitor.feed_probes``, a file's complete lines at a time.
@@ -370,6 +402,9 @@ class LiveSession:
         tailer = self._tailer(self.probes, self.probe_poll_s, use_watchdog=False)
         self._tailers.append(tailer)
         parsers: dict[str, ProbeParser] = {}
+        sides: dict[str, SideFileClock] = {}
+        fresh = False  # as for the sample file (``_tail_samples``)
+        started = time.time()
         while not self._stop.is_set():
             for item in tailer.poll():
                 if not isinstance(item, Chunk):
@@ -387,8 +422,14 @@ class LiveSession:
                     self.monitor.note(f"{item.path}: skipping lines that are not probe lines "
                                       f"(first: line {parser.first_bad})")
                 if batch:
-                    self.monitor.feed_probes(batch)
-                    self._observe()
+                    side = sides.get(item.path)
+                    if side is None:
+                        side = sides[item.path] = SideFileClock(item.path, started)
+                    self._feed_side(side, batch, fresh, self.monitor.feed_probes)
+            for side in sides.values():
+                if side.holding:
+                    self._feed_side(side, [], fresh, self.monitor.feed_probes)
+            fresh = True
             if self._stop.wait(self.probe_poll_s):
                 return
 
@@ -468,6 +509,8 @@ class LiveSession:
                     self.monitor.tick(now)
             if self.job is None:
                 continue
+            if self.on_stall is not None:
+                self.on_stall.step(now)
             if self.logs:
                 # The lines a job wrote before it ended come before its exit
                 # (and name its crash): read them before asking tmux. One
@@ -525,6 +568,13 @@ class LiveSession:
             self.sampler.job_pids = state.pids
 
 
+def _state_dir(job: Any) -> Any:
+    """Where the job keeps its records (stack dumps go beside them)."""
+    from .control.spec import default_state_dir
+
+    return getattr(getattr(job, "spec", None), "state_dir", None) or default_state_dir()
+
+
 def _default_probe_globs(logs: Sequence[str], job: Any) -> list[str]:
     """``dflash-probe-*.jsonl`` beside each log and in the job's cwd."""
     from .sources.probes import discover
@@ -535,15 +585,7 @@ def _default_probe_globs(logs: Sequence[str], job: Any) -> list[str]:
 
 def crash_loop_alert(now: float, exit_event: Any, reason: str) -> Any:
     """Auto-relaunch gave up: the same crash keeps coming back."""
-    from dflash_watch.detectors.base import Alert
+    from .control.autorelaunch import crash_loop_alert as guard_alert
 
-    return Alert(
-        time=now,
-        detector="process_exit",
-        state="firing",
-        severity="critical",
-        kind="crash",
-        message=f"crash loop: auto-relaunch stopped ({reason})",
-        source=getattr(exit_event, "source", "tmux"),
-        evidence={"crash_loop": True, "signature": exit_event.signature, "code": exit_event.code},
-    )
+    return guard_alert(now, "auto-relaunch", reason, getattr(exit_event, "source", "tmux"),
+                       {"signature": exit_event.signature, "code": exit_event.code})

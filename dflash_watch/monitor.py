@@ -14,6 +14,7 @@ live (ticks every second) and in replay (the data's own clock).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -115,6 +116,14 @@ class Monitor:
         # The unit of ``throughput``'s values: the run's own ("it/s" for an
         # HF Trainer run that prints no tokens).
         self.throughput_unit = TOK_S
+        # The training loss over time (Progress lines, probe lines with a
+        # loss), for the dashboard's loss chart. ``SeriesHistory`` keeps
+        # finite values only, so the non-finite ones (NaN, Inf: the very
+        # points worth seeing) are kept beside it as (time, step, value).
+        self.loss = SeriesHistory()
+        self.loss_nonfinite: deque[tuple[float, int | None, float]] = deque(maxlen=1000)
+        self.loss_nonfinite_total = 0
+        self._losses: list[float] = []
         # False: no GPU/throughput history for views (``replay --json``
         # prints alerts only; the detectors keep their own state).
         self.keep_history = keep_history
@@ -411,6 +420,9 @@ class Monitor:
                     out.extend(alerts)
             if self._rates:
                 self._flush_rates()
+            if self._losses:
+                self.loss.extend(self._losses)
+                self._losses.clear()
         return out
 
     def _flush_rates(self) -> None:
@@ -462,6 +474,8 @@ class Monitor:
         self.last_progress = event
         if self.keep_history:
             self._remember_rate(t, event)
+            if event.loss is not None:
+                self._remember_loss(t, event.step, event.loss)
         return self._detect(event, out)
 
     def _handle(self, event: Event) -> list[Alert]:
@@ -476,6 +490,8 @@ class Monitor:
             self.last_progress = event
             if self.keep_history:
                 self._remember_rate(t, event)
+                if event.loss is not None:
+                    self._remember_loss(t, event.step, event.loss)
         elif isinstance(event, GpuSample):
             if self.keep_history:
                 self.gpus.add(event)
@@ -488,6 +504,8 @@ class Monitor:
         elif isinstance(event, ProbeSample):
             self.probe_samples += 1
             self.probes.add(event)
+            if self.keep_history and event.loss is not None and event.rank in (None, 0):
+                self._remember_loss(t, event.step, event.loss)
         elif isinstance(event, Recompile):
             self.recompiles += 1
         elif isinstance(event, GpuLost):
@@ -523,6 +541,21 @@ class Monitor:
                 self.throughput = SeriesHistory()
             self.throughput_unit = unit
         self._rates += (t, rate)
+
+    def _remember_loss(self, t: float, step: int | None, loss: float) -> None:
+        """The loss chart's series; a NaN or Inf is kept aside, to be marked, not dropped.
+
+        Only rank 0's probe lines count (every rank logs the same loss
+        under DDP: one point per step, not one per rank).
+        """
+        if math.isfinite(loss):
+            self._losses += (t, loss)  # batched like the rates (``_flush_rates``)
+        else:
+            bad = self.loss_nonfinite
+            if step is not None and bad and bad[-1][1] == step:
+                return  # the same step seen twice (its log line and its probe line)
+            bad.append((t, step, loss))
+            self.loss_nonfinite_total += 1
 
     def _in_tokens(self, event: Progress) -> Progress:
         """``event`` in tokens/s where the config says how many tokens its unit is."""

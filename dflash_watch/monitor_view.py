@@ -10,6 +10,7 @@ both be checked. Nothing here runs: it is types only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -34,4 +35,66 @@ class AlertWindowView(Protocol):
     def last_exit(self) -> ProcessExit | None: ...
 
 
-__all__ = ["AlertWindowView"]
+class RankRowView(Protocol):
+    """One row of ``DetectorSet.rank_table()`` as the ranks panel reads it
+    (``detectors.straggler.RankRow``, written in parallel: only these fields)."""
+
+    @property
+    def rank(self) -> int: ...
+    @property
+    def gpu(self) -> int | None: ...
+    @property
+    def step_seconds(self) -> float | None: ...
+    @property
+    def compute_seconds(self) -> float | None: ...
+    @property
+    def wait_seconds(self) -> float | None: ...
+    @property
+    def last_step(self) -> int | None: ...
+    @property
+    def last_seen(self) -> float | None: ...
+    @property
+    def slow(self) -> bool: ...
+    @property
+    def hung(self) -> bool: ...
+
+
+class GpuHealthView(Protocol):
+    """One GPU of ``DetectorSet.gpu_health()`` as a GPU tile reads it."""
+
+    @property
+    def xid_total(self) -> int: ...
+    @property
+    def last_xid(self) -> int | None: ...
+    @property
+    def ecc_uncorrected(self) -> int | None: ...
+    @property
+    def throttle(self) -> tuple[str, ...]: ...
+
+
+class LossStateView(Protocol):
+    """``DetectorSet.loss_state()`` as the loss chart reads it."""
+
+    @property
+    def loss(self) -> float | None: ...
+    @property
+    def grad_norm(self) -> float | None: ...
+    @property
+    def nan_total(self) -> int: ...
+    @property
+    def overflow_total(self) -> int: ...
+
+
+class HealthDetectors(Protocol):
+    """The training-health accessors of ``DetectorSet`` (issue 19) the dashboard reads.
+
+    Each is optional while the detectors land: ``tui.health`` asks for
+    them with ``getattr`` and shows nothing where one is missing.
+    """
+
+    def rank_table(self) -> Sequence[RankRowView]: ...
+    def gpu_health(self) -> dict[int, GpuHealthView]: ...
+    def loss_state(self) -> LossStateView | None: ...
+
+
+__all__ = ["AlertWindowView", "GpuHealthView", "HealthDetectors", "LossStateView", "RankRowView"]

@@ -268,3 +268,18 @@ def proc_signal_groups(pgids: set[int], sig: int) -> set[int]:
 def proc_signal_pids(pids: set[int], sig: int) -> set[int]:
     """Signal each live pid; return those it reached."""
     return {pid for pid in pids if proc_alive(pid) and signal_pid(pid, sig)}
+
+
+def proc_user(pid: int) -> str | None:
+    """The user name owning PID (its uid when the name is unknown), None when it is gone.
+
+    For the dashboard's process table: who holds memory on a GPU."""
+    uid = proc_uid(pid)
+    if uid is None:
+        return None
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return str(uid)

@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import fields, replace
-from operator import attrgetter
+from itertools import islice
+from operator import attrgetter, le
 
 from .events import Event, Progress
 
@@ -56,6 +57,17 @@ _NEG_INF = -math.inf
 _PROGRESS_FIELDS = tuple(f.name for f in fields(Progress))
 _progress_values = attrgetter(*_PROGRESS_FIELDS)
 _CLOCKED = _PROGRESS_FIELDS.index("clocked")
+
+
+_time_of = attrgetter("time")
+
+
+def _in_order(floor: float, events: list[Event]) -> bool:
+    """True when ``events``' times never step back, from ``floor`` on: then
+    ``EventClock.hold`` has nothing to hold (a loop in C, not in Python).
+    NaN times fail ``<=`` and take the slow loop, as there."""
+    times = list(map(_time_of, events))
+    return floor <= times[0] and all(map(le, times, islice(times, 1, None)))
 
 
 def _at(event: Event, time: float, clocked: bool | None = None) -> Event:
@@ -284,6 +296,8 @@ class EventClock:
                     floor = t
                 else:
                     events[i] = _at(event, floor, False if floor - t > JITTER_S else None)
+        elif events and _in_order(floor, events):
+            floor = events[-1].time  # the common case, told in C: nothing held
         else:
             for i, event in enumerate(events):
                 t = event.time

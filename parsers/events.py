@@ -139,6 +139,29 @@ class GpuSample:
     util: float | None = None
     processes: tuple[GpuProcess, ...] | None = None
     source: str = "gpu-samples"
+    # -- health (CONTRACTS section 3, added by issue 19) --------------------
+    # Each is None when the card or driver does not say (NotSupported): a
+    # missing read is absent, never an error and never a zero.
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    # Active clocks-throttle reasons by name: ``thermal``, ``power_cap``,
+    # ``hw_slowdown``, ``power_brake``, ``sw_thermal`` (idle/app-clock
+    # reasons are not degradation and are left out).
+    throttle: tuple[str, ...] | None = None
+    # Volatile uncorrected ECC errors (a count since the driver loaded).
+    ecc_uncorrected: int | None = None
+    remap_pending: bool | None = None
+    retired_pages: int | None = None
+    # Xid codes seen since the previous sample of this GPU.
+    xid: tuple[int, ...] | None = None
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    lost: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +253,16 @@ class ProbeSample:
     recompiles: int | None = None
     graph_breaks: int | None = None
     source: str = "probe"
+    # -- training health (CONTRACTS section 9, added by issue 19) -----------
+    loss: float | None = None
+    grad_norm: float | None = None
+    loss_scale: float | None = None
+    # Wall seconds of the whole step, of its own compute, and of waiting
+    # (collectives, the data loader): under DDP every rank's step takes the
+    # same time, so the split is what names a slow rank.
+    step_seconds: float | None = None
+    compute_seconds: float | None = None
+    wait_seconds: float | None = None
 
     @property
     def padding_efficiency(self) -> float | None:
@@ -254,6 +287,78 @@ class PaddingReport:
     rank: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """fp16 dynamic loss scaling skipped a step (issue 19, ``loss/overflow``).
+
+    DeepSpeed ``OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536,
+    reducing to 32768``, apex ``Gradient overflow.  Skipping step, loss
+    scaler 0 reducing loss scale to 32768.0`` and Megatron's forms. One
+    overflow is normal; a storm of them (every step skipped, the scale at
+    its floor) is the alert. ``scale`` is the scale that overflowed,
+    ``new_scale`` the one it fell to, where the line says.
+    """
+
+    time: float
+    source: str
+    rank: int | None = None
+    scale: float | None = None
+    new_scale: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A line that says where a rank waits, without a new step.
+
+    Watchdogs and heartbeats ("no step for 60 s (last step 537), waiting in
+    all_reduce", NCCL/gloo "waiting for" lines) repeat the last step: they
+    are not progress (the stall must not be delayed by them) but evidence
+    of where each rank is, which names the hung rank. ``last_step`` is the
+    step the rank last finished, ``waiting_in`` the collective or phase it
+    waits in, where the line says.
+    """
+
+    time: float
+    source: str
+    rank: int | None = None
+    last_step: int | None = None
+    waiting_in: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """The run entered or left a phase that legitimately prints no step.
+
+    ``phase`` is ``eval`` (HF "***** Running Evaluation *****", eval bars,
+    Lightning's validation bar) or ``checkpoint`` ("Saving model checkpoint
+    to", torch.distributed.checkpoint); ``begin`` True on entry, False when
+    it is known to be over (the next training step also ends it).
+    """
+
+    time: float
+    source: str
+    phase: str
+    begin: bool = True
+    rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class XidError:
+    """An Xid error of one GPU: from NVML's event set or the kernel's
+    ``NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus``.
+
+    ``gpu`` is the NVML index where it is known (the kernel names the PCI
+    bus id; the shell maps it), else None.
+    """
+
+    time: float
+    code: int
+    gpu: int | None = None
+    message: str = ""
+    pci_bus: str | None = None
+    source: str = "nvml"
+
+
 def rate_of(event: Progress) -> tuple[float | None, str]:
     """(rate, unit) of a progress event: its own rate, else its tokens/s."""
     if event.rate is not None:
@@ -262,5 +367,19 @@ def rate_of(event: Progress) -> tuple[float | None, str]:
 
 
 Event = Union[  # noqa: UP007 - one alias the detectors and the registry read
-    Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery
+    Progress,
+    Crash,
+    Recompile,
+    GpuSample,
+    GpuLost,
+    ProcessExit,
+    Tick,
+    Quiet,
+    ProbeSample,
+    PaddingReport,
+    Delivery,
+    Overflow,
+    Heartbeat,
+    Phase,
+    XidError,
 ]

@@ -28,10 +28,12 @@ from copy import copy
 from dataclasses import replace
 from datetime import tzinfo
 from itertools import accumulate, repeat
-from typing import Protocol
+from typing import Any, Protocol
 
 from .clock import EventClock, placed
-from .events import Crash, Event, PaddingReport, Progress, Recompile
+from .events import Crash, Event, Overflow, PaddingReport, Progress, Recompile
+from .health_lines import LITERALS as HEALTH_LITERALS
+from .health_lines import health_line
 from .padding import LITERALS as PADDING_LITERALS
 from .padding import padding_line
 from .progress import (
@@ -75,6 +77,11 @@ _PROGRESS = 1
 _TRIGGER = 2
 _DIGITS = 4  # the line holds literals with digits: test them on the line itself
 _PADDING = 8  # the line may state padding efficiency (``parsers.padding``)
+_HEALTH = 16  # the line is a health line (``parsers.health_lines``): tested per shape, exactly
+_NO_PROGRESS = 32  # ... that repeats a step (a heartbeat): never read as progress
+# An overflow line this close after a "Grad overflow on iteration N" of the
+# same rank is the same overflow told again (DeepSpeed's verbose scalers).
+_OVERFLOW_ECHO_LINES = 3
 # Lines walked back one by one before searching for timestamps in C.
 _WALK_BACK_LINES = 8
 _HINT_WINDOW = 2048
@@ -83,6 +90,9 @@ _SHAPE_LINE_MAX = 2048
 _SHAPES_MAX = 512
 # Events held while a traceback stays open, at most (then they go out).
 _OPEN_HELD_MAX = 4096
+# Lane lines in a row below this are read one by one: columns cost more
+# (benchmarks/bench_replay.py, the quiet shape).
+_COLUMNS_MIN = 2
 # Characters sampled from a stream's first chunk to tune its scanner.
 _SAMPLE_CHARS = 1 << 16
 
@@ -181,7 +191,14 @@ class LogStream:
         # Lines that state padding on their own (an HF callback's dict): a
         # progress line that states it carries it in its metrics instead.
         self._padding_literals = PADDING_LITERALS
-        self._literals = self._triggers + (progress_literals or ()) + self._padding_literals
+        # Overflows, heartbeats, eval/checkpoint phases, Xid lines (issue 19).
+        # The scanner needs only those that hold none of the other literals
+        # ("last step" holds "tep"): a line holding one is found already.
+        self._health_literals = HEALTH_LITERALS
+        others = self._triggers + (progress_literals or ()) + self._padding_literals
+        self._literals = others + tuple(h for h in HEALTH_LITERALS if not any(o in h for o in others))
+        # (line number, rank) of the last "Grad overflow on iteration" overflow.
+        self._overflow_iter: tuple[int, int | None] = (-_OVERFLOW_ECHO_LINES - 1, None)
         self._scanner: Scanner = make_scanner(self._literals, engine=scanner)
         # The ASCII view finds exactly the lines the text would, unless a
         # literal holds the placeholder or a character the view replaces.
@@ -321,7 +338,7 @@ class LogStream:
         run_lines: list[str] = []
         run_starts: list[int] = []
         run_ends: list[int] = []
-        run_lanes: list[_Lane] = []
+        run_lanes: list[_Lane | bytes] = []  # bytes: a plain progress line's shape
         # (Declared, not assigned: no work per line.)
         found: Values | None
         event: Event
@@ -377,8 +394,18 @@ class LogStream:
                 flags = self._flags(line, self._progress_literals, self._triggers)
                 if any(lit in line for lit in self._padding_literals):
                     flags |= _PADDING
+                flags = self._health_flags(line, flags)
             if not flags and not is_open:
                 continue  # a candidate that holds nothing after all (an eval bar)
+            if flags == _PROGRESS and shape is not None and not is_open and self._fast and line[:1] != "[":
+                # A plain progress line (a tqdm bar, redrawn or not, between stamped step
+                # lines) waits in the run too, in its place, its shape for a
+                # lane: the run is not cut at every such line (``_read_lanes``).
+                run_lines.append(line)
+                run_starts.append(start)
+                run_ends.append(end)
+                run_lanes.append(shape)
+                continue
             if run_lines:
                 clock, covered, count_pos, count_no = self._read_lanes(
                     text, view, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no,
@@ -418,6 +445,13 @@ class LogStream:
                     line_time = fallback_time if clock is None else clock
                     rank = split_rank(line)[0] if line[:1] == "[" else None
                     append(PaddingReport(line_time, efficiency, self._prefix + str(lineno), rank))
+            if flags & _HEALTH:
+                health = self._health(line, lineno)
+                if health is not None:
+                    if line_time is None:
+                        clock, covered = self._clock_at(text, covered, start, end, clock, line)
+                        line_time = fallback_time if clock is None else clock
+                    append(replace(health, time=line_time))
             if is_open or flags & _TRIGGER:
                 if line_time is None:
                     clock, covered = self._clock_at(text, covered, start, end, clock, line)
@@ -512,7 +546,7 @@ class LogStream:
         lines: list[str],
         starts: list[int],
         ends: list[int],
-        lanes: list[_Lane],
+        lanes: list[_Lane | bytes],
         events: list[Event],
         clock: float | None,
         covered: int,
@@ -520,39 +554,91 @@ class LogStream:
         count_no: int,
         fallback_time: float,
     ) -> tuple[float | None, int, int, int]:
-        """Progress events of deferred lane lines, as ``feed`` would make
+        """Progress events of deferred run lines, as ``feed`` would make
         them one by one (same values, same order), and the clock and line
         count state after them. ``view`` is ``feed``'s ASCII view of
         ``text`` (or ``text``): newlines are counted there.
 
-        Each stretch of one shape is read as columns: numbers converted by
-        ``map``, stamps by ``TimeParser.iso_run`` (or ``us_run``), line numbers by counting
-        newlines between the lines. A line the columns cannot take (a value
-        check fails, a stamp does not parse) and the rest of its stretch are
-        read one at a time, exactly as ``feed`` reads any progress line.
+        A run holds lane lines (``lanes[i]`` their ``_Lane``) and plain
+        progress lines between them (``lanes[i]`` their shape, bytes), read
+        on their own in their place. Each lane's numbers are read as columns
+        once for the whole run (``map`` in C; entry i is line i's value
+        whatever lines sit beside it), and sliced for each stretch of it;
+        where any of its lines leaves the fast path, each stretch is read
+        as columns on its own. Stamps are read stretch by stretch in the
+        file's order (``TimeParser.iso_run`` or ``us_run``: the parser keeps
+        a year for glog lines), line numbers by counting newlines between
+        the lines. A line the columns cannot take (a value check fails, a
+        stamp does not parse) and the rest of its stretch are read one at a
+        time, exactly as ``feed`` reads any progress line.
         """
         prefix = self._prefix
-        i = 0
+        pattern = self._pattern
         total = len(lines)
+        found: Values | None
+        columns: Sequence[Any] | None
+        # The lanes of the run, each with its lines' columns (None: read per
+        # stretch) and how many of its lines were taken so far.
+        members: dict[int, tuple[_Lane, list[str]]] = {}
+        for m, lane in enumerate(lanes):
+            if not isinstance(lane, bytes):
+                member = members.get(id(lane))
+                if member is None:
+                    members[id(lane)] = (lane, [lines[m]])
+                else:
+                    member[1].append(lines[m])
+        groups: dict[int, list[Any]] = {
+            key: [value_columns(lane[0], group_lines) if len(group_lines) > 1 else None, 0]
+            for key, (lane, group_lines) in members.items()
+        }
+        # Every run line's number at once: newlines counted between them in C.
+        numbers = list(accumulate(map(view.count, repeat("\n"), [count_pos, *starts[:-1]], starts), initial=count_no))
+        del numbers[0]
+        i = 0
         while i < total:
             lane = lanes[i]
+            if isinstance(lane, bytes):  # a plain progress line, read on its own
+                line = lines[i]
+                start = starts[i]
+                count_no = numbers[i]
+                if "\r" in line:  # a tqdm bar redrawn in place: every state, as ``feed``
+                    for found in self._redraws(line):
+                        event, clock, covered = self._dated(
+                            found, text, covered, start, ends[i], clock, line, count_no, fallback_time
+                        )
+                        events.append(event)
+                else:
+                    found = progress_values(line, None, pattern, lane)
+                    if found is not None:
+                        event, clock, covered = self._dated(
+                            found, text, covered, start, ends[i], clock, line, count_no, fallback_time
+                        )
+                        events.append(event)
+                i += 1
+                continue
             j = i + 1
             while j < total and lanes[j] is lane:
                 j += 1
             fast, frac_len, run = lane
             stretch = lines[i:j] if i or j < total else lines
+            group = groups[id(lane)]
+            whole, taken = group
+            group[1] = taken + j - i
             done = 0
-            columns = value_columns(fast, stretch)
+            if j - i < _COLUMNS_MIN:
+                columns = None  # a line or two: read on their own, cheaper than columns
+            elif whole is None:
+                columns = value_columns(fast, stretch)
+            else:
+                stop = taken + j - i
+                columns = [column[taken:stop] if type(column) is list else column for column in whole]
             if columns is not None:
                 times = run(stretch, frac_len)
                 done = len(times)
             if done:
-                at = starts[i : i + done]
-                numbers = list(accumulate(map(view.count, repeat("\n"), [count_pos, *at[:-1]], at), initial=count_no))
-                del numbers[0]
                 # Columns after step_seconds are the fields after ``clocked``.
                 steps, totals, tokens, losses, metrics, seconds, *after = columns  # type: ignore[misc]
-                sources = [prefix + str(number) for number in numbers]
+                sources = [prefix + str(number) for number in numbers[i : i + done]]
                 events.extend(
                     map(
                         Progress, times, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
@@ -562,13 +648,10 @@ class LogStream:
                 self._own_count += done
                 clock = times[-1]
                 covered = ends[i + done - 1] + 1
-                count_pos = at[-1]
-                count_no = numbers[-1]
             for m in range(i + done, j):
                 line = lines[m]
                 start = starts[m]
-                count_no += view.count("\n", count_pos, start)
-                count_pos = start
+                count_no = numbers[m]
                 found = progress_values(line)
                 if found is not None:
                     event, clock, covered = self._dated(
@@ -576,7 +659,7 @@ class LogStream:
                     )
                     events.append(event)
             i = j
-        return clock, covered, count_pos, count_no
+        return clock, covered, starts[-1], numbers[-1]
 
     def _shape_flags(self, line: str, shape: bytes) -> int:
         """What every line of ``line``'s shape holds, as far as its shape tells.
@@ -590,11 +673,41 @@ class LogStream:
         flags = self._flags(line, self._shape_progress, self._shape_triggers)
         if any(lit in line for lit in self._padding_literals):
             flags |= _PADDING
+        flags = self._health_flags(line, flags)
         if any(lit in shape for lit in self._shaped_digit_literals):
             flags |= _DIGITS
         if flags & _PROGRESS and self._pattern is None and not progress_possible(line):
             flags &= ~_PROGRESS
         return flags
+
+    def _health_flags(self, line: str, flags: int) -> int:
+        """``flags`` with _HEALTH if ``line`` is a health line, and without
+        _PROGRESS if it repeats a step. Lines of one shape differ only in
+        digits, which these patterns never look at: for a shape, exact."""
+        if any(lit in line for lit in self._health_literals):
+            found = health_line(line)
+            if found is not None:
+                flags |= _HEALTH
+                if found[1]:
+                    flags = (flags | _NO_PROGRESS) & ~_PROGRESS
+        return flags
+
+    def _health(self, line: str, lineno: int) -> Event | None:
+        """The health event of a _HEALTH line, cited ``name:line`` (undated);
+        None for the echo of an overflow already told."""
+        found = health_line(line)
+        if found is None:
+            return None
+        event = found[0]
+        if type(event) is Overflow:
+            if "overflow on iteration" in line:
+                self._overflow_iter = (lineno, event.rank)
+            else:
+                at, rank = self._overflow_iter
+                if lineno - at <= _OVERFLOW_ECHO_LINES and (rank is None or event.rank in (None, rank)):
+                    self._overflow_iter = (-_OVERFLOW_ECHO_LINES - 1, None)  # one echo per overflow
+                    return None
+        return replace(event, source=self._prefix + str(lineno))
 
     @staticmethod
     def _flags(line: str, progress_literals: tuple[str, ...] | None, triggers: tuple[str, ...]) -> int:

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dflash_watch.tui.app import DashboardApp  # noqa: E402
-from dflash_watch.tui.scenes import UTC, SceneJob, build, hand_started  # noqa: E402
+from dflash_watch.tui.scenes import UTC, SceneJob, build, hand_started, scene_proc_info  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,9 @@ STATES = (
     State("filter", "volatile", (120, 40), "/ filters the log", keys=("slash", *"bucket", "enter")),
     State("compact-80x24", "volatile", (80, 24), "the same run in an 80x24 terminal"),
     State("help", "healthy", (120, 40), "? lists every key", keys=("question_mark",)),
+    State("health", "health", (120, 40),
+          "training health: a NaN loss marked on the loss chart, rank 2 the straggler, GPU 6 with Xid 48 and "
+          "thermal throttling"),
     State("diagnosis", "demo", (120, 40),
           "d on the demo's broken-batching phase: what changed since the good run, most likely cause first",
           keys=("d",)),
@@ -85,7 +88,8 @@ async def render_svg(state: State, out: Path) -> Path:
         tmp = None
         scene = build(state.scene)
         job = SceneJob(scene.job_state, adoption=hand_started() if state.adopt else None)
-        app = DashboardApp(scene.monitor, job=job, tz=UTC, clock=lambda: scene.now, bell_repeat_s=0)
+        app = DashboardApp(scene.monitor, job=job, tz=UTC, clock=lambda: scene.now, bell_repeat_s=0,
+                           proc_info=scene_proc_info)
     path = out / f"{state.name}.svg"
     async with app.run_test(size=state.size) as pilot:
         await pilot.pause(0.2)

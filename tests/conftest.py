@@ -11,9 +11,10 @@ REALWORLD = ROOT.parent / "shared" / "realworld"
 
 # CI runs the README's test command in a bare environment first; the tests
 # that skipped there for want of a framework (torch, transformers,
-# accelerate, lightning) are then run again once those are installed.
+# accelerate, lightning; py-spy for the stall stacks) are then run again
+# once those are installed.
 # With DFLASH_SKIPPED_FOR_FRAMEWORKS=FILE, their node ids go to FILE.
-_FRAMEWORKS = ("torch", "transformers", "accelerate", "lightning")
+_FRAMEWORKS = ("torch", "transformers", "accelerate", "lightning", "py-spy")
 _skipped_for_frameworks: list[str] = []
 
 

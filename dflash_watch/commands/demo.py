@@ -24,12 +24,15 @@ from . import fail
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def simulator_argv(out: Path, speed: float, seed: int) -> list[str]:
-    return [sys.executable, "-m", "dflash_watch.demo.simulator", "--out", str(out), "--speed", str(speed), "--seed", str(seed)]
+def simulator_argv(out: Path, speed: float, seed: int, scene: str = "story") -> list[str]:
+    argv = [sys.executable, "-m", "dflash_watch.demo.simulator", "--out", str(out), "--speed", str(speed), "--seed", str(seed)]
+    if scene != "story":  # the default command stays what it always was (the pane shows it)
+        argv += ["--scene", scene]
+    return argv
 
 
 def make_job(out: Path, speed: float, seed: int, use_tmux: bool = True,
-             extra_env: dict[str, str] | None = None):  # noqa: ANN201 - Job | ChildJob
+             extra_env: dict[str, str] | None = None, scene: str = "story"):  # noqa: ANN201 - Job | ChildJob
     """The simulator as a tmux-managed job on a private socket, or a child process."""
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
     env.update(extra_env or {})
@@ -37,7 +40,7 @@ def make_job(out: Path, speed: float, seed: int, use_tmux: bool = True,
         from ..control.job import Job, JobSpec
 
         spec = JobSpec(
-            command=shlex.join(simulator_argv(out, speed, seed)),
+            command=shlex.join(simulator_argv(out, speed, seed, scene)),
             session="dflash-demo",
             socket=f"dfw-demo-{os.getpid()}",
             cwd=str(out),
@@ -49,7 +52,7 @@ def make_job(out: Path, speed: float, seed: int, use_tmux: bool = True,
         return Job(spec)
     from ..control.child import ChildJob
 
-    return ChildJob(simulator_argv(out, speed, seed), cwd=str(out), env=env, grace_s=5.0)
+    return ChildJob(simulator_argv(out, speed, seed, scene), cwd=str(out), env=env, grace_s=5.0)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     # The good run before the environment rebuild (its profile and
     # fingerprint) and the rebuilt environment: what `d` compares.
     staged = stage(out)
-    job = make_job(out, args.speed or 1000.0, args.seed, use_tmux=not args.no_tmux, extra_env=cache_env(staged))
+    scene = getattr(args, "scene", "story")
+    job = make_job(out, args.speed or 1000.0, args.seed, use_tmux=not args.no_tmux, extra_env=cache_env(staged),
+                   scene=scene)
 
     def cleanup() -> None:
         _stop(job)
@@ -109,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
                     if getattr(job, "limited", False)
                     else None,
                 )
-                app.title = "dflash-watch demo (simulated DFlash run)"
+                app.title = "dflash-watch demo (simulated DFlash run)" if scene == "story" else \
+                    f"dflash-watch demo (simulated DFlash run, scene {scene})"
                 app.run()
     finally:
         cleanup()

@@ -88,13 +88,31 @@ def build_job(args: argparse.Namespace, config: Any, monitor: Monitor) -> tuple[
     return job, None
 
 
+def _guard(config: Any) -> Any:
+    """The crash-loop guard of ``[run]``, shared by auto-relaunch and on_stall."""
+    from ..control.autorelaunch import AutoRelaunchConfig
+
+    run = config.run
+    return AutoRelaunchConfig(enabled=run.auto_relaunch, max_restarts=run.max_restarts,
+                              crash_loop_count=run.crash_loop_count, crash_loop_window_s=run.crash_loop_window_s)
+
+
 def _auto_relaunch(config: Any) -> Any:
     """The opt-in auto-relaunch policy of ``[run]``, else None."""
     if not config.run.auto_relaunch:
         return None
-    from ..control.autorelaunch import AutoRelaunchConfig, AutoRelaunchPolicy
+    from ..control.autorelaunch import AutoRelaunchPolicy
 
-    return AutoRelaunchPolicy(AutoRelaunchConfig(enabled=True, max_restarts=config.run.max_restarts))
+    return AutoRelaunchPolicy(_guard(config))
+
+
+def _on_stall(config: Any) -> Any:
+    """``[run] on_stall`` and its grace, else None (``"alert"``: the alert alone)."""
+    if config.run.on_stall == "alert":
+        return None
+    from ..control.on_stall import OnStallConfig
+
+    return OnStallConfig(config.run.on_stall, config.run.on_stall_grace_s, _guard(config))
 
 
 def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup:
@@ -126,6 +144,7 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
         record_file=config.gpu.record_file,
         job=job,
         auto_relaunch=_auto_relaunch(config),
+        on_stall=_on_stall(config),
         alerts_file=config.alerts_file,
     )
     from .live_metrics import start_metrics

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
+from dflash_watch.detectors.base import Alert
 from dflash_watch.parsers.events import ProcessExit
+
+# What "the same crash" is for a run relaunched because it hung (``on_stall``).
+STALL_SIGNATURE = "stall (no progress)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +87,29 @@ class AutoRelaunchPolicy:
         if exit.kind not in cfg.relaunch_on:
             return Decision(False, 0.0, f"{exit.kind} exit is not relaunched")
 
-        sig = exit_signature(exit)
+        return self._count(time, exit_signature(exit), run_started)
+
+    def on_stall(self, time: float, run_started: float | None = None) -> Decision:
+        """A hung run that ``[run] on_stall = "relaunch"`` wants brought back.
+
+        The same guard as a crash: it counts toward ``max_restarts`` and the
+        crash loop (signature ``STALL_SIGNATURE``: a run that hangs again
+        right after its relaunch hangs for a reason), whether or not
+        auto-relaunch on crash is on (that is ``enabled``'s business, not
+        this). No backoff delay: the stall limit and ``on_stall_grace_s``
+        were already waited.
+        """
+        if self.stopped:
+            return Decision(False, 0.0, f"auto-relaunch stopped: {self.stopped}", self.stopped.startswith("crash loop"))
+        decision = self._count(time, STALL_SIGNATURE, run_started)
+        if not decision.relaunch:
+            return decision
+        return replace(decision, delay_s=0.0,
+                       reason=f"relaunch {self.restarts}/{self.config.max_restarts} after {STALL_SIGNATURE}")
+
+    def _count(self, time: float, sig: str, run_started: float | None) -> Decision:
+        """Count one more restart for ``sig``: a relaunch, or the verdict that stops them."""
+        cfg = self.config
         times = self._recent.setdefault(sig, deque())
         times.append(time)
         while times and time - times[0] > cfg.crash_loop_window_s:
@@ -149,3 +175,19 @@ class AutoRelauncher:
         if decision.relaunch:
             self.due = now + decision.delay_s
         return AutoStep(exit=exit, decision=decision)
+
+
+def crash_loop_alert(now: float, relaunch: str, reason: str, source: str, evidence: dict[str, Any]) -> Alert:
+    """The guard stopped a relaunch (``relaunch``: "auto-relaunch" after a
+    crash, "on_stall relaunch" after a hang): one critical alert, the same
+    shape whichever stopped, so sinks and rules route both alike."""
+    return Alert(
+        time=now,
+        detector="process_exit",
+        state="firing",
+        severity="critical",
+        kind="crash",
+        message=f"crash loop: {relaunch} stopped ({reason})",
+        source=source,
+        evidence={"crash_loop": True, **evidence},
+    )

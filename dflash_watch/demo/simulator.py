@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dflash_watch.demo import fx_traceback
+from dflash_watch.demo import health as scene_health
 from dflash_watch.demo.story import (
     N_GPUS,
     STORY,
@@ -115,9 +116,10 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
-def progress_line(step: Step, story: Story) -> str:
+def progress_line(step: Step, story: Story, loss: str | None = None) -> str:
+    loss = f"{step.loss:.3f}" if loss is None else loss
     return (
-        f"step {step.index}/{story.total_steps} | loss {step.loss:.3f} | acc_len {step.acc_len:.2f}"
+        f"step {step.index}/{story.total_steps} | loss {loss} | acc_len {step.acc_len:.2f}"
         f" | accept {step.accept:.2f} | {step.tokens_per_s / 1000:.1f} Ktok/s | pad_eff {step.pad_eff:.2f}"
         f" | lr {step.lr:.2e} | ETA {_hms(step.eta_s)}"
     )
@@ -185,8 +187,11 @@ def _startup(w: LogWriter, story: Story, pid: int, resume_step: int) -> Iterator
     yield w.at(story.first_step_s - 1.0, "INFO", "dflash.train", f"torch.compile finished in {story.first_step_s - story.load_done_s - 6.0:.1f}s")
 
 
-def log_events(story: Story, schedule: Schedule, w: LogWriter, pid: int, incarnation: int, resume_step: int) -> Iterator[Emit]:
+def log_events(story: Story, schedule: Schedule, w: LogWriter, pid: int, incarnation: int, resume_step: int,
+               scene: str = "story") -> Iterator[Emit]:
     """Every log line of one launch, in simulated-time order."""
+    health = scene_health.active(scene, incarnation)
+    nan = scene_health.nan_steps(story, schedule) if health else frozenset()
     yield from _startup(w, story, pid, resume_step)
     last_data_note = story.first_step_s
     broke_noted = False
@@ -201,7 +206,10 @@ def log_events(story: Story, schedule: Schedule, w: LogWriter, pid: int, incarna
             b = story.breakage(step.end, incarnation)
             ready = 8 if b < 0.5 else 2
             yield w.at(step.end - 0.5, "INFO", "dflash.data", f"prefetch queue {ready}/8 batches ready (3 workers)")
-        yield w.at(step.end, "INFO", "dflash.train", progress_line(step, story))
+        yield w.at(step.end, "INFO", "dflash.train", progress_line(step, story, scene_health.loss_text(step, nan)))
+        if health and step.index % scene_health.RANK_LINE_EVERY == 0:
+            for rank in range(len(scene_health.DRAFTER_RANK_GPUS)):  # every drafter rank's own line
+                yield w.raw(step.end, scene_health.rank_line(step, rank, story))
         t = step.end
         if step.evaluate:
             yield w.at(t + 0.1, "INFO", "dflash.train", f"Running eval ({story.eval_batches} batches)")
@@ -225,9 +233,14 @@ def log_events(story: Story, schedule: Schedule, w: LogWriter, pid: int, incarna
     yield Emit(w.start + c + 1.0, "exit", code=1)
 
 
-def gpu_events(story: Story, schedule: Schedule, seed: int, start: float, pid: int) -> Iterator[Emit]:
+def gpu_events(story: Story, schedule: Schedule, seed: int, start: float, pid: int,
+               scene: str = "story") -> Iterator[Emit]:
     """One sample per GPU per simulated second while the process lives."""
+    import random
+
     model = GpuModel(story, schedule, seed)
+    health = scene_health.active(scene, schedule.incarnation)
+    hrng = random.Random(f"health:{seed}")
     end = story.crash_at + 1.0 if schedule.incarnation == 1 else math.inf
     k = 0
     while k < end:
@@ -237,11 +250,13 @@ def gpu_events(story: Story, schedule: Schedule, seed: int, start: float, pid: i
             if k >= 3:
                 procs = [{"pid": pid, "used_bytes": used - story.idle_bytes, "name": "python"}]
             line = {"time": round(start + k, 3), "gpu": gpu, "used_bytes": used, "total_bytes": TOTAL_BYTES, "util": util, "processes": procs}
+            if health:
+                line.update(scene_health.gpu_health_fields(gpu, float(k), hrng))
             yield Emit(start + k, "gpu", json.dumps(line) + "\n")
         k += 1
 
 
-def probe_events(story: Story, schedule: Schedule, seed: int, start: float) -> Iterator[Emit]:
+def probe_events(story: Story, schedule: Schedule, seed: int, start: float, scene: str = "story") -> Iterator[Emit]:
     """One probe line per step, as ``Probe.step(batch, attention_mask)`` writes them.
 
     The budget of a batch is ``tokens_per_step`` padded tokens; the real ones
@@ -255,6 +270,9 @@ def probe_events(story: Story, schedule: Schedule, seed: int, start: float) -> I
 
     rng = random.Random(f"probe:{seed}:{schedule.incarnation}")
     retries = 0
+    health = scene_health.active(scene, schedule.incarnation)
+    ranks = scene_health.rank_probe_lines(story, schedule, start, scene_health.nan_steps(story, schedule)) if health else iter(())
+    pending = next(ranks, None)
     for step in schedule:
         b = story.breakage(step.end, schedule.incarnation)
         if b > 0.3:
@@ -267,6 +285,15 @@ def probe_events(story: Story, schedule: Schedule, seed: int, start: float) -> I
             "batch_size": padded // seq_len, "seq_len": seq_len,
             "alloc_retries": retries, "recompiles": 0, "graph_breaks": 0,
         }
+        # The health scene: each drafter rank's step split (and rank 0's
+        # loss), rank 0's in this line, the others' in their own files.
+        while pending is not None and pending[0] <= start + step.end:
+            _, rank, text = pending
+            if rank == 0:
+                line.update(json.loads(text))
+            else:
+                yield Emit(pending[0], f"probe{rank}", text)
+            pending = next(ranks, None)
         yield Emit(start + step.end, "probe", json.dumps(line) + "\n")
 
 
@@ -297,6 +324,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-sim-seconds", type=float, default=None, help="stop cleanly (exit 0) after this many simulated seconds")
     p.add_argument("--incarnation", type=int, default=None, help="play this launch number instead of the one state.json implies")
     p.add_argument("--quiet", action="store_true", help="do not mirror the log on stdout")
+    p.add_argument("--scene", choices=scene_health.SCENES, default="story",
+                   help="story: the seed's story; health: plus a NaN loss, a straggler rank and a GPU Xid")
     args = p.parse_args(argv)
     if args.fast:
         args.speed = 0.0
@@ -323,9 +352,9 @@ def run(args: argparse.Namespace, story: Story = STORY) -> int:
     schedule = Schedule(story, args.seed, incarnation, first_step=resume_step + 1)
     writer = LogWriter(start)
     events = heapq.merge(
-        log_events(story, schedule, writer, pid, incarnation, resume_step),
-        gpu_events(story, schedule, args.seed, start, pid),
-        probe_events(story, schedule, args.seed, start),
+        log_events(story, schedule, writer, pid, incarnation, resume_step, args.scene),
+        gpu_events(story, schedule, args.seed, start, pid, args.scene),
+        probe_events(story, schedule, args.seed, start, args.scene),
         key=lambda e: e.t,
     )
     stop_signal: list[int] = []
@@ -346,7 +375,10 @@ def run(args: argparse.Namespace, story: Story = STORY) -> int:
         open(out / GPU_NAME, "a", encoding="utf-8") as gpu,
         open(out / PROBE_NAME, "a", encoding="utf-8") as probe,
     ):
-        sinks = {"gpu": gpu, "probe": probe}
+        sinks: dict[str, TextIO] = {"gpu": gpu, "probe": probe}
+        if args.scene == "health":  # the other ranks' probe files, opened only by the scene that writes them
+            for rank in (1, 2):
+                sinks[f"probe{rank}"] = open(out / PROBE_NAME.replace("rank0", f"rank{rank}"), "a", encoding="utf-8")
 
         def mirror(action: str, text: str = "") -> None:
             # The pane may be gone (tmux killed, pipe closed): the job goes on
@@ -361,8 +393,8 @@ def run(args: argparse.Namespace, story: Story = STORY) -> int:
 
         def flush() -> None:
             log.flush()
-            gpu.flush()
-            probe.flush()
+            for sink in sinks.values():
+                sink.flush()
             mirror("flush")
 
         def write_log(text: str) -> None:
@@ -415,6 +447,9 @@ def run(args: argparse.Namespace, story: Story = STORY) -> int:
         finally:
             for s, handler in old.items():
                 signal.signal(s, handler)
+            for name, sink in sinks.items():
+                if name.startswith("probe") and sink is not probe:
+                    sink.close()
     saved = [p.step for p in schedule.pauses if p.kind == "save" and start + p.end <= last_t]
     if saved:
         state["last_checkpoint"] = saved[-1]

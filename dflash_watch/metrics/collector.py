@@ -10,6 +10,9 @@ Names follow CONTRACTS section 10: prefix ``dflash_``, base units, no
 hostname label (Prometheus adds ``instance``; a host label of ours would
 only disagree with it). Labels hold only values we chose (detector names
 of section 4, GPU indices, unit words), never text read from a log.
+
+The training-health families (loss, ranks, GPU health, Xid) are built in
+``health.py`` from the same locked snapshot.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from dflash_watch.detectors.base import DETECTORS, SEVERITIES, Alert
 from dflash_watch.parsers.events import IT_S, SAMPLES_S, TOK_S
+
+from .health import health_families, health_snapshot
 
 if TYPE_CHECKING:
     from ..monitor import Monitor
@@ -32,6 +38,12 @@ SEVERITY_LEVEL = {name: i + 1 for i, name in enumerate(SEVERITIES)}  # info 1, w
 
 # The run's own rate units as label values that say the unit in words.
 UNIT_LABEL = {TOK_S: "tokens_per_second", SAMPLES_S: "samples_per_second", IT_S: "iterations_per_second"}
+
+# One unit per metric name (issue 18): ``dflash_throughput{unit}`` stays (a
+# contract name) and each unit also gets a name of its own, base unit in
+# the name. An iteration of a progress bar is an optimizer step.
+UNIT_SUFFIX = {TOK_S: "tokens_per_second", SAMPLES_S: "samples_per_second", IT_S: "steps_per_second"}
+UNIT_WORDS = {TOK_S: "tokens/s", SAMPLES_S: "samples/s", IT_S: "steps (iterations)/s"}
 
 
 def unit_label(unit: str | None) -> str:
@@ -128,6 +140,7 @@ class MonitorCollector(Collector):
                 "counts": dict(self.counter.counts),
                 "job_up": None if job is None else (1.0 if job.running else 0.0),
                 "restarts": m.restarts,
+                "health": health_snapshot(m),
             }
 
 
@@ -157,15 +170,15 @@ def _families(s: dict[str, Any], version: str) -> Iterator[Metric]:
     rate, unit = s["rate"], s["unit"]
     if rate is not None:
         yield _rate("dflash_throughput", "Training rate in the run's own unit (label unit)", rate, unit)
-        if unit == TOK_S:
-            yield GaugeMetricFamily("dflash_throughput_tokens_per_second", "Training throughput, tokens/s",
-                                    value=rate)
+        if unit in UNIT_SUFFIX:
+            yield GaugeMetricFamily(f"dflash_throughput_{UNIT_SUFFIX[unit]}",
+                                    f"Training throughput, {UNIT_WORDS[unit]}", value=rate)
     if s["baseline"] is not None:
         ref, ref_unit = s["baseline"]
         yield _rate("dflash_throughput_baseline", "Reference rate of a good run (label unit)", ref, ref_unit)
-        if ref_unit == TOK_S:
-            yield GaugeMetricFamily("dflash_throughput_baseline_tokens_per_second",
-                                    "Reference throughput of a good run, tokens/s", value=ref)
+        if ref_unit in UNIT_SUFFIX:
+            yield GaugeMetricFamily(f"dflash_throughput_baseline_{UNIT_SUFFIX[ref_unit]}",
+                                    f"Reference throughput of a good run, {UNIT_WORDS[ref_unit]}", value=ref)
     if s["step"] is not None:
         yield GaugeMetricFamily("dflash_step", "Latest training step seen", value=float(s["step"]))
     if s["padding"] is not None:
@@ -212,6 +225,8 @@ def _families(s: dict[str, Any], version: str) -> Iterator[Metric]:
         yield GaugeMetricFamily("dflash_job_up", "1 while the managed training job runs", value=s["job_up"])
     yield CounterMetricFamily("dflash_job_restarts", "Relaunches of the training job seen",
                               value=float(s["restarts"]))
+    yield from health_families(s["health"])
+    # Last on purpose: a textfile cut short lacks it (tests/shell/test_metrics_textfile.py).
     info = GaugeMetricFamily("dflash_build_info", "dflash-watch version", labels=["version"])
     info.add_metric([version], 1.0)
     yield info
@@ -226,9 +241,18 @@ def _rate(name: str, doc: str, value: float, unit: str | None) -> GaugeMetricFam
 def build_registry(monitor: Monitor, sinks: Any = None) -> CollectorRegistry:
     """A registry of our own (never the global one) with the Monitor's collector,
     its alert counter subscribed to the Monitor; ``sinks``: the session's
-    dispatcher, whose drops are ``dflash_alerts_dropped_total{sink}``."""
+    dispatcher, whose drops are ``dflash_alerts_dropped_total{sink}``.
+
+    It also carries prometheus-client's standard ``process_*`` (CPU seconds,
+    resident memory, open fds of the watcher itself: is the babysitter
+    healthy?) and ``python_*`` (interpreter info, GC) collectors, which every
+    Python exporter has and dashboards expect; registered here, not on the
+    process-global registry."""
     counter = AlertCounter()
     monitor.subscribe(counter)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MonitorCollector(monitor, counter, sinks.dropped if sinks is not None else None))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
     return registry

@@ -9,11 +9,12 @@ few seconds on its own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client.exposition import write_to_textfile
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from .http_server import MetricsServer
 
@@ -45,6 +46,30 @@ class HttpExporter:
         self._server.close(timeout)
 
 
+class _OwnFamilies(Collector):
+    """The ``dflash_*`` families of a registry, without its ``process_*``/``python_*``.
+
+    node_exporter serves a textfile's series beside its own ``process_*``
+    series, which have the same names and labels: the textfile would make
+    every node_exporter scrape report duplicates. The watcher's own process
+    figures go out over ``--metrics-port`` only."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        return (m for m in self.registry.collect() if m.name.startswith("dflash_"))
+
+
+def own_families(registry: CollectorRegistry) -> CollectorRegistry:
+    out = CollectorRegistry(auto_describe=False)
+    out.register(_OwnFamilies(registry))
+    return out
+
+
 class TextfileExporter:
     """Writes the registry to ``path`` every ``interval_s`` and once at close.
 
@@ -57,13 +82,13 @@ class TextfileExporter:
 
     def __init__(self, registry: CollectorRegistry, path: str, *, interval_s: float = TEXTFILE_INTERVAL_S,
                  note: Callable[[str], None] | None = None) -> None:
-        self.registry = registry
+        self.registry = own_families(registry)
         self.path = path
         self.interval_s = interval_s
         self._note = note or (lambda _message: None)
         self._failing = False
         self.writes = 0
-        write_to_textfile(path, registry)
+        write_to_textfile(path, self.registry)
         self.writes += 1
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dflash-metrics-textfile", daemon=True)

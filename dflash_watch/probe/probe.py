@@ -22,12 +22,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .batch import from_batch, resolve, value
+from .batch import from_batch, is_tensor, resolve, value
 from .torch_stats import CompileCounter, cuda_memory, detect_rank
 from .writer import DEFAULT_MAX_BYTES, ProbeWriter
 
 ENV_DIR = "DFLASH_PROBE_DIR"
 _COUNTED = ("tokens", "padded_tokens")
+# The training-health floats of a step (CONTRACTS section 9, issue 19). A
+# loss handed over as a tensor stays one until the flush (``.item()`` per
+# step would sync the host with the GPU); NaN and Inf are written as such.
+HEALTH_FIELDS = ("loss", "grad_norm", "loss_scale", "step_seconds", "compute_seconds", "wait_seconds")
 
 
 def default_path(rank: int) -> str:
@@ -88,11 +92,22 @@ class Probe:
         batch_size: int | None = None,
         seq_len: int | None = None,
         step: int | None = None,
+        loss: Any = None,
+        grad_norm: Any = None,
+        loss_scale: Any = None,
+        step_seconds: float | None = None,
+        compute_seconds: float | None = None,
+        wait_seconds: float | None = None,
     ) -> None:
         """One training step: the batch (tensor or mapping) and its mask, or the counts.
 
         Counts given as numbers win over what the batch says. ``step``
-        defaults to this probe's own count of steps.
+        defaults to this probe's own count of steps. ``loss``, ``grad_norm``
+        and ``loss_scale`` may be numbers or 0-d tensors (read at the
+        flush); ``step_seconds`` is the whole step's wall time,
+        ``compute_seconds`` the rank's own work in it and ``wait_seconds``
+        its time in collectives or waiting for data: the split names a
+        slow rank, since under DDP every rank's step takes as long.
         """
         if self._closed:
             return
@@ -109,11 +124,33 @@ class Probe:
                 line["batch_size"] = int(batch_size)
             if seq_len is not None:
                 line["seq_len"] = int(seq_len)
+            _health(line, loss, grad_norm, loss_scale, step_seconds, compute_seconds, wait_seconds)
             cuda_memory(line)
             CompileCounter.read(line)
             self._pending.append(line)
             if len(self._pending) >= self.every_steps or line["time"] - self._last_flush >= self.every_s:
                 self.flush()
+        except Exception as exc:  # noqa: BLE001 - never into training
+            self._warn(exc)
+
+    def amend(self, step: int | None = None, **figures: Any) -> None:
+        """Add figures known only after the step's line (HF's ``on_log``
+        comes after ``on_step_end``): to the buffered line of ``step`` when
+        it is the last one, else as a line of their own. Keys of
+        ``HEALTH_FIELDS`` only; None values are left out."""
+        if self._closed:
+            return
+        try:
+            known = {k: v for k, v in figures.items() if k in HEALTH_FIELDS and v is not None}
+            if not known:
+                return
+            last = self._pending[-1] if self._pending else None
+            if last is not None and (step is None or last.get("step") == step):
+                last.update(known)
+                return
+            line: dict[str, Any] = {"time": self._clock(), "step": self._steps if step is None else int(step)}
+            line.update(known)
+            self._pending.append(line)
         except Exception as exc:  # noqa: BLE001 - never into training
             self._warn(exc)
 
@@ -130,6 +167,14 @@ class Probe:
                 idx = [i for i, line in enumerate(lines) if key in line]
                 for i, number in zip(idx, resolve([lines[i][key] for i in idx])):
                     lines[i][key] = number
+            for line in lines:
+                for key in HEALTH_FIELDS:
+                    if key in line and type(line[key]) is not float:
+                        figure = _as_float(line[key])
+                        if figure is None:
+                            del line[key]
+                        else:
+                            line[key] = figure
             writer.write_lines({"time": line.pop("time"), "rank": rank, **line} for line in lines)
         except Exception as exc:  # noqa: BLE001
             self._warn(exc)
@@ -170,3 +215,24 @@ class Probe:
                              "(the probe goes on; training is not affected)\n")
         except Exception:  # noqa: BLE001
             pass
+
+
+def _health(line: dict[str, Any], loss: Any, grad_norm: Any, loss_scale: Any, step_seconds: Any,
+            compute_seconds: Any, wait_seconds: Any) -> None:
+    """The health figures given (None: not known, left out of the line)."""
+    for key, number in (("loss", loss), ("grad_norm", grad_norm), ("loss_scale", loss_scale),
+                        ("step_seconds", step_seconds), ("compute_seconds", compute_seconds),
+                        ("wait_seconds", wait_seconds)):
+        if number is not None:
+            line[key] = number if is_tensor(number) else float(number)
+
+
+def _as_float(number: Any) -> float | None:
+    """A float of a number or a one-element tensor (on the device: fetched
+    now, at the flush); None for anything else (the figure is left out)."""
+    try:
+        if is_tensor(number):
+            return float(number.detach().float().item())
+        return float(number)
+    except Exception:  # noqa: BLE001 - a figure lost, never the line
+        return None

@@ -24,8 +24,23 @@ DEFAULT_MAX_BYTES = 64 << 20
 _PLAIN_KEYS = frozenset((
     "time", "rank", "step", "tokens", "padded_tokens", "batch_size", "seq_len", "alloc_retries",
     "reserved_bytes", "allocated_bytes", "inactive_split_bytes", "recompiles", "graph_breaks",
+    "loss", "grad_norm", "loss_scale", "step_seconds", "compute_seconds", "wait_seconds",
 ))
+# The keys whose NaN or Inf is news, not a bug: a NaN loss must reach the
+# watcher as NaN. JSON has no such number, so these are written as Python's
+# json tokens ``NaN``/``Infinity``/``-Infinity`` (which ``json.loads`` and
+# the watcher's reader take back as floats); anywhere else a non-finite
+# float is refused as before (a NaN time is a bug to say, not a line).
+NAN_KEYS = frozenset(("loss", "grad_norm", "loss_scale"))
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_NAN_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=True)
+
+
+def _token(value: float) -> str:
+    """A non-finite float as Python's json writes it."""
+    if value != value:
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
 
 
 def encode_line(line: Mapping[str, Any]) -> str:
@@ -38,9 +53,20 @@ def encode_line(line: Mapping[str, Any]) -> str:
         kind = type(value)
         if key in _PLAIN_KEYS and (kind is int or (kind is float and math.isfinite(value))):
             parts.append(f'"{key}":{value!r}')
+        elif kind is float and key in NAN_KEYS:
+            parts.append(f'"{key}":{_token(value)}')
         else:
-            return _ENCODER.encode(dict(line))
+            return _slow(line)
     return "{" + ",".join(parts) + "}"
+
+
+def _slow(line: Mapping[str, Any]) -> str:
+    """Any line through the json module; NaN/Inf allowed only in ``NAN_KEYS``."""
+    data = dict(line)
+    for key, value in data.items():
+        if key not in NAN_KEYS and isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"Out of range float values are not JSON compliant: {key}={value!r}")
+    return _NAN_ENCODER.encode(data)
 
 
 class ProbeWriter:

@@ -25,6 +25,9 @@ from typing import Final, Literal, Protocol, overload
 from dflash_watch.parsers.events import GpuLost, GpuProcess, GpuSample
 
 from ..procfs import proc_name
+from .kernel_xid import KMSG, KernelXidReader, PciKey, pci_key
+from .nvml_health import HEALTH_FIELDS, health_fields
+from .nvml_xid import XidEventThread, XidInbox
 
 DEFAULT_INTERVAL = 1.0  # seconds between samples unless configured
 UNAVAILABLE_HINT = "GPU panels off; pass --gpu-samples FILE to read samples from a file"
@@ -32,6 +35,7 @@ UNAVAILABLE_HINT = "GPU panels off; pass --gpu-samples FILE to read samples from
 # NVML return codes (stable across nvidia-ml-py releases); kept here so that
 # pure helpers need not import pynvml.
 _NOT_SUPPORTED = 3
+_NO_PERMISSION = 4
 _NOT_FOUND = 6
 _FUNCTION_NOT_FOUND = 13
 _GPU_IS_LOST = 15
@@ -118,6 +122,9 @@ class _Gpu:
     lost: bool = False
     lost_message: str | None = None
     lost_reported: bool = False
+    # Static health reads (see STATIC_EVERY) and the samples until the next.
+    static: dict[str, object] = field(default_factory=dict)
+    static_in: int = 0
 
 
 def select_gpus(
@@ -210,6 +217,9 @@ class GpuSampler:
         cuda_visible_devices: str | None = None,
         on_notice: Callable[[str], None] | None = None,
         proc_root: str = "/proc",
+        health: bool = True,
+        xid_events: bool = True,
+        kmsg_path: str | None = KMSG,
     ) -> None:
         self._on_notice = on_notice
         self._notices: list[str] = []
@@ -218,9 +228,17 @@ class GpuSampler:
         self._job_pids: frozenset[int] = frozenset()
         self._names: dict[int, str] = {}
         self._missing: set[str] = set()
+        self._have: set[str] = set()  # NVML functions the binding was seen to have
         self._proc_fns: dict[str, list[_ProcFn]] = {"compute": list(_COMPUTE_FNS), "graphics": list(_GRAPHICS_FNS)}
         self._gpus: list[_Gpu] = []
         self._nv: ModuleType | None = None
+        # Health reads (temperature, power, clocks, throttle, ECC, PCIe) and
+        # Xid codes (NVML's event thread and the kernel log, met in _inbox).
+        self._health = health
+        self._inbox = XidInbox()
+        self.xid_thread: XidEventThread | None = None
+        self._kernel: KernelXidReader | None = None
+        self._pci: dict[PciKey, int] | None = None
         self.unavailable: str | None = None
         self.driver_version: str | None = None
         try:
@@ -250,6 +268,14 @@ class GpuSampler:
         for message in notices:
             self.notify(message)
         self._gpus = [every[i] for i in chosen]
+        if xid_events:
+            handles = [(g.index, g.handle) for g in self._gpus if g.handle is not None and not g.lost]
+            thread = XidEventThread(pynvml, handles, self._inbox, on_notice=self.notify)
+            if handles and thread.start():
+                self.xid_thread = thread
+        if kmsg_path:
+            reader = KernelXidReader(kmsg_path)
+            self._kernel = reader if reader.readable else None
 
     # -- public surface -------------------------------------------------
 
@@ -281,11 +307,14 @@ class GpuSampler:
         out: list[GpuSample | GpuLost] = []
         names = self._names
         self._names = {}
+        if self._kernel is not None:
+            self._read_kernel_xids()
         for gpu in self._gpus:
             if gpu.lost:
                 if not gpu.lost_reported:
                     gpu.lost_reported = True
                     out.append(GpuLost(now, gpu.index, gpu.lost_message or f"GPU {gpu.index} lost"))
+                    out.append(self._lost_sample(gpu, now))
                 continue
             try:
                 out.append(self._sample_gpu(gpu, now, names))
@@ -293,10 +322,44 @@ class GpuSampler:
                 self._mark_lost(gpu, str(err))
                 gpu.lost_reported = True
                 out.append(GpuLost(now, gpu.index, gpu.lost_message or ""))
+                out.append(self._lost_sample(gpu, now))
         return out
+
+    def _lost_sample(self, gpu: _Gpu, now: float) -> GpuSample:
+        """The sample line of a lost GPU: ``lost`` (and its last Xids) reach
+        the detectors and ``--record-gpu`` files, where GpuLost does not."""
+        return GpuSample(now, gpu.index, None, None, source="nvml", xid=self._inbox.take(gpu.index), lost=True)
+
+    def _read_kernel_xids(self) -> None:
+        assert self._kernel is not None
+        hits = self._kernel.poll()
+        if not hits:
+            return
+        if self._pci is None:
+            self._pci = {}
+            for gpu in self._gpus:
+                if gpu.handle is None or "pci" in gpu.unsupported:
+                    continue
+                try:
+                    info = self._call(gpu, "pci", "nvmlDeviceGetPciInfo", gpu.handle)
+                except _Lost:
+                    continue
+                key = None if info is _NA_VALUE else pci_key(getattr(info, "busId", b""))
+                if key is not None:
+                    self._pci[key] = gpu.index
+        for key, code, _message in hits:
+            index = self._pci.get(key)
+            if index is not None:
+                self._inbox.put(index, code, "kernel")
 
     def close(self) -> None:
         """Shut NVML down (once; also run at exit)."""
+        thread, self.xid_thread = self.xid_thread, None
+        if thread is not None:
+            thread.stop()  # before nvmlShutdown: the wait uses the event set
+        kernel, self._kernel = self._kernel, None
+        if kernel is not None:
+            kernel.close()
         nv, self._nv = self._nv, None
         if nv is None:
             return
@@ -371,7 +434,23 @@ class GpuSampler:
             rates = self._call(gpu, "util", "nvmlDeviceGetUtilizationRates", gpu.handle)
             if rates is not _NA_VALUE:
                 util = min(max(float(rates.gpu) / 100.0, 0.0), 1.0)
-        return GpuSample(now, gpu.index, used, total, util, self._processes(gpu, names), source="nvml")
+        procs = self._processes(gpu, names)
+        xid = self._inbox.take(gpu.index)
+        if not self._health:
+            return GpuSample(now, gpu.index, used, total, util, procs, source="nvml", xid=xid)
+        return GpuSample(now, gpu.index, used, total, util, procs, source="nvml", xid=xid, **health_fields(gpu, self._read))
+
+    def _read(self, gpu: _Gpu, what: str, fn_name: str, *args: object) -> object | None:
+        """One health read; None when unsupported (asked once, then remembered)."""
+        if what in gpu.unsupported:
+            return None
+        if fn_name not in self._have:
+            if not hasattr(self._module(), fn_name):  # an older nvidia-ml-py
+                gpu.unsupported.add(what)
+                return None
+            self._have.add(fn_name)
+        value = self._call(gpu, what, fn_name, *args)
+        return None if value is _NA_VALUE else value
 
     def _memory(self, gpu: _Gpu) -> tuple[int | None, int | None]:
         # v2 separates driver-reserved memory from "used"; once a GPU turns
@@ -460,6 +539,8 @@ class GpuSampler:
     def _call(
         self, gpu: _Gpu, what: str, fn_name: Literal["nvmlDeviceGetHandleByIndex"], *args: object, **kwargs: object
     ) -> object: ...
+    @overload
+    def _call(self, gpu: _Gpu, what: str, fn_name: str, *args: object, **kwargs: object) -> object: ...
     def _call(self, gpu: _Gpu, what: str, fn_name: str, *args: object, **kwargs: object) -> object:
         """Call one NVML function; its failure becomes _NA (or _Lost for a lost GPU)."""
         nv = self._module()
@@ -473,6 +554,8 @@ class GpuSampler:
                 self._missing_function(fn_name, what, gpu)
             elif code in (_NOT_SUPPORTED, _ARGUMENT_VERSION_MISMATCH):
                 gpu.unsupported.add(what)
+            elif code == _NO_PERMISSION and what in HEALTH_FIELDS:
+                gpu.unsupported.add(what)  # an unprivileged user stays one
             elif code == _NOT_FOUND and what in ("compute", "graphics"):
                 return []  # some drivers say "not found" for "no processes"
             return _NA_VALUE
@@ -503,7 +586,9 @@ _FALLBACK = {
     "nvmlDeviceGetComputeRunningProcesses": "using the older process list call",
     "nvmlDeviceGetGraphicsRunningProcesses": "using the older process list call",
     "nvmlDeviceGetMemoryInfo_v2": "memory info (v2) falls back to v1 (includes driver-reserved memory)",
+    "nvmlDeviceGetCurrentClocksEventReasons": "using nvmlDeviceGetCurrentClocksThrottleReasons",
 }
+
 
 
 def _describe(err: BaseException) -> str:

@@ -12,10 +12,12 @@ job (``live.py``), as for the GPU samples file.
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from dflash_watch.parsers.events import ProbeSample
 
@@ -27,7 +29,35 @@ INT_FIELDS = (
     "rank", "step", "tokens", "padded_tokens", "batch_size", "seq_len", "alloc_retries",
     "reserved_bytes", "allocated_bytes", "inactive_split_bytes", "recompiles", "graph_breaks",
 )
+# The training-health floats (issue 19). The loss and the grad norm are read
+# whatever their value: a NaN or Inf loss is the very thing the ``loss``
+# detector looks for, so it must survive the trip. The writer puts Python's
+# JSON tokens (``NaN``, ``Infinity``, ``-Infinity``) there, which
+# ``json.loads`` reads back as floats; the strings "nan"/"inf" that other
+# writers use are taken too. Scales and seconds must be finite and >= 0.
+_NON_FINITE = {"nan": math.nan, "-nan": math.nan, "inf": math.inf, "infinity": math.inf,
+               "+inf": math.inf, "-inf": -math.inf, "-infinity": -math.inf}
 _RANK_IN_NAME = re.compile(r"rank(\d+)")
+
+
+def json_any_float(value: Any) -> float | None:
+    """A float from JSON, NaN and Inf kept (as numbers or as their names)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:  # a 400-digit integer
+            return None
+    if isinstance(value, str):
+        return _NON_FINITE.get(value.strip().lower())
+    return None
+
+
+def json_size(value: Any) -> float | None:
+    """A finite float >= 0 from JSON (a scale, seconds), else None."""
+    number = json_any_float(value)
+    return number if number is not None and math.isfinite(number) and number >= 0 else None
 
 
 def rank_from_name(path: str) -> int | None:
@@ -49,7 +79,13 @@ def parse_probe_line(line: str, source: str = "probe", rank: int | None = None) 
     fields = {name: json_count(data.get(name)) for name in INT_FIELDS}
     if fields["rank"] is None:
         fields["rank"] = rank
-    return ProbeSample(time=t, source=source, **fields)
+    get = data.get
+    return ProbeSample(
+        time=t, source=source, **fields,
+        loss=json_any_float(get("loss")), grad_norm=json_any_float(get("grad_norm")),
+        loss_scale=json_size(get("loss_scale")), step_seconds=json_size(get("step_seconds")),
+        compute_seconds=json_size(get("compute_seconds")), wait_seconds=json_size(get("wait_seconds")),
+    )
 
 
 class ProbeParser:

@@ -71,7 +71,22 @@ def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) ->
     ``read``: files it read before, how far, and the last bytes read (an
     inode number is soon reused for a new file; the same bytes in the same
     place tell a file that grew since from a new one).
+
+    Copies rotated within one clock tick are ordered by their numbers, so
+    the numbers must be from one moment: a rollover while the folder is
+    listed shifts them (.2 read before, .3 after, for the same file). The
+    folder is listed again until two listings agree (a few tries at most).
     """
+    found = _siblings(abspath, since_ns, skip, read)
+    for _ in range(4):
+        again = _siblings(abspath, since_ns, skip, read)
+        if [(f.ident, f.suffix) for f in again] == [(f.ident, f.suffix) for f in found]:
+            break
+        found = again
+    return found
+
+
+def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list[Sibling]:
     folder, base = os.path.split(abspath)
     try:
         names = os.listdir(folder or ".")

@@ -38,7 +38,52 @@ def format_sample_line(sample: GpuSample) -> str:
                 row["job"] = True
             procs.append(row)
         data["processes"] = procs
+    for key in HEALTH_KEYS:
+        value = getattr(sample, key)
+        if value is not None:
+            data[key] = list(value) if type(value) is tuple else value
     return json.dumps(data, ensure_ascii=False, separators=(", ", ": "))
+
+
+# -- health fields (CONTRACTS section 3, added by issue 19) -----------------
+# Each is optional: absent when the card did not say, and a bad value is
+# dropped (None), never a reason to lose the sample's memory reading.
+THROTTLE_NAMES = frozenset({"thermal", "power_cap", "hw_slowdown", "power_brake", "sw_thermal"})
+_FLOATS = ("temp_c", "power_w", "power_limit_w", "sm_clock_mhz", "sm_clock_max_mhz")
+_COUNTS = ("ecc_uncorrected", "retired_pages", "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max")
+_BOOLS = ("remap_pending", "lost")
+# In the order a line writes them (GpuSample's order).
+HEALTH_KEYS = (
+    "temp_c", "power_w", "power_limit_w", "sm_clock_mhz", "sm_clock_max_mhz", "throttle", "ecc_uncorrected",
+    "remap_pending", "retired_pages", "xid", "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max", "lost",
+)
+_BASE_KEYS = frozenset({"time", "gpu", "used_bytes", "total_bytes", "util", "processes"})
+
+
+def _health(data: dict[str, Any]) -> dict[str, Any]:
+    """The GpuSample health keyword arguments of a line (only those it has, valid)."""
+    out: dict[str, Any] = {}
+    for key in _FLOATS:
+        v = data.get(key)
+        if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v):
+            out[key] = float(v)
+    for key in _COUNTS:
+        n = json_count(data.get(key))
+        if n is not None:
+            out[key] = n
+    for key in _BOOLS:
+        v = data.get(key)
+        if isinstance(v, bool):
+            out[key] = v
+    throttle = data.get("throttle")
+    if isinstance(throttle, list):
+        out["throttle"] = tuple(r for r in throttle if isinstance(r, str) and r in THROTTLE_NAMES)
+    xid = data.get("xid")
+    if isinstance(xid, list):
+        codes = tuple(c for c in map(json_count, xid) if c is not None)
+        if codes:
+            out["xid"] = codes
+    return out
 
 
 def json_count(value: Any) -> int | None:
@@ -141,6 +186,9 @@ def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
     util = data.get("util")
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0.0 <= util <= 1.0:
         util = None
+    # Health keys only when the line has keys beyond the base ones: most
+    # sample files (and every older one) have none, and they are read by millions.
+    health = {} if _BASE_KEYS.issuperset(data) else _health(data)
     return GpuSample(
         time=t,
         gpu=gpu,
@@ -149,6 +197,7 @@ def parse_sample_line(line: str, source: str = SOURCE) -> GpuSample | None:
         util=None if util is None else float(util),
         processes=_processes(data.get("processes")),
         source=source,
+        **health,
     )
 
 

@@ -39,6 +39,7 @@ from ..report import format_rate
 from .banner import choose_banner
 from .baseline_guard import BASELINE_WINDOW_S
 from .baseline_guard import refusal as baseline_refusal
+from .health import DEFAULT_WINDOW_S, WINDOWS, window_label
 from .job_actions import JobActions
 from .reading import locked
 from .screens.diagnosis import DiagnosisScreen
@@ -49,6 +50,9 @@ from .widgets.alerts import AlertChosen, AlertsPanel
 from .widgets.gpu_panel import GpuPanel
 from .widgets.header import StatusHeader
 from .widgets.log_panel import LogPanel
+from .widgets.loss import LossPanel
+from .widgets.processes import ProcessPanel
+from .widgets.ranks import RanksPanel
 from .widgets.throughput import ThroughputPanel
 
 DEFAULT_BASELINE = "dflash-baseline.json"
@@ -78,6 +82,11 @@ class DashboardApp(JobActions, App[int]):
         # where focus starts): the evidence of the highlighted alert, which
         # is the most severe and newest one until the user moves the cursor.
         Binding("enter", "open_alert", "evidence", show=False, id="open_alert"),
+        Binding("1", "chart_window('window_10m')", "10 min", show=False, id="window_10m"),
+        Binding("2", "chart_window('window_1h')", "1 h", show=False, id="window_1h"),
+        Binding("3", "chart_window('window_6h')", "6 h", show=False, id="window_6h"),
+        Binding("4", "chart_window('window_all')", "whole run", show=False, id="window_all"),
+        Binding("g", "toggle_processes", "GPU processes", show=False, id="processes"),
         Binding("q", "quit_dashboard", "quit", id="quit"),
     ]
 
@@ -97,6 +106,7 @@ class DashboardApp(JobActions, App[int]):
         bell_repeat_s: float = 300.0,
         fingerprint: Callable[[], Any] | None = None,
         keymap: Mapping[str, str] | None = None,
+        proc_info: Callable[[int], tuple[str | None, str | None]] | None = None,
     ) -> None:
         super().__init__()
         # `[keys]` of the config, checked when it was loaded (``keymap.check_keys``).
@@ -118,6 +128,8 @@ class DashboardApp(JobActions, App[int]):
         self.chart_interval_s = chart_interval_s
         self.logs_configured = logs_configured
         self.bell_repeat_s = bell_repeat_s
+        # (user, command) of a pid for the GPU process table; /proc by default.
+        self.proc_info = proc_info
         # The running job's environment for `d` (read off the UI thread);
         # by default the Monitor's (the live session reads the job's), else
         # the job's training process through /proc.
@@ -134,6 +146,7 @@ class DashboardApp(JobActions, App[int]):
         self._dfw_closing = False
         self._tick = 0
         self._log_version = -1
+        self.chart_window_s: float | None = DEFAULT_WINDOW_S
         monitor.subscribe(self._incoming.append)
 
     # -- layout -------------------------------------------------------------------
@@ -143,6 +156,9 @@ class DashboardApp(JobActions, App[int]):
         self.banner = Static("", id="banner")
         self.gpu_panel = GpuPanel(chart_interval_s=self.chart_interval_s, id="gpus")
         self.throughput_panel = ThroughputPanel(tz=self.tz, chart_interval_s=self.chart_interval_s, id="throughput")
+        self.loss_panel = LossPanel(tz=self.tz, chart_interval_s=self.chart_interval_s, id="loss")
+        self.ranks_panel = RanksPanel(tz=self.tz, id="ranks")
+        self.process_panel = ProcessPanel(describe=self.proc_info, id="processes")
         self.alerts_panel = AlertsPanel(tz=self.tz, id="alerts")
         self.log_panel = LogPanel(logs_configured=self.logs_configured, id="log")
         yield self.header
@@ -151,7 +167,11 @@ class DashboardApp(JobActions, App[int]):
             yield self.gpu_panel
             with Horizontal(id="middle"):
                 yield self.throughput_panel
+                yield self.loss_panel
                 yield self.alerts_panel
+            with Horizontal(id="health"):
+                yield self.ranks_panel
+                yield self.process_panel
             yield self.log_panel
         self.footer = Footer()
         yield self.footer
@@ -221,8 +241,21 @@ class DashboardApp(JobActions, App[int]):
         self._last_gpu_update = mono
         self.gpu_panel.update_view(monitor, firing, self.compact)
         self.throughput_panel.update_view(monitor, firing)
+        self._update_loss(monitor)
+        self.ranks_panel.update_view(monitor)
+        self.process_panel.update_view(monitor, beside_ranks=self.ranks_panel.has_class("-shown"))
         self.alerts_panel.update_view(monitor)
         self._banner(firing)
+
+    def _update_loss(self, monitor: Any) -> None:
+        """The loss chart, shown once the run has logged a loss (a run without one keeps the old layout)."""
+        with locked(monitor):
+            has_loss = bool(monitor.loss.count or monitor.loss_nonfinite)
+        panel = self.loss_panel
+        panel.set_class(has_loss, "-shown")
+        self.alerts_panel.set_class(has_loss, "-beside-loss")
+        if has_loss:
+            panel.update_view(monitor)
 
     def on_resize(self) -> None:
         self._fit_footer()
@@ -323,6 +356,23 @@ class DashboardApp(JobActions, App[int]):
         view = self.log_panel.view
         view.following = not view.following
         self.log_panel.update_view(self.monitor)
+
+    def action_chart_window(self, binding_id: str) -> None:
+        """The throughput and loss charts over 10 min, 1 h, 6 h or the whole run (keys 1-4)."""
+        window = WINDOWS.get(binding_id, DEFAULT_WINDOW_S)
+        self.throughput_panel.set_window(window)
+        self.loss_panel.set_window(window)
+        self.chart_window_s = window
+        self.notify(f"charts: {'the whole run' if window is None else 'the last ' + window_label(window)}",
+                    timeout=2, markup=False)
+        self.redraw(force=True)
+
+    def action_toggle_processes(self) -> None:
+        panel = self.process_panel
+        panel.wanted = not panel.wanted
+        self.redraw(force=True)
+        if panel.wanted and not panel.rows:
+            self.notify("no GPU processes in the latest samples", timeout=3, markup=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

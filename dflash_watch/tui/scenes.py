@@ -7,7 +7,9 @@ alerts on screen are the ones the detectors really raise for that data.
 
 Scenes: ``healthy`` (8 GPUs flat, throughput at baseline), ``volatile``
 (drafter GPUs' memory starts swinging and throughput collapses: bucketing
-broke), ``crashed`` (then the FX-tracing traceback and a dead job).
+broke), ``crashed`` (then the FX-tracing traceback and a dead job),
+``health`` (healthy, plus a NaN loss, a straggler rank and a GPU with an
+Xid and thermal throttling: ``scene_health``).
 """
 
 from __future__ import annotations
@@ -67,15 +69,18 @@ def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseli
     """Feed a fresh Monitor with ``minutes`` of a run; ``kind`` picks the story."""
     from ..baseline import Baseline
     from ..monitor import Monitor
+    from . import scene_health
 
-    if kind not in ("healthy", "volatile", "crashed"):
+    if kind not in ("healthy", "volatile", "crashed", "health"):
         raise ValueError(f"unknown scene {kind!r}")
     monitor = Monitor(tz=UTC, baseline=Baseline(BASELINE_TPS) if baseline else None)
     rng = random.Random(seed)
     span = int(minutes * 60)
-    broken_at = max(span // 3, span - 420) if kind != "healthy" else None  # the last 7 minutes go wrong
+    broken_at = max(span // 3, span - 420) if kind in ("volatile", "crashed") else None  # the last 7 minutes go wrong
     text: list[str] = []
     lineno = 1
+    health = kind == "health"  # a NaN loss, a slow rank and a failing GPU on top (``scene_health``)
+    hrng = random.Random(seed + 1)
 
     def emit(t: float, lines: list[str]) -> None:
         nonlocal lineno
@@ -107,7 +112,8 @@ def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseli
                 procs += (GpuProcess(51877, 2 * GIB + 300 * MIB, "jupyter-kernel"),)
                 level += 2 * GIB + 300 * MIB
             util = 0.97 - rng.random() * 0.04 if not (broken and gpu in DRAFTERS) else 0.35 + rng.random() * 0.4
-            samples.append(GpuSample(t, gpu, level, TOTAL, round(util, 3), procs))
+            sample = GpuSample(t, gpu, level, TOTAL, round(util, 3), procs)
+            samples.append(scene_health.with_health(sample, k, span, hrng) if health else sample)
         monitor.feed_samples(samples)
         if t >= next_step:
             rate = BASELINE_TPS * (1 + (rng.random() - 0.5) * 0.06)
@@ -116,8 +122,11 @@ def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseli
             step_s = 65536 / rate
             loss = 2.1 - step / 40_000
             eta = int((TOTAL_STEPS - step) * step_s)
+            nan = health and scene_health.nan_step(k, span)
+            if health:
+                monitor.feed_probes(scene_health.rank_probes(t, step, float("nan") if nan else loss))
             emit(t, [_line(t, "INFO", "dflash.train",
-                           f"step {step}/{TOTAL_STEPS} | loss {loss:.3f} | acc_len 3.12 | accept 0.71 | "
+                           f"step {step}/{TOTAL_STEPS} | loss {'nan' if nan else f'{loss:.3f}'} | acc_len 3.12 | accept 0.71 | "
                            f"{rate / 1000:.1f} Ktok/s | pad_eff {0.93 if not broken else 0.45:.2f} | lr 2.00e-04 | "
                            f"ETA {eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}")])
             if broken and into < 3:
@@ -217,3 +226,13 @@ def hand_started(pane: str = "%3") -> Any:
         cwd="/home/ml/dflash", source="the last command line in the pane's history (the training already ended)",
         certain=False, replaces="the shell bash (pid 48190)", env=(("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"),),
     )
+
+
+def scene_proc_info(pid: int) -> tuple[str | None, str | None]:
+    """(user, command) of a scene's pids, for the GPU process table: never this
+    machine's /proc, where a pid of a scene may be any process at all."""
+    if pid == 51877:
+        return "bob", "/opt/conda/bin/python -m ipykernel_launcher -f kernel-51877.json"
+    if pid in (JOB_PID, JOB_PID + 3):
+        return "dflash", f"python train_dflash.py --config llama70b.yaml --local-rank {0 if pid == JOB_PID else 5}"
+    return None, None

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 from dflash_watch.parsers.events import TOK_S
 
@@ -93,7 +96,7 @@ def split_source(source: str) -> tuple[str, int | None]:
     return source, None
 
 
-def set_static(widget: Any, text: Text, *, layout: bool = False) -> bool:
+def set_static(widget: Any, text: Text | Table, *, layout: bool = False) -> bool:
     """Update a Static only when its text changed, without a layout pass by default.
 
     A layout pass re-arranges the whole screen; at 2 Hz over a dozen

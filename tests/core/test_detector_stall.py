@@ -127,3 +127,90 @@ def test_tqdm_elapsed_tells_a_clock_jump_from_a_stall():
     det.update(Tick(det.deadline()))
     alerts = det.update(Progress(T0 + 1234, "log:2", step=10, elapsed_s=1234.0))  # tqdm waited too
     assert [a.state for a in alerts] == ["firing", "resolved"]
+
+
+# -- issue 19: heartbeats are no progress, phases extend the budget ---------------
+
+from dflash_watch.parsers.events import Heartbeat, Overflow, Phase, XidError  # noqa: E402
+
+
+def _steady(n=10, every=10.0, t0=T0):
+    return [Progress(t0 + every * i, "log:%d" % i, step=i) for i in range(n)]
+
+
+def test_heartbeats_never_delay_the_stall_and_say_where_the_rank_waits():
+    events = _steady()  # last step 9 at T0 + 90: fires at T0 + 210 (max(120, 5 x 10 s))
+    # A watchdog repeats the last step every 20 s: before the fix each one was
+    # read as progress and the stall never came.
+    events += [Heartbeat(T0 + 90 + 20 * k, "log:hb%d" % k, rank=3, last_step=9, waiting_in="all_reduce")
+               for k in range(1, 40)]
+    alerts = drive(DetectorSet([Stall(DetectorConfig(tz="UTC"))]), events, until=T0 + 2000)
+    (alert,) = alerts
+    assert alert.state == "firing" and alert.time == T0 + 210
+    assert "rank 3 waits in all_reduce at step 9" in alert.message
+    assert alert.evidence["waiting"][0]["rank"] == 3
+    assert alert.evidence["waiting"][0]["waiting_in"] == "all_reduce"
+
+
+def test_heartbeats_name_the_rank_that_is_behind():
+    events = _steady()
+    events += [Heartbeat(T0 + 150, "log:a", rank=r, last_step=9, waiting_in="all_reduce") for r in (0, 1, 2, 4, 5)]
+    events += [Heartbeat(T0 + 151, "log:b", rank=3, last_step=8, waiting_in="backward")]
+    (alert,) = drive(DetectorSet([Stall()]), events, until=T0 + 600)
+    assert "rank 3 is behind at step 8, waiting in backward" in alert.message
+    assert "ranks 0-2, 4-5 wait in all_reduce at step 9" in alert.message
+    assert alert.evidence["behind_ranks"] == [3]
+
+
+def test_heartbeats_from_before_the_last_progress_are_not_evidence():
+    # One stamped before the last progress, read after it (another rank's file, read late).
+    events = _steady() + [Heartbeat(T0 + 85, "log:hb", rank=1, last_step=8, waiting_in="all_reduce")]
+    (alert,) = drive(DetectorSet([Stall()]), events, until=T0 + 600)
+    assert "waits" not in alert.message and "waiting" not in alert.evidence
+
+
+def test_overflow_xid_and_heartbeat_events_are_not_progress():
+    def fire_time(extra):
+        alerts = drive(DetectorSet([Stall()]), sorted(_steady() + extra, key=lambda e: e.time), until=T0 + 3000)
+        return [a.time for a in alerts if a.state == "firing"]
+
+    plain = fire_time([])
+    assert plain == [T0 + 210]
+    noise = []
+    for k in range(1, 200):
+        t = T0 + 90 + 10 * k
+        noise += [Overflow(t, "log:o", rank=0, scale=65536.0, new_scale=32768.0), XidError(t + 1, 79, gpu=0),
+                  Heartbeat(t + 2, "log:h", rank=0, last_step=9)]
+    assert fire_time(noise) == plain
+
+
+def test_a_checkpoint_save_extends_the_budget_and_the_stall_says_so():
+    cfg = DetectorConfig(tz="UTC", stall_checkpoint_allowance_s=1200.0)
+    events = _steady(every=60.0)  # threshold 5 x 60 s = 5 min; last step 9 at T0 + 540
+    events.append(Phase(T0 + 545, "log:save", "checkpoint"))
+    (alert,) = drive(DetectorSet([Stall(cfg)]), events, until=T0 + 9000)
+    assert alert.time == T0 + 540 + 300 + 1200
+    assert "no progress for 25 min during checkpoint save (allowance 20 min)" in alert.message
+    assert alert.evidence["phase"] == "checkpoint" and alert.evidence["allowance_s"] == 1200.0
+
+
+def test_an_eval_that_ends_measures_the_silence_from_its_end():
+    events = _steady()  # threshold 120 s; last progress T0 + 90
+    events += [Phase(T0 + 95, "log:ev", "eval"), Phase(T0 + 700, "log:ev2", "eval", begin=False)]
+    (alert,) = drive(DetectorSet([Stall()]), events, until=T0 + 5000)
+    assert alert.time == T0 + 700 + 120  # no alert during the 10-min eval
+    assert "during" not in alert.message and "phase" not in alert.evidence
+
+
+def test_training_progress_ends_a_phase():
+    events = _steady()
+    events += [Phase(T0 + 95, "log:ev", "eval"), Progress(T0 + 200, "log:p", step=10)]
+    (alert,) = drive(DetectorSet([Stall()]), events, until=T0 + 5000)
+    assert alert.time == T0 + 200 + 120 and "during" not in alert.message
+
+
+def test_an_eval_that_hangs_fires_after_its_allowance():
+    events = _steady() + [Phase(T0 + 95, "log:ev", "eval")]
+    (alert,) = drive(DetectorSet([Stall(DetectorConfig(tz="UTC"))]), events, until=T0 + 9000)
+    assert alert.time == T0 + 90 + 120 + DetectorConfig().stall_eval_allowance_s
+    assert "during evaluation (allowance 20 min)" in alert.message

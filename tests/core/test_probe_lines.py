@@ -81,3 +81,34 @@ def test_micro_batches_of_one_optimizer_step_are_summed() -> None:
     # A count missing from one micro-batch is unknown for the step, not understated.
     assert merge_micro_batches([{"tokens": 5, "batch_size": 1}, {"batch_size": 1}]) == {"batch_size": 2}
     assert merge_micro_batches([]) == {}
+
+
+# -- training-health floats (CONTRACTS section 9, issue 19) ------------------
+
+
+def test_health_floats_reach_the_sample() -> None:
+    sample = parse_probe_line('{"time": 1, "loss": 2.5, "grad_norm": 0.75, "loss_scale": 65536, '
+                              '"step_seconds": 1.2, "compute_seconds": 0.9, "wait_seconds": 0.3}')
+    assert (sample.loss, sample.grad_norm, sample.loss_scale) == (2.5, 0.75, 65536.0)
+    assert (sample.step_seconds, sample.compute_seconds, sample.wait_seconds) == (1.2, 0.9, 0.3)
+
+
+@pytest.mark.parametrize(("text", "nan", "sign"), [
+    ("NaN", True, 0), ("Infinity", False, 1), ("-Infinity", False, -1),
+    ('"nan"', True, 0), ('"inf"', False, 1), ('"-inf"', False, -1), ('"NaN"', True, 0),
+])
+def test_a_nan_or_inf_loss_survives(text: str, nan: bool, sign: int) -> None:
+    import math
+
+    sample = parse_probe_line(f'{{"time": 1, "loss": {text}, "grad_norm": {text}}}')
+    assert sample is not None
+    for value in (sample.loss, sample.grad_norm):
+        assert value is not None and (math.isnan(value) if nan else value == sign * math.inf)
+
+
+def test_bad_health_floats_are_dropped_not_the_line() -> None:
+    sample = parse_probe_line('{"time": 1, "loss": "high", "grad_norm": true, "loss_scale": NaN, '
+                              '"step_seconds": -1, "compute_seconds": Infinity, "wait_seconds": "0.2"}')
+    assert sample is not None
+    assert (sample.loss, sample.grad_norm, sample.loss_scale) == (None, None, None)
+    assert (sample.step_seconds, sample.compute_seconds, sample.wait_seconds) == (None, None, None)

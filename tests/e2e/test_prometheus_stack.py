@@ -5,7 +5,8 @@ port: ``dflash-watch headless --metrics-port 0``, a ``prometheus`` that
 scrapes it every second and evaluates the shipped ``deploy/prometheus/
 rules.yml`` every second, an ``alertmanager`` whose only receiver is our
 own HTTP server. A traceback written into the log must arrive there as a
-``DflashDetectorCritical`` alert with ``detector="crash"``. Every process
+``DflashDetectorCritical`` alert with ``detector="crash"``, and then a NaN
+loss as ``DflashLossNaN``. Every process
 started here is stopped here; nothing else is touched.
 """
 
@@ -194,8 +195,34 @@ def test_a_crash_line_reaches_the_alertmanager_webhook_with_its_labels(tmp_path:
         assert not {"host", "hostname", "node"} & set(labels)
         print(f"crash line -> Alertmanager webhook POST: {latency:.2f} s")
         assert latency < 20
+
+        # Issue 19: a NaN loss is exported as NaN, Prometheus keeps it, and
+        # the rules' `x != x` turns it into DflashLossNaN at the webhook.
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(_steps(7, 1).replace("loss 2.31", "loss nan"))
+        wrote = time.monotonic()
+        got, nan_alert = _wait_for(hook, "DflashLossNaN", 30)
+        assert nan_alert["status"] == "firing"
+        assert nan_alert["labels"]["severity"] == "critical"
+        assert nan_alert["labels"]["instance"] == metrics_target
+        assert nan_alert["annotations"]["runbook_url"].startswith("README.md#runbook-")
+        loss = f"{api}/query?" + urllib.parse.urlencode({"query": "dflash_training_loss"})
+        assert _get_json(loss)["data"]["result"][0]["value"][1] == "NaN"
+        print(f"NaN loss line -> Alertmanager webhook POST: {got - wrote:.2f} s")
+        assert got - wrote < 20
     finally:
         hook.close()
+
+
+def _wait_for(hook: _Webhook, alertname: str, timeout: float) -> tuple[float, dict[str, Any]]:
+    """The first POST (its time, the alert) carrying ``alertname`` firing; other posts are passed over."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got, body = hook.posts.get(timeout=max(0.1, deadline - time.monotonic()))
+        for alert in body["alerts"]:
+            if alert["labels"].get("alertname") == alertname and alert["status"] == "firing":
+                return got, alert
+        assert time.monotonic() < deadline, f"no {alertname} within {timeout} s"
 
 
 def _metrics_line(lines: queue.Queue[str]) -> str | None:

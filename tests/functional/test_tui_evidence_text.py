@@ -63,3 +63,25 @@ async def test_markup_inside_evidence_values_is_shown_as_typed():
             content = widget.content
             cells = [c for col in content.columns for c in col._cells] if isinstance(content, Table) else [content]
             assert all(isinstance(c, Text) for c in cells), cells
+
+
+def test_a_stalls_captured_stacks_read_as_frames_under_each_pid():
+    stall = Alert(
+        1_796_180_000.0, "stall", "firing", "warning", "no progress for 25 min", "train.log:9",
+        evidence={
+            "silence_s": 1500.0,
+            "stacks_status": "captured",
+            "stacks_file": "/state/stacks-20261202T030000Z-job.txt",
+            "stacks": [
+                {"pid": 4242, "command": "python train.py [red]x[/red]", "thread": "MainThread",
+                 "frames": ["wait_in_all_reduce (train.py:88)", "step (train.py:120)"], "error": None},
+                {"pid": 4243, "command": "python worker.py", "thread": None, "frames": [],
+                 "error": "py-spy timed out after 10 s"},
+            ],
+        },
+    )
+    text = rendered(evidence_text(stall, UTC))
+    assert "pid 4242  python train.py [red]x[/red]  (thread MainThread)" in text
+    assert "  wait_in_all_reduce (train.py:88)" in text and "  step (train.py:120)" in text
+    assert "py-spy timed out after 10 s" in text
+    assert "stacks_file" in text and "[{" not in text  # not a repr in the numbers table

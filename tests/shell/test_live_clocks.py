@@ -221,7 +221,10 @@ def test_gpu_samples_on_the_wall_clock_open_no_stall_beside_a_lagging_log(tmp_pa
     samples = tmp_path / "gpu.jsonl"
     samples.write_text("")
     config = tmp_path / "dflash-watch.toml"
-    config.write_text(_FAST_STALL)
+    # A 4 s limit: the samples run 10 min ahead of the log without the
+    # offset, so any limit below that fires; a second of scheduling delay
+    # on a loaded machine must not.
+    config.write_text('[detectors]\nstall_min_s = 4.0\nstall_factor = 3.0\nstall_first_s = 4.0\n')
     headless = _headless(tmp_path, log, "--config", str(config), "--gpu-samples", str(samples))
     writer = None
     try:
@@ -236,6 +239,48 @@ def test_gpu_samples_on_the_wall_clock_open_no_stall_beside_a_lagging_log(tmp_pa
                 fh.flush()
                 alerts += _alerts(headless, time.monotonic() + 0.25)
         assert writer.poll() is None, "the writer ended early: the test saw no live run"
+        stalls = [a for a in alerts if a["detector"] == "stall"]
+        assert not stalls, stalls
+    finally:
+        _stop(*(p for p in (writer, headless) if p is not None))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("side", ["gpu-samples", "probe"])
+def test_side_files_on_the_wall_clock_open_no_stall_beside_an_attached_lagging_log(tmp_path: Path, side: str) -> None:
+    """Attached to a log already running 10 min behind: the live clock
+    follows the log's own, and GPU samples or probe lines stamped on this
+    machine's clock must be moved onto it, not run the stall's clock 10
+    min past the steps (the watcher began after the log, so it never saw a
+    fresh chunk it could learn the log's offset from before the samples)."""
+    log = tmp_path / "train.log"
+    side_file = tmp_path / ("gpu.jsonl" if side == "gpu-samples" else "dflash-probe-rank0.jsonl")
+    side_file.write_text("")
+    config = tmp_path / "dflash-watch.toml"
+    config.write_text('[detectors]\nstall_min_s = 4.0\nstall_factor = 3.0\nstall_first_s = 4.0\n')
+    writer = _writer(tmp_path, log, -600.0, 100, 0.15, 1, 0, unbuffered=True)
+    headless = None
+    try:
+        deadline = time.monotonic() + 20.0
+        while (not log.exists() or log.stat().st_size < 2000) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        flag = "--gpu-samples" if side == "gpu-samples" else "--probe"
+        headless = _headless(tmp_path, log, "--config", str(config), flag, str(side_file))
+        end = time.monotonic() + 9.0
+        alerts: list[dict] = []
+        step = 0
+        with open(side_file, "a", encoding="utf-8") as fh:
+            while time.monotonic() < end:
+                step += 1
+                if side == "gpu-samples":
+                    line = {"time": time.time(), "gpu": 0, "used_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}
+                else:
+                    line = {"time": time.time(), "rank": 0, "step": step, "tokens": 4000, "padded_tokens": 4096}
+                fh.write(json.dumps(line) + "\n")
+                fh.flush()
+                alerts += _alerts(headless, time.monotonic() + 0.25)
+        assert writer.poll() is None, "the writer ended early: the test saw no live run"
+        assert headless.poll() is None, "headless exited"
         stalls = [a for a in alerts if a["detector"] == "stall"]
         assert not stalls, stalls
     finally:

@@ -150,12 +150,18 @@ def test_a_run_that_prints_only_its_per_second_has_no_tokens_metric(serve) -> No
 
 def test_names_carry_base_units_and_no_hostname(serve) -> None:
     m = _fed_monitor()
+    m.feed_samples([GpuSample(T0 + 9, 0, 40 * GIB, 80 * GIB, temp_c=70.0, power_w=500.0, power_limit_w=700.0,
+                              sm_clock_mhz=1400.0, sm_clock_max_mhz=1980.0, throttle=(), ecc_uncorrected=0)])
     exporter = serve(m)
     with urllib.request.urlopen(exporter.url, timeout=5) as r:
         text = r.read().decode()
     families = list(text_string_to_metric_families(text))
-    assert families and all(f.name.startswith("dflash_") for f in families)
-    allowed = {"gpu", "detector", "severity", "unit", "version"}
+    # Ours carry the prefix; beside them only prometheus-client's standard
+    # process_* and python_* collectors (the watcher's own health).
+    assert families and all(f.name.startswith(("dflash_", "process_", "python_")) for f in families)
+    assert {f.name for f in families if f.name.startswith("process_")} >= {"process_cpu_seconds"}
+    families = [f for f in families if f.name.startswith("dflash_")]
+    allowed = {"gpu", "detector", "severity", "unit", "version", "rank", "reason", "code"}
     for f in families:
         if f.type == "counter":
             assert all(s.name == f.name + "_total" for s in f.samples if not s.name.endswith("_created")), f.name
@@ -165,6 +171,12 @@ def test_names_carry_base_units_and_no_hostname(serve) -> None:
             assert f.name.endswith("_seconds"), f.name
         if "efficiency" in f.name:
             assert f.name.endswith("_ratio"), f.name
+        if "temperature" in f.name:
+            assert f.name.endswith("_celsius"), f.name
+        if "power" in f.name:
+            assert f.name.endswith("_watts"), f.name
+        if "clock" in f.name:
+            assert f.name.endswith(("_hertz", "_ratio")), f.name
         for s in f.samples:
             assert set(s.labels) <= allowed, (s.name, s.labels)
     assert socket.gethostname() not in text

@@ -59,6 +59,9 @@ def test_every_read_is_a_whole_file_and_the_last_write_has_the_last_values(tmp_p
     step = m.last_progress.step
     assert _values(path.read_text())["dflash_step"] == step
     assert [p.name for p in tmp_path.iterdir()] == ["dflash.prom"]
+    # node_exporter has process_* of its own: the file carries only ours.
+    names = {f.name for f in text_string_to_metric_families(path.read_text())}
+    assert names and all(n.startswith("dflash_") for n in names), names
 
 
 def exporter_version() -> str:

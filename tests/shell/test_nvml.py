@@ -96,12 +96,15 @@ def test_gpu_lost_mid_run_reports_once_and_others_continue(fake: FakeNvml, proc:
     assert len(lost) == 1 and lost[0].gpu == 3 and lost[0].time == 2.0
     assert lost[0].message.startswith("GPU 3 lost: GPU is lost")
     assert fake.gpus[3].uuid in lost[0].message
-    assert sorted(samples_of(batch)) == [0, 1, 2, 4, 5, 6, 7]
+    # GPU 3's last line says ``lost`` (for the detectors and --record-gpu).
+    assert samples_of(batch)[3].lost is True and samples_of(batch)[3].used_bytes is None
+    assert sorted(samples_of(batch)) == [0, 1, 2, 3, 4, 5, 6, 7]
     calls = fake.calls
     batch = sampler.sample(3.0)
     assert not any(isinstance(e, GpuLost) for e in batch)
     assert sorted(samples_of(batch)) == [0, 1, 2, 4, 5, 6, 7]
-    assert fake.calls - calls == 7 * 4  # memory, util, compute, graphics; none for GPU 3
+    # memory, util, compute, graphics + 8 health reads; none for GPU 3
+    assert fake.calls - calls == 7 * 12
 
 
 def test_gpu_lost_before_start_is_reported_on_first_sample(monkeypatch) -> None:
@@ -109,8 +112,9 @@ def test_gpu_lost_before_start_is_reported_on_first_sample(monkeypatch) -> None:
     sampler = GpuSampler()
     assert sampler.gpus[1] == GpuInfo(1, None, None, None)
     first = sampler.sample(1.0)
-    assert [type(e).__name__ for e in first] == ["GpuSample", "GpuLost"]
+    assert [type(e).__name__ for e in first] == ["GpuSample", "GpuLost", "GpuSample"]
     assert first[1].message.startswith("GPU 1 lost:")
+    assert first[2].gpu == 1 and first[2].lost is True
     assert [type(e).__name__ for e in sampler.sample(2.0)] == ["GpuSample"]
     assert fake.initialised == 1
 
@@ -132,7 +136,8 @@ def test_not_supported_fields_become_none_and_are_not_asked_again(fake: FakeNvml
         assert [(p.pid, p.used_bytes) for p in by_gpu[3].processes] == [(1003, GiB)]
         assert by_gpu[4].util is not None and by_gpu[4].processes
     # Second round: unsupported calls are skipped (8 GPUs x 4 calls, minus 1+3+1).
-    assert fake.calls - calls == 32 - 5
+    # ... plus the 8 health reads per GPU (the static ones wait STATIC_EVERY samples).
+    assert fake.calls - calls == 32 - 5 + 8 * 8
     assert sampler.gpus[2].total_bytes is None
     assert sampler.drain_notices() == []
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from crash_texts import QUIET, STEP, TRACEBACK
 from loopback_http import LoopbackServer
 from sink_helpers import Notes, alert, dispatcher, until
 
@@ -27,18 +28,6 @@ from dflash_watch.monitor import Monitor
 from dflash_watch.sources import history_file
 from dflash_watch.sources.alert_history import AlertHistory
 from dflash_watch.sources.history_replay import RecordedAlerts
-
-STEP = "2026-11-29 10:{m:02d}:{s:02d},000 - INFO - dflash.train - step {n}/1000 | loss 2.31 | 21.5 Ktok/s\n"
-TRACEBACK = (
-    "[rank{r}]: Traceback (most recent call last):\n"
-    '[rank{r}]:   File "/opt/dflash/train.py", line 412, in <module>\n'
-    "[rank{r}]:     main()\n"
-    '[rank{r}]:   File "/opt/dflash/trial{t}.py", line {t}, in step_{t}\n'
-    "[rank{r}]:     loss = model(batch)\n"
-    "[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {t}.00 GiB.\n"
-)
-# The log is days old on the wall clock: only the crashes alert.
-QUIET = "[detectors]\nstall_min_s = 1e6\nstall_first_s = 1e6\n"
 
 
 def _steps(n: int) -> str:

@@ -196,6 +196,31 @@ def test_writer_lines_parse_back(tmp_path: Path) -> None:
     assert [parse_probe_line(x) for x in lines] == [ProbeSample(**FULL), ProbeSample(time=2.5, step=2)]
 
 
+def test_health_figures_with_nan_and_tensors_round_trip(tmp_path: Path) -> None:
+    """A NaN loss, an Inf grad norm and tensor figures come back as they went in."""
+    import math
+
+    path = tmp_path / "p.jsonl"
+    probe = Probe(path, rank=2, every_steps=100)
+    probe.step(tokens=4, loss=torch.tensor(2.5), grad_norm=0.5, loss_scale=1024, step_seconds=1.0,
+               compute_seconds=0.75, wait_seconds=0.25)
+    probe.step(loss=torch.tensor(float("nan")), grad_norm=float("inf"))
+    probe.step(step=9)
+    probe.amend(step=9, loss=float("-inf"), grad_norm=None, tokens=5)  # tokens: not a health figure
+    probe.amend(step=12, loss=1.0)  # not the last line: a line of its own
+    probe.close()
+    text = path.read_text()
+    assert "NaN" in text and "Infinity" in text  # JSON tokens, not strings: json.loads reads them
+    samples = list(read_probe_file(path))
+    assert [s.step for s in samples] == [1, 2, 9, 12]
+    first, second, third, fourth = samples
+    assert (first.loss, first.grad_norm, first.loss_scale, first.tokens) == (2.5, 0.5, 1024.0, 4)
+    assert (first.step_seconds, first.compute_seconds, first.wait_seconds) == (1.0, 0.75, 0.25)
+    assert math.isnan(second.loss) and second.grad_norm == math.inf
+    assert third.loss == -math.inf and third.grad_norm is None and third.tokens is None
+    assert fourth.loss == 1.0 and fourth.rank == 2
+
+
 def test_writer_never_raises_and_warns_once(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -53,6 +53,9 @@ def test_hf_trainer_run_writes_true_counts(tmp_path: Path) -> None:
         assert 0 < line["tokens"] <= line["padded_tokens"]
         assert line["rank"] == 0 and isinstance(line["time"], float)
         assert not {"alloc_retries", "reserved_bytes", "allocated_bytes"} & set(line)  # CPU: absent
+    # Health figures (issue 19): every step timed; loss and grad norm on the logged steps (every 2).
+    assert all(ln["step_seconds"] > 0 for ln in lines)
+    assert [("loss" in ln, "grad_norm" in ln) for ln in lines] == [(False, False), (True, True)] * (steps // 2)
     # The padded batches really were padded: efficiency below 1 somewhere.
     assert any(s.padding_efficiency < 1.0 for s in read_probe_file(tmp_path / "dflash-probe-rank0.jsonl"))
 
@@ -86,6 +89,49 @@ def test_hf_callback_hook_counts_training_forwards_only(tmp_path: Path) -> None:
     (line,) = _jsonl(tmp_path / "p.jsonl")
     assert {k: line[k] for k in ("step", "tokens", "padded_tokens", "batch_size", "seq_len")} == {
         "step": 1, "tokens": 8, "padded_tokens": 11, "batch_size": 3, "seq_len": 5}
+
+
+def test_hf_callback_fills_step_seconds_loss_and_grad_norm(tmp_path: Path) -> None:
+    """Step time from its own begin/end; loss and grad norm from ``on_log``,
+    which comes after ``on_step_end``: added to that step's line. A NaN
+    grad norm (HF's nan filter hides a NaN loss in the average) survives."""
+    import math
+    import time
+
+    from dflash_watch.probe.hf import DflashProbeCallback
+
+    callback = DflashProbeCallback(path=tmp_path / "p.jsonl", every_steps=100)
+    state = SimpleNamespace(global_step=0)
+    for step, logs in ((1, None), (2, {"loss": 3.5, "grad_norm": float("nan"), "learning_rate": 1e-3})):
+        callback.on_step_begin(None, state, None)
+        time.sleep(0.02)
+        state.global_step = step
+        callback.on_step_end(None, state, None)
+        callback.on_log(None, state, None, logs=logs)
+    callback.on_log(None, state, None, logs={"eval_loss": 9.0})  # not the training loss
+    callback.on_train_end(None, state, None)
+    samples = list(read_probe_file(tmp_path / "p.jsonl"))
+    assert [s.step for s in samples] == [1, 2]
+    assert all(s.step_seconds is not None and 0.02 <= s.step_seconds < 1.0 for s in samples)
+    assert (samples[0].loss, samples[0].grad_norm) == (None, None)
+    assert samples[1].loss == 3.5 and math.isnan(samples[1].grad_norm)
+
+
+def test_lightning_hooks_fill_loss_and_step_seconds(tmp_path: Path) -> None:
+    from dflash_watch.probe.lightning import ProbeHooks
+
+    hooks = ProbeHooks(Probe(tmp_path / "p.jsonl", every_steps=100))
+    trainer = SimpleNamespace(global_step=1, callback_metrics={"val_grad_norm": torch.tensor(7.0),
+                                                               "train/grad_norm": torch.tensor(0.5)})
+    hooks.on_train_batch_start(trainer, None, None, 0)
+    hooks.on_train_batch_end(trainer, None, torch.tensor(2.25, requires_grad=True), torch.zeros(2, 3), 0)
+    trainer.global_step = 2
+    hooks.on_train_batch_end(SimpleNamespace(global_step=2), None, {"loss": torch.tensor(float("inf"))},
+                             torch.zeros(2, 3), 1)  # no start seen: no step time, never a wrong one
+    hooks.on_train_end(None, None)
+    first, second = read_probe_file(tmp_path / "p.jsonl")
+    assert (first.loss, first.grad_norm) == (2.25, 0.5) and first.step_seconds is not None
+    assert second.loss == float("inf") and second.step_seconds is None and second.grad_norm is None
 
 
 def test_lightning_hooks_with_real_tensors(tmp_path: Path) -> None:

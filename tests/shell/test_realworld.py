@@ -149,3 +149,33 @@ def test_every_log_replays_through_the_cli_as_contract_json() -> None:
             alert = json.loads(line)
             assert alert["state"] in ("firing", "resolved") and alert["severity"] in ("info", "warning", "critical")
             assert alert["source"].startswith(path.name) or alert["detector"] in ("recompile",)
+
+
+# name -> (line of the labelled loss jump, its loss in the message)
+LOSS_JUMPS = {"08": (1511, "26.48"), "09": (1912, "40.75")}
+
+
+@pytest.mark.parametrize("name", sorted(LOSS_JUMPS))
+def test_megatron_labelled_loss_jumps_are_one_spike_each(name: str) -> None:
+    """08: 12.1 -> 26.5 at iteration 30 (back to 13.8 at 40); 09: 12.5 ->
+    40.8 at iteration 3, then the time limit kills the job."""
+    result, fired, _ = run(name)
+    line, loss = LOSS_JUMPS[name]
+    (spike,) = by(fired, "loss")
+    assert (spike.kind, spike.severity, spike.source.rsplit(":", 1)[1]) == ("spike", "warning", str(line))
+    assert loss in spike.message
+    resolved = [a for a in result.alerts if a.detector == "loss" and a.state == "resolved"]
+    assert len(resolved) == 1
+
+
+def test_training_health_detectors_stay_quiet_on_every_other_shared_log() -> None:
+    """The other public logs hold no NaN loss, no straggler and no GPU
+    sample: loss, straggler and gpu_health say nothing on them (02 holds a
+    crashed run and its rerun at a 15x higher loss: a new run, no spike)."""
+    for path in sorted(REALWORLD.glob("*.log")):
+        if path.name[:2] in LOSS_JUMPS:
+            continue
+        result = replay([str(path)])
+        health = [(a.detector, a.kind, a.source) for a in result.alerts
+                  if a.detector in ("loss", "straggler", "gpu_health")]
+        assert health == [], path.name

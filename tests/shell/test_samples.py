@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,8 @@ def test_record_then_replay_round_trip(monkeypatch, tmp_path: Path) -> None:
             # flushed per batch: visible to a reader while still open
             assert sum(1 for _ in read_sample_file(path)) == len(recorded)
         assert not any(isinstance(e, GpuLost) for e in sampler.sample(9.0))  # reported once only
-    assert recorder.written == len(recorded) == 8 * 3 + 7 * 2
+    # GPU 7's lost line (issue 19) is recorded too: replay sees the loss.
+    assert recorder.written == len(recorded) == 8 * 3 + 1 + 7 * 2
     parser = SampleParser()
     replayed = list(read_sample_file(path, parser))
     assert replayed == [as_file_sample(s) for s in recorded]
@@ -204,3 +206,123 @@ def test_format_parse_round_trip(sample: GpuSample) -> None:
     line = format_sample_line(sample)
     assert "\n" not in line
     assert parse_sample_line(line) == sample
+
+
+# -- GPU health fields (issue 19, CONTRACTS section 3) -----------------------
+
+HEALTH_LINE = {
+    "time": 1764410400.0, "gpu": 5, "used_bytes": 76235669504, "total_bytes": 102641958912,
+    "temp_c": 87.0, "power_w": 698.5, "power_limit_w": 700.0, "sm_clock_mhz": 1410.0, "sm_clock_max_mhz": 1980.0,
+    "throttle": ["thermal", "power_cap"], "ecc_uncorrected": 2, "remap_pending": True, "retired_pages": 3,
+    "xid": [48, 63], "pcie_gen": 4, "pcie_gen_max": 5, "pcie_width": 8, "pcie_width_max": 16, "lost": False,
+}
+
+
+def test_health_fields_round_trip_through_a_line() -> None:
+    sample = parse_sample_line(json.dumps(HEALTH_LINE))
+    assert sample is not None
+    assert (sample.temp_c, sample.power_w, sample.power_limit_w) == (87.0, 698.5, 700.0)
+    assert (sample.sm_clock_mhz, sample.sm_clock_max_mhz) == (1410.0, 1980.0)
+    assert sample.throttle == ("thermal", "power_cap") and sample.xid == (48, 63)
+    assert (sample.ecc_uncorrected, sample.remap_pending, sample.retired_pages) == (2, True, 3)
+    assert (sample.pcie_gen, sample.pcie_gen_max, sample.pcie_width, sample.pcie_width_max) == (4, 5, 8, 16)
+    assert sample.lost is False
+    line = format_sample_line(sample)
+    assert json.loads(line) == HEALTH_LINE
+    assert parse_sample_line(line) == sample
+
+
+def test_health_fields_absent_when_none_and_old_lines_read_as_before() -> None:
+    plain = GpuSample(1.0, 0, 5, 10)
+    assert json.loads(format_sample_line(plain)) == {"time": 1.0, "gpu": 0, "used_bytes": 5, "total_bytes": 10}
+    assert parse_sample_line(format_sample_line(plain)) == as_file_sample(plain)
+
+
+@pytest.mark.parametrize(
+    ("key", "bad"),
+    [
+        ("temp_c", "hot"), ("power_w", True), ("power_limit_w", [700]), ("sm_clock_mhz", None),
+        ("throttle", "thermal"), ("ecc_uncorrected", -1), ("remap_pending", 1), ("retired_pages", 2.5),
+        ("xid", 79), ("pcie_gen", "4"), ("pcie_width_max", {}), ("lost", "yes"),
+    ],
+)
+def test_a_bad_health_field_is_dropped_not_the_line(key: str, bad: object) -> None:
+    sample = parse_sample_line(json.dumps({**HEALTH_LINE, key: bad}))
+    assert sample is not None and sample.used_bytes == 76235669504
+    assert getattr(sample, key) is None
+    assert sample.temp_c is not None or key == "temp_c"  # the other fields stay
+
+
+def test_unknown_throttle_names_and_bad_xid_entries_are_dropped() -> None:
+    sample = parse_sample_line(json.dumps({**HEALTH_LINE, "throttle": ["thermal", "idle", 3], "xid": [79, "x", -2]}))
+    assert sample is not None and sample.throttle == ("thermal",) and sample.xid == (79,)
+
+
+def test_recorded_health_fields_replay_from_the_fake(monkeypatch, tmp_path: Path) -> None:
+    fake = FakeNvml.eight().install(monkeypatch)
+    g = fake.gpus[2]
+    g.temp, g.power_mw, g.sm_clock, g.reasons = 91, 699_000, 1200, 0x40 | 0x4 | 0x1  # idle bit left out
+    g.ecc_uncorrected, g.remapped, g.pcie_gen, g.pcie_width = 4, (0, 1, 1, 0), 3, 8
+    fake.gpus[3].not_supported = {"ecc", "remap", "retired", "pcie", "pcie_max", "throttle"}
+    sampler = GpuSampler(proc_root=str(tmp_path), kmsg_path=None)
+    path = tmp_path / "gpu.jsonl"
+    try:
+        with SampleRecorder(path) as recorder:
+            fake.push_xid(2, 79)
+            deadline = time.monotonic() + 5
+            while sampler._inbox.received == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            recorder.write(sampler.sample(10.0))
+            fake.gpus[6].lost = True
+            recorder.write(sampler.sample(11.0))
+    finally:
+        sampler.close()
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    first = {d["gpu"]: d for d in lines if d["time"] == 10.0}
+    assert first[2]["temp_c"] == 91 and first[2]["power_w"] == pytest.approx(699.0) and first[2]["power_limit_w"] == 700
+    assert first[2]["throttle"] == ["thermal", "power_cap"] and first[2]["xid"] == [79]
+    assert (first[2]["sm_clock_mhz"], first[2]["sm_clock_max_mhz"]) == (1200, 1980)
+    assert (first[2]["ecc_uncorrected"], first[2]["remap_pending"]) == (4, True)
+    assert (first[2]["pcie_gen"], first[2]["pcie_gen_max"], first[2]["pcie_width"]) == (3, 5, 8)
+    for key in ("ecc_uncorrected", "remap_pending", "pcie_gen", "pcie_width_max", "throttle", "xid", "lost"):
+        assert key not in first[3]  # not supported (or none): absent, never null or zero
+    lost = [d for d in lines if d["time"] == 11.0 and d["gpu"] == 6]
+    assert lost == [{"time": 11.0, "gpu": 6, "used_bytes": None, "total_bytes": None, "lost": True}]
+    replayed = list(read_sample_file(path))
+    assert [s.xid for s in replayed if s.gpu == 2][0] == (79,)
+    assert [s.lost for s in replayed if s.gpu == 6] == [None, True]
+
+
+def test_replay_of_a_health_sample_file_gives_the_gpu_health_alerts(tmp_path: Path) -> None:
+    """`replay --gpu-samples` carries the health fields to the detector, end to end."""
+    import subprocess
+
+    t0 = 1795946400.0  # 2026-11-29 10:00:00 UTC
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"2026-11-29 10:{m:02d}:00 step {m + 1}/100 | loss 2.0 | 21.5 Ktok/s\n" for m in range(10)))
+    base = {"used_bytes": 60 * GiB, "total_bytes": 80 * GiB, "util": 0.95, "pcie_gen": 5, "pcie_gen_max": 5,
+            "pcie_width_max": 16, "sm_clock_max_mhz": 1980.0}
+    lines = []
+    for i in range(540):
+        lines.append({"time": t0 + i, "gpu": 0, **base, "pcie_width": 16, "sm_clock_mhz": 1980.0, "throttle": [],
+                      **({"xid": [79]} if i == 30 else {})})
+        lines.append({"time": t0 + i, "gpu": 1, **base, "pcie_width": 4 if i >= 60 else 16, "sm_clock_mhz": 1000.0,
+                      "throttle": ["thermal"], "temp_c": 93.0, **({"ecc_uncorrected": 1} if i >= 100 else {})})
+    samples = tmp_path / "gpu.jsonl"
+    samples.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    env = {**os.environ}
+    env.pop("PYTHONUNBUFFERED", None)
+    out = subprocess.run(
+        [sys.executable, "-m", "dflash_watch.cli", "replay", "--json", "--tz", "UTC", str(log), "--gpu-samples", str(samples)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    assert out.returncode == 0, out.stderr
+    alerts = [json.loads(x) for x in out.stdout.splitlines()]
+    health = [(a["gpu"], a["kind"], a["state"], a["time"] - t0) for a in alerts if a["detector"] == "gpu_health"]
+    assert (0, "xid", "firing", 30.0) in health
+    assert (1, "pcie", "firing", 180.0) in health
+    assert (1, "ecc", "firing", 100.0) in health
+    assert (1, "thermal", "firing", 120.0) in health
+    assert len([h for h in health if h[2] == "firing"]) == 4  # each once
+    xid = next(a for a in alerts if a["kind"] == "xid")
+    assert xid["severity"] == "critical" and "fallen off the bus" in xid["message"] and xid["evidence"]["code"] == 79

@@ -8,13 +8,13 @@ with ``pytest tests/snapshots --snapshot-update`` and look at the report.
 from __future__ import annotations
 
 from dflash_watch.tui.app import DashboardApp
-from dflash_watch.tui.scenes import UTC, SceneJob, build, hand_started
+from dflash_watch.tui.scenes import UTC, SceneJob, build, hand_started, scene_proc_info
 
 
 def app_for(kind: str, adoption=None) -> DashboardApp:
     scene = build(kind)
     return DashboardApp(scene.monitor, job=SceneJob(scene.job_state, adoption=adoption), tz=UTC,
-                        clock=lambda: scene.now, bell_repeat_s=0)
+                        clock=lambda: scene.now, bell_repeat_s=0, proc_info=scene_proc_info)
 
 
 def test_healthy_run(snap_compare):
@@ -42,6 +42,15 @@ def test_relaunch_confirmation_on_a_live_job(snap_compare):
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=press_r)
+
+
+def test_training_health(snap_compare):
+    """A NaN loss on the loss chart, rank 2 the straggler, GPU 6 with Xid 48 and thermal throttling."""
+    assert snap_compare(app_for("health"), terminal_size=(120, 40))
+
+
+def test_training_health_80x24(snap_compare):
+    assert snap_compare(app_for("health"), terminal_size=(80, 24))
 
 
 def test_small_terminal_80x24(snap_compare):

@@ -23,7 +23,7 @@ from ..text import SEVERITY_STYLE, fmt_clock, plain
 from ..values import format_value
 from ..widgets.log_view import NORMAL, STYLES, classify
 
-_LONG_KEYS = ("traceback", "message", "remedy")
+_LONG_KEYS = ("traceback", "message", "remedy", "stacks")
 
 
 def evidence_text(alert: Alert, tz: Any) -> list[Any]:
@@ -62,6 +62,10 @@ def evidence_text(alert: Alert, tz: Any) -> list[Any]:
         parts += [Text(plain(str(f)), style="red") for f in frames]
     if ev.get("message") and ev.get("message") != alert.message:
         parts += [Text(""), Text("error message", style="bold underline"), Text(plain(str(ev["message"])))]
+    stacks = ev.get("stacks")
+    if isinstance(stacks, list) and stacks:
+        parts += [Text(""), Text("where the job's processes are (py-spy)", style="bold underline")]
+        parts += stack_lines(stacks)
     tb = ev.get("traceback")
     if tb:
         parts += [Text(""), Text("traceback", style="bold underline")]
@@ -70,6 +74,26 @@ def evidence_text(alert: Alert, tz: Any) -> list[Any]:
             prev = classify(line, prev)
             parts.append(Text(plain(line), style=STYLES[prev], no_wrap=True, overflow="ellipsis"))
     return parts
+
+
+def stack_lines(stacks: list[Any]) -> list[Text]:
+    """A stall's captured stacks (``stacks.py``): each process, then its
+    innermost frames. Frames and commands are the job's text: plain."""
+    out: list[Text] = []
+    for entry in stacks:
+        if not isinstance(entry, dict):
+            continue
+        head = f"pid {entry.get('pid')}"
+        if entry.get("command"):
+            head += f"  {entry['command']}"
+        if entry.get("thread"):
+            head += f"  (thread {entry['thread']})"
+        out.append(Text(plain(head), style="bold"))
+        if entry.get("error"):
+            out.append(Text(plain(f"  {entry['error']}"), style="yellow"))
+        for frame in entry.get("frames") or ():
+            out.append(Text(plain(f"  {frame}"), style="red", no_wrap=True, overflow="ellipsis"))
+    return out
 
 
 class EvidenceScreen(ModalScreen[None]):

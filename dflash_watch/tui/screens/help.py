@@ -26,6 +26,10 @@ KEYS = (
     ("End / p", "follow the log tail again / pause or resume following"),
     ("Enter", "the highlighted alert (the newest most severe, until you move the highlight; a worse one "
               "takes it back): its evidence, and the log jumps to the line it cites when that is a followed log"),
+    ("1 2 3 4", "chart window of the throughput and loss charts: 10 minutes, 1 hour (default), 6 hours, "
+                "the whole run"),
+    ("g", "the GPU process table (pid, user, memory, command; not the job's and leftovers after an exit "
+          "marked); it shows by itself beside the ranks and while a leftover holds memory"),
     ("Up / Down", "move the alerts' highlight (the alerts have the focus once the job stopped; Tab otherwise)"),
     ("Tab", "move between the alerts, the log and the filter"),
     ("ctrl+p", "command palette: every action and every log file by name"),
@@ -37,6 +41,9 @@ NOTES = (
     "GPU badges come from the memory detectors: flat (healthy), VOLATILE (memory stopped being flat), "
     "GROWING (a steady climb, a leak), FULL (within a few percent of the card).",
     "Processes on a GPU: green are the job's (its tmux pane's process tree), others are someone else's.",
+    "Loss: red columns are NaN/Inf losses, the first named in the panel's title.",
+    "Ranks: one row per rank (step time, compute, wait); SLOW is the straggler, HUNG a rank that stopped.",
+    "GPU health under the memory line: temperature, power/limit, and XID, ECC and throttle flags.",
     "Throughput: the cyan line is the baseline; red points are below it by more than the drop threshold.",
     "Quitting never touches the job: it runs in tmux and keeps running.",
 )

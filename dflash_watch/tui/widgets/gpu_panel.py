@@ -17,6 +17,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.widgets import Static
 
 from ...monitor import GPU_SAMPLING_OFF
+from ..health import gpu_health
 from ..reading import job_pids, locked, memory_badge
 from ..text import set_static
 from .gpu_tile import CHART_WINDOW_S, GpuTile, GpuView
@@ -58,6 +59,7 @@ class GpuPanel(VerticalScroll):
         self._tiles: dict[int, GpuTile] = {}
         self._last_chart = -1e18
         self._columns = 4
+        self._xids: dict[int, int] = {}  # the last Xid a sample carried, per GPU
         # Held, not queried: a query per redraw was a tenth of the panel's cost.
         self._hint = Static("", classes="gpu-hint")
         self._grid = Grid(id="gpu-grid")
@@ -75,6 +77,7 @@ class GpuPanel(VerticalScroll):
         chart_due = now - self._last_chart >= self.chart_interval_s
         with locked(monitor):
             history = monitor.gpus
+            health = gpu_health(monitor)
             for gpu in history.gpus:
                 series = history.used(gpu)
                 last = history.last(gpu)
@@ -85,6 +88,16 @@ class GpuPanel(VerticalScroll):
                 else:
                     times = lows = highs = _EMPTY
                 badge, style, _ = memory_badge(firing, gpu)
+                state = health.get(gpu)
+                if last is not None and last.xid:
+                    self._xids[gpu] = last.xid[-1]
+                # The gpu_health detector's word where it has one for this GPU;
+                # without that detector, the last Xid a sample carried.
+                xid = state.last_xid if state is not None else self._xids.get(gpu)
+                ecc = getattr(state, "ecc_uncorrected", None)
+                if ecc is None and last is not None:
+                    ecc = last.ecc_uncorrected
+                throttle = tuple(getattr(state, "throttle", None) or (last.throttle if last else None) or ())
                 views.append(GpuView(
                     gpu=gpu,
                     used=last.used_bytes if last else None,
@@ -97,6 +110,10 @@ class GpuPanel(VerticalScroll):
                     last_time=series.last_time if series is not None else None,
                     times=times, lows=lows, highs=highs,
                     job_pids=pids,
+                    temp_c=last.temp_c if last else None,
+                    power_w=last.power_w if last else None,
+                    power_limit_w=last.power_limit_w if last else None,
+                    throttle=throttle, xid=xid, ecc=ecc,
                 ))
         if hint.display != (not views):
             hint.display = not views

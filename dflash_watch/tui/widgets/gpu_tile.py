@@ -50,11 +50,53 @@ class GpuView:
     lows: np.ndarray
     highs: np.ndarray
     job_pids: frozenset[int]
+    # Health (issue 19): the latest sample's reads, None where the card does
+    # not say; ``xid``/``ecc`` also from the gpu_health detector's state.
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    throttle: tuple[str, ...] = ()
+    xid: int | None = None  # the last Xid seen on this GPU
+    ecc: int | None = None  # uncorrected ECC errors
 
     @property
     def key(self) -> tuple:
         """Everything the tile's text shows (the chart has its own key: ``GpuTile._chart_key``)."""
-        return (self.used, self.total, self.util, self.processes, self.lost, self.badge, self.job_pids)
+        return (self.used, self.total, self.util, self.processes, self.lost, self.badge, self.job_pids,
+                self.temp_c, self.power_w, self.power_limit_w, self.throttle, self.xid, self.ecc)
+
+    @property
+    def has_health(self) -> bool:
+        return self.temp_c is not None or self.power_w is not None or bool(self.flags)
+
+    @property
+    def flags(self) -> list[str]:
+        """What is wrong with the card itself, worst first: ``XID 48``, ``ECC 2``, ``THERMAL``."""
+        out = []
+        if self.xid is not None:
+            out.append(f"XID{self.xid}")
+        if self.ecc:
+            out.append(f"ECC{self.ecc}")
+        out.extend(t.upper() for t in self.throttle)
+        return out
+
+
+def health_text(view: GpuView) -> Text:
+    """The card's flags (Xid, ECC in red, throttle reasons in yellow), then ``72°C 412/700W``.
+
+    Flags first: a tile 28 columns wide cuts the power, never the Xid."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for flag in view.flags:
+        out.append(flag, style="bold white on red" if flag.startswith(("XID", "ECC")) else "bold black on yellow")
+        out.append(" ")
+    if view.temp_c is not None:
+        hot = view.temp_c >= 85
+        out.append(f"{view.temp_c:.0f}°C", style="bold red" if hot else "")
+    if view.power_w is not None:
+        out.append(" " if out else "")
+        limit = f"/{view.power_limit_w:.0f}" if view.power_limit_w else ""
+        out.append(f"{view.power_w:.0f}{limit}W")
+    return out
 
 
 def usage_bar(used: int | None, total: int | None, cells: int = BAR_CELLS) -> Text:
@@ -109,6 +151,8 @@ class GpuTile(Vertical):
     GpuTile { height: 8; border: round $panel-lighten-2; padding: 0 1; }
     GpuTile .gpu-info { height: 1; }
     GpuTile .gpu-procs { height: 1; color: $text-muted; }
+    GpuTile .gpu-health { height: 1; display: none; }
+    GpuTile .gpu-health.-shown { display: block; }
     GpuTile PlotextChart { height: 1fr; }
     """
 
@@ -124,9 +168,11 @@ class GpuTile(Vertical):
         self.info = Static("", classes="gpu-info")
         self.chart = PlotextChart(placeholder="waiting for samples", classes="gpu-chart")
         self.procs = Static("", classes="gpu-procs")
+        self.health = Static("", classes="gpu-health")
 
     def compose(self) -> ComposeResult:
         yield self.info
+        yield self.health
         yield self.chart
         yield self.procs
 
@@ -157,8 +203,11 @@ class GpuTile(Vertical):
                 chart.set_plot(self._chart_key(view), self._drawer(view))
 
     def _show_text(self, view: GpuView, compact: bool) -> None:
-        self.set_class(view.badge != "flat", "-alerting")
-        self.set_class(view.lost is not None, "-lost")
+        self.set_class(view.badge != "flat" or bool(view.flags), "-alerting")
+        self.set_class(view.lost is not None or view.xid is not None, "-lost")
+        self.health.set_class(view.has_health and not compact, "-shown")
+        if view.has_health:
+            set_static(self.health, health_text(view))
         title = Text.assemble((f"GPU {view.gpu} ", "bold"), (f" {view.badge} ", view.badge_style))
         if title != self._title:  # assigning repaints even when equal
             self._title = self.border_title = title
@@ -173,11 +222,14 @@ class GpuTile(Vertical):
         util = "util -" if view.util is None else f"util {view.util * 100:3.0f}%"
         if compact:
             util = "  -%" if view.util is None else f"{view.util * 100:3.0f}%"
-            return Text.assemble(
+            line = Text.assemble(
                 (f"GPU{view.gpu:<2}", "bold"), usage_bar(view.used, view.total, 6),
                 f"{used:>10} {util} ", (view.badge, view.badge_style),
                 no_wrap=True, overflow="ellipsis",
             )
+            for flag in view.flags[:2]:  # one line per GPU: the worst two flags
+                line.append(f" {flag}", style="bold red")
+            return line
         pct = "" if not view.used or not view.total else f" {view.used / view.total:4.0%}"
         return Text.assemble((used, "bold"), pct, "  ", util, no_wrap=True, overflow="ellipsis")
 

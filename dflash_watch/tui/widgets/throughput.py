@@ -21,6 +21,7 @@ from textual.widgets import Static
 
 from dflash_watch.parsers.events import TOK_S
 
+from ..health import window_label
 from ..reading import current_rate, locked
 from ..text import fmt_clock, fmt_rate_unit, set_static
 from .plot import PlotextChart
@@ -51,6 +52,12 @@ class ThroughputPanel(Vertical):
                                    "progress line that reports one (tok/s, it/s, samples/s; or set "
                                    "progress_regex in the config)")
         self.unit = TOK_S  # the unit shown last (tests read it)
+        self.window_s: float | None = WINDOW_S  # None: the whole run (the window keys set it)
+
+    def set_window(self, window_s: float | None) -> None:
+        self.window_s = window_s
+        self._seen = None
+        self._last_chart = -1e18
 
     def compose(self) -> ComposeResult:
         yield self._info
@@ -66,8 +73,9 @@ class ThroughputPanel(Vertical):
             chart_baseline = baseline  # the series is in ``unit`` whenever it has points
             frac = float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3))
             due = time.monotonic() - self._last_chart >= self.chart_interval_s
-            key = (count, last_time, chart_baseline, drop is not None)
-            window = series.window(WINDOW_S) if count and due and key != self._seen else None
+            span = self.window_s if self.window_s is not None else 1e12
+            key = (count, last_time, chart_baseline, drop is not None, self.window_s)
+            window = series.window(span) if count and due and key != self._seen else None
         self.unit = unit
         info = Text(no_wrap=True, overflow="ellipsis")
         info.append(fmt_rate_unit(last_value, unit), style="bold")
@@ -90,15 +98,17 @@ class ThroughputPanel(Vertical):
             return
         self._seen = key
         self._last_chart = time.monotonic()
-        chart.set_plot(key, self._drawer(window, last_time, chart_baseline, frac))
+        # The default window goes unsaid; another one is named (``1``-``4`` pick it).
+        self.border_title = "throughput" if self.window_s == WINDOW_S else f"throughput ({window_label(self.window_s)})"
+        chart.set_plot(key, self._drawer(window, last_time, chart_baseline, frac, span))
 
-    def _drawer(self, window, end: float, baseline: float | None, frac: float):
+    def _drawer(self, window, end: float, baseline: float | None, frac: float, window_s: float = WINDOW_S):
         times, lows, highs, means = window
         tz = self.tz
 
         def draw(fig, width: int, height: int) -> None:
             points = max(8, (width - 8) * 2)
-            start = max(float(times[0]), end - WINDOW_S)
+            start = max(float(times[0]), end - window_s)
             span = max(end - start, 60.0)
             edges = np.linspace(end - span, end, points + 1)
             idx = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, points - 1)

@@ -1,0 +1,424 @@
+"""loss: the training signal itself is broken (CONTRACTS section 4).
+
+Four kinds, one episode each (the rank is in the alert when known):
+
+* ``nan`` (critical): a report whose loss or grad norm is NaN/Inf, or
+  Megatron's ``number of nan iterations`` above zero, fires at once. HF's
+  ``logging_nan_inf_filter`` logs a finite average (0.0 once the weights are
+  NaN) while ``grad_norm`` is nan, so the grad norm alone fires. It resolves
+  after ``loss_nan_resolve_reports`` clean reports in a row: one finite line
+  after a NaN is often the filter's average, not a recovered run.
+* ``spike``: a loss far above the recent robust level (median + k x MAD
+  sigma over the last reports, at least a share and an amount above the
+  median, so a flat loss with MAD ~ 0 does not fire on noise). Resolves once
+  it is back under the level for a few reports.
+* ``divergence``: the smoothed loss (median of the last few reports) stays
+  a set share above its minimum of the last hour for minutes of data time.
+  Resolves when it comes back under half that margin.
+* ``overflow``: an fp16 loss-scaling storm: skipped steps on most of the
+  last iterations (``Overflow`` lines, Megatron's per-interval ``number of
+  skipped iterations``, DeepSpeed's cumulative ``skipped=``), or the scale
+  fallen to its floor from above. One overflow every few hundred steps and
+  the warm-up halvings at the start are normal.
+
+Only the training loss counts: ``eval_loss`` never reaches ``Progress.loss``.
+Spike and divergence follow one lane (lines without a rank, or the lowest
+rank seen) so that ranks' different losses do not look like noise; NaN is
+judged on every rank. A relaunch (``ProcessExit``) or a fatal traceback
+(``Crash``: a log that holds a crashed run and its rerun, as HF and
+DeepSpeed logs appended by a retry do) starts the levels again. Before
+``loss_spike_min_reports`` reports there is no robust level: only a loss
+``loss_spike_early_factor`` times the highest so far is a spike then.
+
+Example: a steady loss, then grad_norm nan.
+
+>>> det = LossDetector()
+>>> for i in range(5):
+...     _ = det.update(Progress(float(i), "log:%d" % i, step=i, loss=2.0, metrics=(("grad_norm", 1.0),)))
+>>> [a.message for a in det.update(Progress(5.0, "log:5", step=1234, loss=2.0, metrics=(("grad_norm", float("nan")),)))]
+['loss is NaN at step 1234 (grad_norm nan)']
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from math import isfinite
+from typing import Any
+
+from ..parsers.events import Crash, Event, Overflow, ProbeSample, ProcessExit, Progress
+from .base import Alert, DetectorBase, Episode, Severity
+from .config import DetectorConfig, fmt_duration
+from .loss_robust import RobustWindow, ScaleWatch, SlidingMin
+
+NAME = "loss"
+_GRAD_KEYS = frozenset({"grad_norm", "gnorm", "global_grad_norm", "total_grad_norm", "grad_norm_total"})
+_SCALE_KEYS = frozenset({"loss_scale", "loss_scaler", "lossscale"})
+# Megatron prints both per log interval (they reset after each report).
+_NAN_ITERS = "number of nan iterations"
+_SKIPPED_ITERS = "number of skipped iterations"
+# DeepSpeed's ``step=10, skipped=8, lr=[...]``: cumulative since the start.
+_SKIPPED_TOTAL = "skipped"
+
+
+def _key(name: str) -> str:
+    """``train/grad_norm``, ``grad norm``, ``Grad-Norm`` -> ``grad_norm``."""
+    return name.rsplit("/", 1)[-1].strip().lower().replace(" ", "_").replace("-", "_")
+
+
+# A log repeats a handful of metric names on every line: each is keyed once.
+_KEYS: dict[str, str] = {}
+_KEYS_MAX = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class LossState:
+    """What the loss detector knows now, for the dashboard and metrics."""
+
+    loss: float | None = None
+    grad_norm: float | None = None
+    loss_scale: float | None = None
+    time: float | None = None
+    nan_total: int = 0
+    overflow_total: int = 0
+    step: int | None = None
+    level: float | None = None  # the robust median the spike is judged on
+    smoothed: float | None = None
+    recent_min: float | None = None
+    skipped_ratio: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Report:
+    """One loss-bearing report, whatever event it came from."""
+
+    time: float
+    source: str
+    rank: int | None
+    step: int | None
+    loss: float | None
+    grad_norm: float | None
+    loss_scale: float | None
+    nan_iters: float | None = None
+    skipped_iters: float | None = None
+    skipped_total: float | None = None
+
+
+def _report(event: Progress | ProbeSample) -> _Report:
+    if isinstance(event, ProbeSample):
+        return _Report(event.time, event.source, event.rank, event.step, event.loss, event.grad_norm, event.loss_scale)
+    grad = scale = nan_iters = skipped = skipped_total = None
+    for name, value in event.metrics:
+        if name == _NAN_ITERS:
+            nan_iters = value
+        elif name == _SKIPPED_ITERS:
+            skipped = value
+        elif name == _SKIPPED_TOTAL:
+            skipped_total = value
+        else:
+            k = _KEYS.get(name)
+            if k is None:
+                if len(_KEYS) >= _KEYS_MAX:
+                    _KEYS.clear()
+                k = _KEYS[name] = _key(name)
+            if k in _GRAD_KEYS and grad is None:
+                grad = value
+            elif k in _SCALE_KEYS and scale is None:
+                scale = value
+    return _Report(event.time, event.source, event.rank, event.step, event.loss, grad, scale,
+                   nan_iters, skipped, skipped_total)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+class LossDetector(DetectorBase):
+    name = NAME
+    accepts = (Progress, ProbeSample, Overflow, ProcessExit, Crash)
+    timed = False  # judged on reports; no report is a stall, not a loss alert
+
+    def __init__(self, config: DetectorConfig | None = None) -> None:
+        c = self.config = config or DetectorConfig()
+        self.episodes = {k: Episode(NAME, kind=k) for k in ("nan", "spike", "divergence", "overflow")}
+        self._window = RobustWindow(c.loss_spike_window)
+        self._smooth = RobustWindow(c.loss_smooth_reports)
+        self._min = SlidingMin(c.loss_divergence_window_s)
+        self._scale = ScaleWatch(c.loss_overflow_window, c.loss_overflow_scale_floor)
+        self._lane: int | None = None
+        self._clean = 0  # finite reports in a row (nan resolution)
+        self._under = 0  # reports in a row under the spike level
+        self._stuck = 0  # reports of an open spike above its level
+        self._level: float | None = None  # the spike level while a spike is open
+        self._median: float | None = None
+        self._smoothed: float | None = None
+        self._above_since: float | None = None
+        self._above_reports = 0
+        self._diverge_ref: float | None = None  # the minimum a divergence is judged from
+        # What ``state()`` shows, kept as plain fields: a report updates them
+        # on every step, and the dashboard reads them once a second.
+        self._loss: float | None = None
+        self._grad: float | None = None
+        self._loss_scale: float | None = None
+        self._time: float | None = None
+        self._step: int | None = None
+        self._nan_total = 0
+        self._recent_min: float | None = None
+        self._overflow_total = 0
+        self._skipped_ratio: float | None = None
+
+    # -- reading -------------------------------------------------------------
+
+    def state(self) -> LossState:
+        return LossState(
+            loss=self._loss, grad_norm=self._grad, loss_scale=self._loss_scale, time=self._time,
+            nan_total=self._nan_total, overflow_total=self._overflow_total, step=self._step,
+            level=self._median, smoothed=self._smoothed, recent_min=self._recent_min,
+            skipped_ratio=self._skipped_ratio,
+        )
+
+    def update(self, event: Event) -> list[Alert]:
+        if isinstance(event, (Progress, ProbeSample)):
+            if type(event) is Progress and event.loss is None and not event.metrics:
+                return []  # a bare rate line (tok/s, it/s): nothing of the loss
+            r = _report(event)
+            if r.loss is None and r.grad_norm is None and r.nan_iters is None and r.loss_scale is None \
+                    and r.skipped_iters is None and r.skipped_total is None:
+                return []
+            return self._on_report(r)
+        if isinstance(event, Overflow):
+            return self._on_overflow(event)
+        if isinstance(event, ProcessExit):
+            return self._restart(event.time, event.source, f"the job exited ({event.kind})")
+        if isinstance(event, Crash):
+            return self._restart(event.time, event.source, f"the run crashed ({event.exc_type})")
+        return []
+
+    # -- events --------------------------------------------------------------
+
+    def _follows(self, rank: int | None) -> bool:
+        """Spike, divergence and overflow counting follow one lane."""
+        if rank is None:
+            return True
+        if self._lane is None or rank < self._lane:
+            self._lane = rank
+        return rank == self._lane
+
+    def _on_report(self, r: _Report) -> list[Alert]:
+        nan = self._is_nan(r)
+        out = self._judge_nan(r, nan)
+        if nan:
+            self._nan_total += 1
+        if r.loss is not None:
+            self._loss = r.loss
+        if r.grad_norm is not None:
+            self._grad = r.grad_norm
+        if r.loss_scale is not None:
+            self._loss_scale = r.loss_scale
+        if r.step is not None:
+            self._step = r.step
+        self._time = r.time
+        if not self._follows(r.rank):
+            return out
+        # A NaN report's loss is no level: HF's filter logs 0.0 or an average there.
+        if r.loss is not None and not nan:
+            out += self._judge_spike(r, r.loss)
+            out += self._judge_divergence(r, r.loss)
+        out += self._count_iterations(r)
+        return out
+
+    @staticmethod
+    def _is_nan(r: _Report) -> bool:
+        loss, grad = r.loss, r.grad_norm
+        return ((loss is not None and not isfinite(loss)) or (grad is not None and not isfinite(grad))
+                or (r.nan_iters is not None and r.nan_iters > 0))
+
+    def _fire(self, kind: str, r_time: float, severity: Severity, message: str, source: str,
+              rank: int | None, evidence: dict[str, Any]) -> list[Alert]:
+        ep = self.episodes[kind]
+        alerts = ep.fire(r_time, severity, message, source, evidence)
+        if alerts and rank is not None:
+            alerts = [replace(alerts[0], rank=rank)]
+            ep.fired_alert = alerts[0]
+        return alerts
+
+    # -- nan -----------------------------------------------------------------
+
+    def _judge_nan(self, r: _Report, nan: bool) -> list[Alert]:
+        ep = self.episodes["nan"]
+        if nan:
+            self._clean = 0
+            if ep.active:
+                return []
+            what = []
+            if r.grad_norm is not None and not math.isfinite(r.grad_norm):
+                what.append(f"grad_norm {r.grad_norm}")
+            if r.loss is not None and not math.isfinite(r.loss):
+                what.append(f"loss {r.loss}")
+            if r.nan_iters:
+                what.append(f"{r.nan_iters:.0f} nan iterations")
+            bad = "Inf" if r.loss is not None and math.isinf(r.loss) and (r.grad_norm is None or math.isinf(r.grad_norm)) \
+                else "NaN"
+            where = f" at step {r.step}" if r.step is not None else ""
+            who = f" on rank {r.rank}" if r.rank is not None else ""
+            msg = f"loss is {bad}{where}{who} ({', '.join(what)})"
+            return self._fire("nan", r.time, "critical", msg, r.source, r.rank,
+                              {"loss": r.loss, "grad_norm": r.grad_norm, "step": r.step, "nan_iterations": r.nan_iters})
+        if r.loss is None and r.grad_norm is None:
+            return []  # a line with only a scale or a counter says nothing about NaN
+        self._clean += 1
+        if ep.active and self._clean >= self.config.loss_nan_resolve_reports:
+            return ep.resolve(r.time, f"loss finite again for {self._clean} reports (loss {_fmt(r.loss or 0.0)})",
+                              r.source, {"loss": r.loss, "reports": self._clean})
+        return []
+
+    # -- spike ---------------------------------------------------------------
+
+    def _spike_level(self, loss: float) -> float | None:
+        """The level ``loss`` is judged against. The MAD is a pass over the
+        window: it is worked out only for a loss above the level's floor
+        (below it, the loss is under any level the MAD could make)."""
+        c = self.config
+        window = self._window
+        if len(window) < c.loss_spike_min_reports:
+            # Too few reports for a robust level: only a jump far above
+            # everything seen so far counts (a loss that starts at 0.0, as
+            # HF's NaN filter logs it, gives no level at all).
+            highest = window.highest() if len(window) else 0.0
+            if highest <= 0.0:
+                return None
+            return max(c.loss_spike_early_factor * highest, highest + c.loss_spike_min_abs)
+        med = window.median()
+        self._median = med
+        floor = med + max(c.loss_spike_min_rel * abs(med), c.loss_spike_min_abs)
+        if loss <= floor:
+            return floor
+        return max(floor, med + c.loss_spike_k * self._window.sigma())
+
+    def _judge_spike(self, r: _Report, loss: float) -> list[Alert]:
+        ep = self.episodes["spike"]
+        level = self._level if ep.active else self._spike_level(loss)
+        out: list[Alert] = []
+        if ep.active and level is not None:
+            if loss < level:
+                self._under += 1
+                if self._under >= self.config.loss_spike_resolve_reports:
+                    self._level = None
+                    out = ep.resolve(r.time, f"loss back under its level: {_fmt(loss)} < {_fmt(level)}", r.source,
+                                     {"loss": loss, "level": level})
+            else:
+                self._under = 0
+                self._stuck += 1
+                if self._stuck >= self.config.loss_spike_window:
+                    # Not a spike any more: a new level (divergence judges a
+                    # sustained rise). Learn the level again from here.
+                    self._level = None
+                    self._window.clear()
+                    out = ep.resolve(r.time, f"loss stayed up at {_fmt(loss)} for {self._stuck} reports: "
+                                     "a new level, no longer a spike", r.source, {"loss": loss, "level": level})
+        elif level is not None and loss > level:
+            med = self._median if self._median is not None else self._window.median()
+            where = f" at step {r.step}" if r.step is not None else ""
+            self._level, self._under, self._stuck = level, 0, 0
+            out = self._fire("spike", r.time, "warning",
+                             f"loss spiked to {_fmt(loss)}{where}, {loss / med:.1f}x its recent median {_fmt(med)}"
+                             if med > 0 else f"loss spiked to {_fmt(loss)}{where} (recent median {_fmt(med)})",
+                             r.source, r.rank, {"loss": loss, "median": med, "level": level, "step": r.step})
+        # A spike's own values stay out of the level it is judged against.
+        if not self.episodes["spike"].active and (level is None or loss <= level):
+            self._window.add(loss)
+        return out
+
+    # -- divergence ----------------------------------------------------------
+
+    def _judge_divergence(self, r: _Report, loss: float) -> list[Alert]:
+        c = self.config
+        self._smooth.add(loss)
+        if len(self._smooth) < c.loss_smooth_reports:
+            return []
+        smoothed = self._smooth.median()
+        self._smoothed = smoothed
+        ep = self.episodes["divergence"]
+        if ep.active and self._diverge_ref is not None:
+            ref = self._diverge_ref
+            self._recent_min = ref
+            if smoothed <= ref + 0.5 * c.loss_divergence_margin * abs(ref):
+                self._diverge_ref = None
+                self._min.add(r.time, smoothed)
+                return ep.resolve(r.time, f"smoothed loss came back down to {_fmt(smoothed)} (minimum {_fmt(ref)})",
+                                  r.source, {"smoothed": smoothed, "minimum": ref})
+            return []
+        ref_min = self._min.min()
+        self._min.add(r.time, smoothed)
+        self._recent_min = ref_min
+        if ref_min is None or smoothed <= ref_min + c.loss_divergence_margin * abs(ref_min) + 1e-12:
+            self._above_since, self._above_reports = None, 0
+            return []
+        if self._above_since is None:
+            self._above_since = r.time
+        self._above_reports += 1
+        lasted = r.time - self._above_since
+        if lasted < c.loss_divergence_s or self._above_reports < c.loss_divergence_min_reports:
+            return []
+        self._diverge_ref = ref_min
+        rise = (smoothed / ref_min - 1.0) * 100 if ref_min > 0 else float("nan")
+        pct = f" (+{rise:.0f}%)" if math.isfinite(rise) else ""
+        return self._fire("divergence", r.time, "warning",
+                          f"loss diverging: smoothed {_fmt(smoothed)} vs recent minimum {_fmt(ref_min)}{pct} "
+                          f"for {fmt_duration(lasted)}", r.source, r.rank,
+                          {"smoothed": smoothed, "minimum": ref_min, "seconds": lasted, "step": r.step})
+
+    # -- overflow ------------------------------------------------------------
+
+    def _on_overflow(self, o: Overflow) -> list[Alert]:
+        if not self._follows(o.rank):
+            return []
+        self._scale.overflow(o.scale, o.new_scale)
+        self._overflow_total = self._scale.total
+        if self._scale.scale is not None:
+            self._loss_scale = self._scale.scale
+        return self._judge_overflow(o.time, o.source, o.rank)
+
+    def _count_iterations(self, r: _Report) -> list[Alert]:
+        sw = self._scale
+        if not sw.report(r.step, r.skipped_iters, r.skipped_total, r.loss_scale):
+            return []  # another copy of the same step
+        self._overflow_total = sw.total
+        self._skipped_ratio = sw.ledger.ratio()
+        return self._judge_overflow(r.time, r.source, r.rank)
+
+    def _judge_overflow(self, t: float, source: str, rank: int | None) -> list[Alert]:
+        """A storm: most of the window skipped, or the scale fallen to its floor."""
+        c = self.config
+        ep = self.episodes["overflow"]
+        sw = self._scale
+        led = sw.ledger
+        at_floor = sw.at_floor()
+        storm = sw.storm(c.loss_overflow_frac)
+        if not ep.active and not (storm or at_floor):
+            return []
+        evidence = {"skipped": led.skipped, "iterations": led.iterations, "loss_scale": sw.scale,
+                    "scale_max": sw.scale_max}
+        if not ep.active and (storm or at_floor):
+            why = (f"{led.skipped} of the last {led.iterations} steps skipped" if storm
+                   else f"loss scale fell to {_fmt(sw.scale or 0.0)} (from {_fmt(sw.scale_max or 0.0)})")
+            return self._fire("overflow", t, "warning", f"fp16 overflow storm: {why}", source, rank, evidence)
+        if ep.active and not at_floor and led.full() and led.ratio() < 0.5 * c.loss_overflow_frac:
+            return ep.resolve(t, f"overflows rare again: {led.skipped} of the last {led.iterations} steps skipped",
+                              source, evidence)
+        return []
+
+    # -- relaunch ------------------------------------------------------------
+
+    def _restart(self, t: float, source: str, why: str) -> list[Alert]:
+        """The run's levels end with it: a relaunch starts its loss again."""
+        out: list[Alert] = []
+        for kind in ("spike", "divergence", "overflow"):
+            out += self.episodes[kind].resolve(t, f"{why}; loss levels start again", source)
+        self._window.clear()
+        self._smooth.clear()
+        self._min.clear()
+        self._scale = ScaleWatch(self.config.loss_overflow_window, self.config.loss_overflow_scale_floor)
+        self._level = self._median = self._smoothed = self._diverge_ref = self._above_since = None
+        self._above_reports = self._under = self._stuck = 0
+        return out

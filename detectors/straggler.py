@@ -1,0 +1,352 @@
+"""straggler: one rank holds the others back (CONTRACTS section 4).
+
+Per-rank timing comes from probe lines (``ProbeSample``: ``step_seconds``,
+``compute_seconds``, ``wait_seconds``), from progress lines that carry a
+rank (``[rank3]:`` prefixes, or a per-rank log named ``rank3.log``) and
+their step time, and from ``Heartbeat`` lines (where a rank waits).
+
+``slow``: under DDP every rank's step takes the same wall time, so the step
+time names nobody; the split does: the slow rank computes longest and
+waits least. The judged figure is each rank's median compute seconds over
+``straggler_window_s`` (``step - wait`` where only those are given); only
+where no rank gives a split is the step time judged (ranks that do not
+wait for each other, whose step times then differ). A rank fires when its
+figure is ``straggler_slow_factor`` times the median of the other ranks'
+(and ``straggler_slow_min_excess_s`` more) for ``straggler_slow_for_s``;
+where waits are known it must also wait no more than the others do. It
+resolves once its ratio is under ``straggler_resolve_factor``.
+
+``hung``: no rank stepped for ``max(straggler_hung_min_s,
+straggler_hung_factor x the usual step interval)`` and the others wait on
+one: their heartbeats say they wait in a collective (or their collective
+timed out) while it, silent, does not; or its last step is behind theirs.
+A rank silent for that long by its own cadence while the others step on
+has stopped reporting: hung too. ``deadline()`` is when either becomes
+true, so a Tick fires it. It resolves when the rank steps again.
+
+Never fired: a single rank (nothing to compare), ranks that log at
+different intervals (each is judged by its own cadence), rank 0 alone in
+an evaluation or a save (``Phase``: the others wait on it for
+``straggler_phase_allowance_s``), each rank's first ``straggler_warmup_s``.
+
+Example: rank 2 computes 0.5 s per step, ranks 0 and 1 0.3 s, from the
+start: judged once each rank has 5 reports (t=5), named 2 minutes later.
+
+>>> det = Straggler(DetectorConfig(straggler_warmup_s=0.0))
+>>> out = []
+>>> for i in range(400):
+...     for r in range(3):
+...         c = 0.5 if r == 2 else 0.3
+...         out += det.update(ProbeSample(float(i), rank=r, step=i, step_seconds=0.6,
+...                                       compute_seconds=c, wait_seconds=0.6 - c))
+>>> [(a.state, a.kind, a.rank, a.time) for a in out]
+[('firing', 'slow', 2, 125.0)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..parsers.events import (
+    Crash,
+    Event,
+    Heartbeat,
+    Phase,
+    ProbeSample,
+    ProcessExit,
+    Progress,
+    Tick,
+)
+from .base import Alert, DetectorBase, Episode
+from .config import DetectorConfig, fmt_duration
+from .steps import sorted_median
+from .straggler_hung import find_hung, hung_report, next_deadline
+from .straggler_ranks import RankRow, RankState, rank_of_source
+
+NAME = "straggler"
+# Ranks followed at most (a bounded state even if a log names rank 999999).
+_MAX_RANKS = 4096
+# Judge at most this often in data time (a report per rank per step).
+_JUDGE_EVERY_S = 1.0
+_COLLECTIVE_KINDS = ("nccl_timeout",)
+
+__all__ = ["NAME", "RankRow", "Straggler"]
+
+
+class Straggler(DetectorBase):
+    name = NAME
+    accepts = (Progress, ProbeSample, Heartbeat, Phase, Crash, ProcessExit, Tick)
+    timed = True
+
+    def __init__(self, config: DetectorConfig | None = None) -> None:
+        self.config = config or DetectorConfig()
+        self.ranks: dict[int, RankState] = {}
+        self.slow = Episode(NAME, kind="slow")
+        self.hung = Episode(NAME, kind="hung")
+        self.slow_rank: int | None = None
+        self.hung_rank: int | None = None
+        self.metric: str | None = None  # "compute" or "step": what the last judgement compared
+        self._candidate: int | None = None  # the rank now over the factor...
+        self._candidate_since: float | None = None  # ...since then
+        self._phase: Phase | None = None
+        self._now: float | None = None
+        self._next_judge = float("-inf")
+        self._deadline: float | None = None
+        self._stopped = False  # the job exited: nothing to judge until it steps again
+
+    # -- the detector --------------------------------------------------------
+    def deadline(self) -> float | None:
+        d = self._deadline
+        if d is None or (self._now is not None and d <= self._now):
+            return None
+        return d
+
+    def update(self, event: Event) -> list[Alert]:
+        t = event.time
+        if self._now is None or t > self._now:
+            self._now = t
+        if isinstance(event, ProbeSample):
+            self._probe(event)
+        elif isinstance(event, Progress):
+            self._progress(event)
+        elif isinstance(event, Heartbeat):
+            self._heartbeat(event)
+        elif isinstance(event, Phase):
+            self._phase = event if event.begin else None
+        elif isinstance(event, Crash):
+            if event.kind in _COLLECTIVE_KINDS and event.rank is not None and event.rank in self.ranks:
+                self.ranks[event.rank].timed_out = True  # it was waiting on someone
+            else:
+                return []
+        elif isinstance(event, ProcessExit):
+            return self._exited(event)
+        elif not isinstance(event, Tick):
+            return []
+        if not isinstance(event, Tick) and t < self._next_judge:
+            return self._resolve_hung_if_back()
+        self._next_judge = t + _JUDGE_EVERY_S
+        return self._judge(self._now)
+
+    # -- intake --------------------------------------------------------------
+    def _state(self, rank: int, t: float) -> RankState | None:
+        state = self.ranks.get(rank)
+        if state is None:
+            if len(self.ranks) >= _MAX_RANKS:
+                return None
+            state = self.ranks[rank] = RankState(rank, t)
+        return state
+
+    def _probe(self, p: ProbeSample) -> None:
+        if p.rank is None:
+            return
+        state = self._state(p.rank, p.time)
+        if state is not None:
+            self._stopped = False
+            state.add(p.time, step=p.step, step_s=p.step_seconds, compute_s=p.compute_seconds,
+                      wait_s=p.wait_seconds, window_s=self.config.straggler_window_s, source=p.source,
+                      restart=True)
+
+    def _progress(self, p: Progress) -> None:
+        rank = p.rank if p.rank is not None else rank_of_source(p.source)
+        if rank is None:
+            return
+        state = self._state(rank, p.time)
+        if state is None:
+            return
+        if p.step is not None:
+            self._stopped = False
+        # A step below the rank's last is an eval bar or a redraw: a sign of
+        # life, not a training step's time.
+        seen = state.measured.get("log")
+        training = p.step is not None and (seen is None or p.step > seen)
+        if training and (state.last_step is None or (p.step or 0) > state.last_step):
+            self._phase = None  # the next training step ends an eval or a save
+        state.add(p.time, step=p.step, step_s=p.step_seconds, window_s=self.config.straggler_window_s,
+                  source=p.source, clocked=p.clocked, measure=training and p.clocked, kind="log")
+
+    def _heartbeat(self, hb: Heartbeat) -> None:
+        if hb.rank is None:
+            return
+        state = self._state(hb.rank, hb.time)
+        if state is not None:
+            state.heartbeat = hb
+            if hb.last_step is not None and (state.last_step is None or hb.last_step > state.last_step):
+                state.last_step = hb.last_step  # a rank that logs every 100 steps says where it is
+
+    def _exited(self, e: ProcessExit) -> list[Alert]:
+        self._stopped = True
+        self._deadline = None
+        out = self._resolve_slow(e.time, "the job exited", e.source)
+        if self.hung.active:
+            out += self._resolve(self.hung, e.time, f"the job exited ({e.kind}); rank {self.hung_rank} no longer hangs",
+                                 e.source)
+            self.hung_rank = None
+        return out
+
+    # -- judging -------------------------------------------------------------
+    def _judge(self, t: float) -> list[Alert]:
+        out = self._resolve_hung_if_back()
+        if not self._stopped:
+            out += self._judge_slow(t)
+            out += self._judge_hung(t)
+        self._deadline = (None if self._stopped or self.hung.active
+                          else next_deadline(list(self.ranks.values()), self.config, self._phase is not None, t))
+        return out
+
+    def _medians(self, t: float, name: str) -> dict[int, float]:
+        cfg = self.config
+        out: dict[int, float] = {}
+        for rank, state in self.ranks.items():
+            after = state.first_seen + cfg.straggler_warmup_s
+            values = state.values(name, t, cfg.straggler_window_s, after)
+            if values and len(values) >= cfg.straggler_min_samples:
+                out[rank] = sorted_median(values)
+        return out
+
+    def _judge_slow(self, t: float) -> list[Alert]:
+        cfg = self.config
+        metric = "compute"
+        figures = self._medians(t, metric)
+        if len(figures) < 2:
+            metric = "step"
+            figures = self._medians(t, metric)
+        if len(figures) < 2:
+            return []
+        self.metric = metric
+        waits = self._medians(t, "wait") if metric == "compute" else {}
+        worst, ratio, others = self._worst(figures)
+        over = (ratio >= cfg.straggler_slow_factor
+                and figures[worst] - others >= cfg.straggler_slow_min_excess_s
+                and self._waits_least(worst, waits))
+        out: list[Alert] = []
+        if self.slow.active and self.slow_rank is not None:
+            own = figures.get(self.slow_rank)
+            if own is not None:
+                rest = sorted_median(sorted(v for r, v in figures.items() if r != self.slow_rank))
+                if rest > 0 and own / rest < cfg.straggler_resolve_factor:
+                    out += self._resolve_slow(t, f"rank {self.slow_rank} is back in line: {metric} "
+                                                 f"{own:.3g} s per step vs {rest:.3g} s on the others",
+                                              self.ranks[self.slow_rank].source)
+            if self.slow.active:
+                return out
+        if not over:
+            self._candidate = self._candidate_since = None
+            return out
+        if self._candidate != worst:
+            self._candidate, self._candidate_since = worst, t
+        since = self._candidate_since if self._candidate_since is not None else t
+        if t - since < cfg.straggler_slow_for_s:
+            return out
+        return out + self._fire_slow(t, worst, metric, figures, waits, ratio, others, since)
+
+    @staticmethod
+    def _worst(figures: dict[int, float]) -> tuple[int, float, float]:
+        """(the rank with the largest figure, its ratio to the median of the others, that median)."""
+        worst = max(figures, key=lambda r: figures[r])
+        others = sorted_median(sorted(v for r, v in figures.items() if r != worst))
+        ratio = figures[worst] / others if others > 0 else (float("inf") if figures[worst] > 0 else 1.0)
+        return worst, ratio, others
+
+    @staticmethod
+    def _waits_least(rank: int, waits: dict[int, float]) -> bool:
+        """Where waits are known, the slow rank waits no more than the others
+        (it is the one they wait for); unknown waits do not veto."""
+        if rank not in waits or len(waits) < 2:
+            return True
+        return waits[rank] <= sorted_median(sorted(v for r, v in waits.items() if r != rank))
+
+    def _fire_slow(self, t: float, rank: int, metric: str, figures: dict[int, float], waits: dict[int, float],
+                   ratio: float, others: float, since: float) -> list[Alert]:
+        gpu = self._gpu(rank)
+        on = f" (GPU {gpu})" if gpu is not None else ""
+        what = "computes" if metric == "compute" else "steps"
+        message = (f"rank {rank}{on} is a straggler: it {what} {figures[rank]:.3g} s per step, "
+                   f"{ratio:.2f}x the other ranks' {others:.3g} s, for {fmt_duration(t - since)}")
+        if rank in waits and len(waits) >= 2:
+            message += f"; it waits {waits[rank]:.3g} s while the others wait on it"
+        evidence: dict[str, Any] = {
+            "rank": rank, "gpu": gpu, "metric": metric, "ratio": round(ratio, 3),
+            "seconds": {str(r): round(v, 4) for r, v in sorted(figures.items())},
+            "others_median_s": round(others, 4), "since": since,
+        }
+        if waits:
+            evidence["wait_seconds"] = {str(r): round(v, 4) for r, v in sorted(waits.items())}
+        self.slow_rank = rank
+        self.slow.gpu = gpu
+        return self._fire(self.slow, t, "warning", message, self.ranks[rank].source, evidence, rank)
+
+    def _resolve_slow(self, t: float, message: str, source: str) -> list[Alert]:
+        self._candidate = self._candidate_since = None
+        if not self.slow.active:
+            return []
+        out = self._resolve(self.slow, t, message, source)
+        self.slow_rank = None
+        return out
+
+    # -- hung (the rules: straggler_hung.py) ------------------------------------
+    def _judge_hung(self, t: float) -> list[Alert]:
+        if self.hung.active:
+            return []
+        ranks = list(self.ranks.values())
+        found = find_hung(ranks, self.config, self._phase is not None, t)
+        if found is None:
+            return []
+        state, why = found
+        gpu = self._gpu(state.rank)
+        message, evidence = hung_report(state, ranks, why, t, gpu)
+        self.hung_rank = state.rank
+        self.hung.gpu = gpu
+        return self._fire(self.hung, t, "critical", message, state.source, evidence, state.rank)
+
+    def _resolve_hung_if_back(self) -> list[Alert]:
+        """The hung rank stepped (or spoke) again: resolved."""
+        rank = self.hung_rank
+        if not self.hung.active or rank is None:
+            return []
+        state = self.ranks.get(rank)
+        since = self.hung.since
+        if state is None or since is None or state.last_step_time is None or state.last_step_time <= since:
+            return []
+        out = self._resolve(self.hung, state.last_step_time,
+                            f"rank {rank} steps again (step {state.last_step})", state.source)
+        self.hung_rank = None
+        return out
+
+    # -- shared ----------------------------------------------------------------
+    def _gpu(self, rank: int) -> int | None:
+        per_node = self.config.straggler_gpus_per_node
+        return rank % per_node if per_node > 0 else None
+
+    @staticmethod
+    def _fire(episode: Episode, t: float, severity: Any, message: str, source: str,
+              evidence: dict[str, Any], rank: int) -> list[Alert]:
+        alerts = episode.fire(t, severity, message, source, evidence)
+        if alerts:
+            alerts = [replace(alerts[0], rank=rank)]
+            episode.fired_alert = alerts[0]  # the resolution carries the rank too
+        return alerts
+
+    @staticmethod
+    def _resolve(episode: Episode, t: float, message: str, source: str) -> list[Alert]:
+        return episode.resolve(t, message, source)
+
+    def rank_table(self) -> list[RankRow]:
+        """One row per rank, lowest first: medians over the window, and
+        which rank a firing alert names."""
+        t = self._now
+        if t is None:
+            return []
+        window = self.config.straggler_window_s
+        rows = []
+        for rank in sorted(self.ranks):
+            s = self.ranks[rank]
+            rows.append(RankRow(
+                rank=rank, gpu=self._gpu(rank), step_seconds=s.median("step", t, window),
+                compute_seconds=s.median("compute", t, window), wait_seconds=s.median("wait", t, window),
+                last_step=s.last_step, last_seen=s.last_seen,
+                slow=self.slow.active and self.slow_rank == rank, hung=self.hung.active and self.hung_rank == rank,
+                waiting_in=s.waiting_in(),
+            ))
+        return rows
+

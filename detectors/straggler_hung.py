@@ -1,0 +1,130 @@
+"""The straggler detector's ``hung`` rules, as functions of the ranks' state.
+
+Two ways a rank is found hung (``straggler.py`` fires, on a Tick at
+``next_deadline``):
+
+* nobody stepped for ``limit`` (``max(straggler_hung_min_s,
+  straggler_hung_factor`` x the busiest rank's step interval), plus the
+  phase allowance while an eval or a save runs): a stall, and a straggler
+  when the others wait on one rank. That rank is silent and either behind
+  the others' last step, or the others' heartbeats say they wait in a
+  collective (or their collective timed out) while it does not. Everyone
+  stopped at one step with nobody waiting is a plain stall: not ours.
+* the run steps on, but one rank has been silent for ``limit`` by its own
+  cadence and the others are ahead of it by more than two of its
+  reporting strides: it stopped reporting (its probe heartbeat stopped).
+
+>>> from .config import DetectorConfig
+>>> ranks = {r: RankState(r, 0.0) for r in range(3)}
+>>> for r, state in ranks.items():
+...     for i in range(10 if r < 2 else 9):
+...         state.add(float(i), step=i, window_s=60.0)
+>>> s, why = find_hung(list(ranks.values()), DetectorConfig(), False, 70.0)
+>>> s.rank, why
+(2, 'behind')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import DetectorConfig, fmt_duration
+from .straggler_ranks import RankState
+
+
+def stepping(ranks: list[RankState]) -> list[RankState]:
+    """The ranks that reported a step: the only ones a hang is judged on."""
+    return [s for s in ranks if s.last_step is not None and s.last_step_time is not None]
+
+
+def limit(ranks: list[RankState], config: DetectorConfig, in_phase: bool) -> float:
+    """How long nobody may step before the others' waiting is a hang."""
+    figures = [u for s in ranks if (u := s.usual_interval()) is not None]
+    usual = min(figures) if figures else 0.0
+    out = max(config.straggler_hung_min_s, config.straggler_hung_factor * usual)
+    return out + config.straggler_phase_allowance_s if in_phase else out
+
+
+def silence_limit(state: RankState, config: DetectorConfig) -> float | None:
+    """How long this rank may be silent by its own cadence (None: no cadence yet)."""
+    usual = state.usual_interval()
+    if usual is None:
+        return None
+    return max(config.straggler_hung_min_s, config.straggler_hung_factor * usual)
+
+
+def next_deadline(ranks: list[RankState], config: DetectorConfig, in_phase: bool, now: float) -> float | None:
+    """The earliest time after ``now`` at which a hang could be judged true."""
+    ranks = stepping(ranks)
+    if len(ranks) < 2:
+        return None
+    last = max(s.last_step_time or 0.0 for s in ranks)
+    best = last + limit(ranks, config, in_phase)  # at or before ``now``: judged already
+    for s in ranks:
+        own = silence_limit(s, config)
+        if own is not None and s.last_seen is not None and now < s.last_seen + own < best:
+            best = s.last_seen + own
+    return best if best > now else None
+
+
+def find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool,
+              t: float) -> tuple[RankState, str] | None:
+    """(the hung rank, why: ``behind``, ``waited on`` or ``silent``), or None."""
+    ranks = stepping(ranks)
+    if len(ranks) < 2:
+        return None
+    wait = limit(ranks, config, in_phase)
+    last = max(s.last_step_time or 0.0 for s in ranks)
+    top = max(s.last_step or 0 for s in ranks)
+    if t - last >= wait:
+        # Nobody stepped: a stall. A straggler if the others wait on one.
+        waiters = [s for s in ranks if s.waits_on_others()]
+        silent = [s for s in ranks if not s.waits_on_others() and (s.last_seen or 0.0) <= t - wait]
+        behind = [s for s in silent if (s.last_step or 0) < top]
+        if behind:
+            return min(behind, key=lambda s: (s.last_step or 0, s.rank)), "behind"
+        if waiters and silent and len(silent) < len(ranks):
+            return min(silent, key=lambda s: (s.last_step or 0, s.rank)), "waited on"
+        return None
+    # The run steps on: a rank silent far beyond its own cadence stopped reporting.
+    for s in sorted(ranks, key=lambda s: s.rank):
+        own = silence_limit(s, config)
+        if own is None or s.last_seen is None or t - s.last_seen < own:
+            continue
+        ahead = max((o.last_step or 0) for o in ranks if o is not s)
+        if ahead >= (s.last_step or 0) + 2 * s.usual_steps():
+            return s, "silent"
+    return None
+
+
+def hung_report(s: RankState, ranks: list[RankState], why: str, t: float,
+                gpu: int | None) -> tuple[str, dict[str, Any]]:
+    """The alert's message and evidence: the rank, and where the others wait."""
+    on = f" (GPU {gpu})" if gpu is not None else ""
+    silence = t - (s.last_seen if s.last_seen is not None else t)
+    waiting: dict[str, list[int]] = {}
+    for o in ranks:
+        where = o.waiting_in()
+        if o is not s and where is not None and o.waits_on_others():
+            waiting.setdefault(where, []).append(o.rank)
+    top = max(((o.last_step or 0) for o in stepping(ranks) if o is not s), default=0)
+    message = f"rank {s.rank}{on} is hung: nothing from it for {fmt_duration(silence)}, last step {s.last_step}"
+    if (s.last_step or 0) < top:
+        message += f" (the others reached step {top})"
+    if waiting:
+        message += "; " + "; ".join(f"ranks {_ranks(rs)} wait in {where}" if len(rs) > 1
+                                    else f"rank {rs[0]} waits in {where}" for where, rs in waiting.items())
+    elif why == "silent":
+        message += "; the other ranks step on without it"
+    evidence: dict[str, Any] = {
+        "rank": s.rank, "gpu": gpu, "why": why, "last_step": s.last_step, "last_seen": s.last_seen,
+        "others_last_step": top, "waiting": waiting,
+    }
+    return message, evidence
+
+
+def _ranks(ranks: list[int]) -> str:
+    ranks = sorted(ranks)
+    if len(ranks) > 8:
+        return ", ".join(map(str, ranks[:8])) + f" and {len(ranks) - 8} more"
+    return ", ".join(map(str, ranks))

@@ -1,0 +1,189 @@
+"""What the straggler detector knows of each rank, and the row it shows.
+
+One ``RankState`` per rank: its recent step, compute and wait seconds
+(a window of data time, bounded), its last step and when it advanced, when
+it was last active, and its latest heartbeat (where it waits). The
+detector (``straggler.py``) judges from these; the ranks panel and
+Prometheus read them as ``RankRow``s, so the panel and the alert never
+disagree.
+
+>>> r = RankState(3, first_seen=0.0)
+>>> for i in range(5):
+...     r.add(10.0 * i, step=i, step_s=1.0, compute_s=0.8, wait_s=0.2, window_s=60.0)
+>>> r.median("compute", 40.0, 60.0), r.last_step, r.usual_interval()
+(0.8, 4, 10.0)
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+
+from ..parsers.events import Heartbeat
+from .steps import sorted_median
+
+# Per rank, per figure: at most this many recent values (a rank that
+# reports ten times a second keeps the last minute, not an hour).
+_KEPT = 256
+# Intervals between a rank's step advances, for its usual cadence.
+_INTERVALS_KEPT = 16
+# ``rank3.log:120``, ``train_rank12.out:7``: the rank of a per-rank log
+# whose lines carry no prefix (torchrun ``--redirects``/``--tee`` files
+# named by rank, ``rank*.log`` of the config template).
+_RANK_IN_SOURCE = re.compile(r"(?:^|[/\\_.\-])rank[_\-]?(\d{1,6})(?=[._\-][^/\\]*:\d+$|:\d+$)")
+
+
+# Where a rank waits *on the others*: a collective or a barrier. A rank
+# waiting in its data loader or in a file read waits on nobody: if the
+# others wait on it, it is the one holding them back.
+_COLLECTIVE = re.compile(
+    r"all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_?to_?all|collective|"
+    r"\bsend\b|\brecv\b|nccl|gloo|wait\(|monitored_barrier|timed-out", re.IGNORECASE)
+
+
+def is_collective(where: str) -> bool:
+    """True when ``where`` (a heartbeat's ``waiting_in``) names a collective."""
+    return _COLLECTIVE.search(where) is not None
+
+
+def rank_of_source(source: str) -> int | None:
+    """The rank a log's file name gives (``rank3.log:12`` -> 3), else None."""
+    if "rank" not in source:
+        return None
+    m = _RANK_IN_SOURCE.search(source)
+    return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    """One row of the ranks panel (and of the per-rank Prometheus series).
+
+    Seconds are the medians over the detector's window; None where the
+    rank gives no such figure. ``slow``/``hung``: the detector names this
+    rank in a firing alert now.
+    """
+
+    rank: int
+    gpu: int | None
+    step_seconds: float | None
+    compute_seconds: float | None
+    wait_seconds: float | None
+    last_step: int | None
+    last_seen: float | None
+    slow: bool
+    hung: bool
+    waiting_in: str | None
+
+
+class RankState:
+    """The bounded figures of one rank (see the module docstring)."""
+
+    __slots__ = (
+        "rank", "first_seen", "last_seen", "last_step", "last_step_time", "source", "series",
+        "intervals", "heartbeat", "timed_out", "measured", "_usual",
+    )
+
+    def __init__(self, rank: int, first_seen: float) -> None:
+        self.rank = rank
+        self.first_seen = first_seen
+        self.last_seen: float | None = None  # any sign of work: a step, a probe line, an eval bar
+        self.last_step: int | None = None
+        self.last_step_time: float | None = None
+        self.source = ""
+        # "step", "compute", "wait": (time, seconds), oldest first.
+        self.series: dict[str, deque[tuple[float, float]]] = {
+            "step": deque(maxlen=_KEPT), "compute": deque(maxlen=_KEPT), "wait": deque(maxlen=_KEPT)}
+        # (seconds, steps) between step advances.
+        self.intervals: deque[tuple[float, int]] = deque(maxlen=_INTERVALS_KEPT)
+        self._usual: tuple[float, int] | None = None  # (their median seconds, steps)
+        self.heartbeat: Heartbeat | None = None  # the latest, since its last step
+        self.timed_out = False  # a collective of this rank timed out (it was waiting)
+        self.measured: dict[str, int] = {}  # per source kind, the last step whose figures counted
+
+    def add(self, t: float, *, step: int | None = None, step_s: float | None = None,
+            compute_s: float | None = None, wait_s: float | None = None, window_s: float,
+            source: str = "", clocked: bool = True, measure: bool = True, kind: str = "probe",
+            restart: bool = False) -> None:
+        """One report of this rank from a source ``kind`` ("probe", "log").
+
+        ``measure`` False: a sign of life only (an eval bar), no figures of
+        a training step. Each kind's figures count once per step (the log
+        line and the probe line of one step are two reports of it, in
+        either order). ``restart``: a step below that kind's last is a
+        relaunch (probe lines count training steps only), not an eval bar.
+        """
+        if self.last_seen is None or t > self.last_seen:
+            self.last_seen = t
+        if source:
+            self.source = source
+        seen = self.measured.get(kind)
+        if restart and step is not None and seen is not None and step < seen:
+            self.measured.clear()
+            self.last_step = None
+            self.intervals.clear()
+            self._usual = None
+            seen = None
+        if step is not None and (self.last_step is None or step > self.last_step):
+            if (clocked and self.last_step is not None and self.last_step_time is not None
+                    and t > self.last_step_time):
+                self._interval(t - self.last_step_time, step - self.last_step)
+            self.last_step = step
+            self.last_step_time = t
+            self.heartbeat = None
+            self.timed_out = False
+        fresh = step is None or seen is None or step > seen
+        if step is not None and fresh:
+            self.measured[kind] = step
+        if not measure or not fresh:
+            return
+        for name, value in (("step", step_s), ("compute", compute_s), ("wait", wait_s)):
+            if value is not None:
+                self.series[name].append((t, value))
+        if compute_s is None and step_s is not None and wait_s is not None and step_s >= wait_s:
+            self.series["compute"].append((t, step_s - wait_s))
+        self._prune(t, window_s)
+
+    def _prune(self, t: float, window_s: float) -> None:
+        start = t - window_s
+        for values in self.series.values():
+            while values and values[0][0] < start:
+                values.popleft()
+
+    def values(self, name: str, t: float, window_s: float, after: float | None = None) -> list[float]:
+        """A figure's values over the window ending at ``t`` (and after ``after``), sorted."""
+        start = t - window_s
+        if after is not None and after > start:
+            start = after
+        series = self.series[name]
+        if series and series[0][0] >= start:
+            return sorted([v for _, v in series])
+        return sorted([v for (at, v) in series if at >= start])
+
+    def median(self, name: str, t: float, window_s: float, after: float | None = None) -> float | None:
+        """Median of a figure over the window ending at ``t`` (and after ``after``)."""
+        values = self.values(name, t, window_s, after)
+        return sorted_median(values) if values else None
+
+    def usual_interval(self) -> float | None:
+        """Median seconds between this rank's reports of a new step."""
+        return self._usual[0] if self._usual is not None else None
+
+    def usual_steps(self) -> int:
+        """Median steps between this rank's reports (a rank logging every 100 steps: 100)."""
+        return self._usual[1] if self._usual is not None else 1
+
+    def _interval(self, seconds: float, steps: int) -> None:
+        self.intervals.append((seconds, steps))
+        self._usual = (sorted_median(sorted(dt for dt, _ in self.intervals)),
+                       max(1, int(sorted_median(sorted(float(n) for _, n in self.intervals)))))
+
+    def waits_on_others(self) -> bool:
+        """Its latest word since its last step: it waits in a collective."""
+        where = self.waiting_in()
+        return where is not None and is_collective(where)
+
+    def waiting_in(self) -> str | None:
+        if self.heartbeat is not None and self.heartbeat.waiting_in:
+            return self.heartbeat.waiting_in
+        return "a timed-out collective" if self.timed_out else None

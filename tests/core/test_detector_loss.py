@@ -1,0 +1,266 @@
+"""The ``loss`` detector: nan, spike, divergence, overflow (CONTRACTS section 4).
+
+Seeded streams of reports; each kind fires once and resolves once, and the
+healthy shapes (noise, the warm-up drop, lr-schedule bumps, eval lines, rare
+overflows, fp16 warm-up halvings, bf16's constant scale) never fire.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import math
+import random
+
+import pytest
+
+from dflash_watch.detectors.base import Alert
+from dflash_watch.detectors.config import DetectorConfig
+from dflash_watch.detectors.loss import LossDetector, LossState
+from dflash_watch.detectors.registry import DetectorSet, build_detectors
+from dflash_watch.parsers.events import Overflow, ProbeSample, ProcessExit, Progress
+from dflash_watch.parsers.stream import LogStream
+
+NAN = float("nan")
+
+
+def _p(t: float, step: int, loss: float | None, **metrics: float) -> Progress:
+    return Progress(t, f"train.log:{step}", step=step, loss=loss,
+                    metrics=tuple((k.replace("_SP_", " "), v) for k, v in metrics.items()))
+
+
+def _feed(det: LossDetector, events: list) -> list[Alert]:
+    out: list[Alert] = []
+    for e in events:
+        out += det.update(e)
+    return out
+
+
+def _healthy(n: int, start: float = 0.0, level: float = 2.0, noise: float = 0.05, seed: int = 1,
+             dt: float = 10.0, step0: int = 0) -> list[Progress]:
+    rng = random.Random(seed)
+    return [_p(start + dt * i, step0 + i, level * (1 + rng.gauss(0, noise)), grad_norm=1.0 + rng.random())
+            for i in range(n)]
+
+
+def _kinds(alerts: list[Alert]) -> list[tuple[str | None, str]]:
+    return [(a.kind, a.state) for a in alerts]
+
+
+@pytest.mark.parametrize("name", ["dflash_watch.detectors.loss", "dflash_watch.detectors.loss_robust"])
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+# -- nan ---------------------------------------------------------------------
+
+
+def test_grad_norm_nan_alone_fires_critical_at_once_and_resolves_after_clean_reports() -> None:
+    det = LossDetector()
+    out = _feed(det, _healthy(30))
+    assert out == []
+    # HF's nan filter: the logged loss stays finite (even 0.0) while grad_norm is nan.
+    fired = det.update(_p(300.0, 1234, 0.0, grad_norm=NAN))
+    assert _kinds(fired) == [("nan", "firing")]
+    assert fired[0].severity == "critical"
+    assert fired[0].message == "loss is NaN at step 1234 (grad_norm nan)"
+    assert _feed(det, [_p(310.0 + i, 1235 + i, 0.0, grad_norm=NAN) for i in range(20)]) == []
+    n = DetectorConfig().loss_nan_resolve_reports
+    clean = _feed(det, [_p(400.0 + i, 1300 + i, 2.0, grad_norm=1.0) for i in range(n)])
+    assert _kinds(clean) == [("nan", "resolved")]
+    # The filter's 0.0 losses were no level: 20 min at 2.0 is no divergence.
+    assert _feed(det, [_p(500.0 + 10 * i, 1400 + i, 2.0, grad_norm=1.0) for i in range(120)]) == []
+    st = det.state()
+    assert isinstance(st, LossState) and st.nan_total == 21 and st.loss == 2.0
+
+
+@pytest.mark.parametrize("loss, grad, word", [(NAN, None, "NaN"), (math.inf, None, "Inf"), (NAN, 1.0, "NaN")])
+def test_a_non_finite_loss_fires_with_the_kind_in_the_message(loss: float, grad: float | None, word: str) -> None:
+    det = LossDetector()
+    ev = Progress(5.0, "x:1", step=7, loss=loss, rank=3, metrics=(("grad_norm", grad),) if grad is not None else ())
+    (a,) = det.update(ev)
+    assert a.kind == "nan" and a.message.startswith(f"loss is {word} at step 7 on rank 3") and a.rank == 3
+
+
+def test_megatron_nan_iterations_counter_fires_and_a_single_finite_line_does_not_resolve() -> None:
+    det = LossDetector()
+    fired = det.update(_p(1.0, 10, 2.3, **{"grad_SP_norm": 1.2, "number_SP_of_SP_nan_SP_iterations": 3.0}))
+    assert _kinds(fired) == [("nan", "firing")] and "3 nan iterations" in fired[0].message
+    assert det.update(_p(2.0, 20, 2.3, **{"grad_SP_norm": 1.2, "number_SP_of_SP_nan_SP_iterations": 0.0})) == []
+
+
+def test_probe_samples_fire_nan_on_any_rank() -> None:
+    det = LossDetector()
+    assert det.update(ProbeSample(1.0, rank=0, step=1, loss=2.0, grad_norm=1.0)) == []
+    (a,) = det.update(ProbeSample(2.0, rank=5, step=1, loss=2.0, grad_norm=math.inf))
+    assert a.kind == "nan" and a.rank == 5
+
+
+def test_eval_loss_lines_are_not_the_training_loss() -> None:
+    stream = LogStream("train.log")
+    text = "".join(f"{{'loss': 2.0, 'grad_norm': 1.0, 'learning_rate': 1e-4, 'epoch': {i / 100}}}\n" for i in range(30))
+    text += "{'eval_loss': nan, 'eval_runtime': 1.0, 'epoch': 0.3}\n{'eval_loss': 90.0, 'epoch': 0.3}\n"
+    det = LossDetector()
+    assert _feed(det, stream.feed(text, 1, 1000.0) + stream.flush(1000.0)) == []
+
+
+# -- spike ---------------------------------------------------------------------
+
+
+def test_spike_fires_once_and_resolves_when_back_under_the_level() -> None:
+    det = LossDetector()
+    events = _healthy(60) + [_p(600.0 + 10 * i, 60 + i, 9.0 + i) for i in range(4)] + _healthy(10, start=640.0, step0=64)
+    out = _feed(det, events)
+    assert _kinds(out) == [("spike", "firing"), ("spike", "resolved")]
+    assert "spiked to 9" in out[0].message and out[0].time == 600.0
+
+
+def test_a_jump_that_never_comes_back_is_one_spike_then_a_new_level() -> None:
+    det = LossDetector()
+    events = _healthy(60) + [_p(600.0 + 10 * i, 60 + i, 9.0) for i in range(200)]
+    spikes = [k for k in _kinds(_feed(det, events)) if k[0] == "spike"]
+    assert spikes == [("spike", "firing"), ("spike", "resolved")]
+
+
+def test_healthy_noisy_losses_warmup_drop_and_lr_bumps_never_fire() -> None:
+    det = LossDetector()
+    rng = random.Random(7)
+    events: list[Progress] = []
+    t = 0.0
+    for i in range(3000):
+        # Warm-up drop 10.8 -> ~2, then per-step noise (10%), and a bump of
+        # 15% lasting 200 steps at each cosine restart.
+        base = 2.0 + 8.8 * math.exp(-i / 60)
+        bump = 1.15 if (i % 1000) > 900 else 1.0
+        events.append(_p(t, i, base * bump * (1 + rng.gauss(0, 0.1)), grad_norm=0.5 + rng.random()))
+        t += 1.0
+    assert _feed(det, events) == []
+
+
+def test_a_flat_loss_with_zero_mad_does_not_fire_on_tiny_noise() -> None:
+    det = LossDetector()
+    events = [_p(float(i), i, 2.0) for i in range(40)] + [_p(40.0, 40, 2.0001), _p(41.0, 41, 2.3)]
+    assert _feed(det, events) == []
+
+
+# -- divergence ----------------------------------------------------------------
+
+
+def test_divergence_fires_after_minutes_above_the_minimum_and_resolves_when_it_comes_down() -> None:
+    det = LossDetector()
+    events = _healthy(60)  # 10 min at 2.0
+    # A slow climb to 3.2 (no spike: 1% a report), held, then back down.
+    events += [_p(600.0 + 10 * i, 60 + i, 2.0 * (1 + 0.01 * min(i, 60))) for i in range(1, 91)]
+    events += [_p(1500.0 + 10 * i, 150 + i, 2.0) for i in range(30)]
+    out = _feed(det, events)
+    assert _kinds(out) == [("divergence", "firing"), ("divergence", "resolved")]
+    firing = out[0]
+    # 30% above the minimum from about report 60+30+5 (smoothing), then 300 s.
+    assert 1500.0 > firing.time >= 600.0 + 300.0
+    assert "diverging" in firing.message
+
+
+def test_a_short_bump_above_the_margin_is_no_divergence() -> None:
+    det = LossDetector()
+    events = _healthy(60) + [_p(600.0 + 10 * i, 60 + i, 2.8) for i in range(20)] + _healthy(30, start=800.0, step0=80)
+    # 2.8 is 40% above the minimum, for 200 s (< loss_divergence_s).
+    assert [k for k in _kinds(_feed(det, events)) if k[0] == "divergence"] == []
+
+
+# -- overflow ------------------------------------------------------------------
+
+
+def _steps_with_overflows(n: int, every: int, start_step: int = 0, t0: float = 0.0, scale: float = 65536.0) -> list:
+    out: list = []
+    for i in range(n):
+        s = start_step + i
+        if every and i % every == 0:
+            out.append(Overflow(t0 + i, f"ds.log:{s}", rank=0, scale=scale, new_scale=scale / 2))
+        out.append(_p(t0 + i + 0.5, s, 2.0))
+    return out
+
+
+def test_overflow_storm_fires_once_and_resolves_when_overflows_are_rare_again() -> None:
+    det = LossDetector()
+    events = _steps_with_overflows(100, 0) + _steps_with_overflows(80, 1, 100, 100.0, scale=1024.0)
+    events += _steps_with_overflows(100, 0, 180, 180.0)
+    out = _feed(det, events)
+    assert _kinds(out) == [("overflow", "firing"), ("overflow", "resolved")]
+    assert "skipped" in out[0].message
+
+
+def test_fp16_warmup_halvings_and_rare_overflows_never_fire() -> None:
+    det = LossDetector()
+    # Megatron/DeepSpeed warm-up: 16 overflows in a row from 2^32 at the start.
+    events: list = []
+    scale = 2.0**32
+    for i in range(16):
+        events.append(Overflow(float(i), f"ds.log:{i}", rank=0, scale=scale, new_scale=scale / 2))
+        scale /= 2
+        events.append(_p(i + 0.5, i, 10.0))
+    # Then one overflow every 300 steps for 3000 steps.
+    events += _steps_with_overflows(3000, 300, 16, 16.0, scale=scale)
+    assert _feed(det, events) == []
+
+
+def test_a_single_overflow_never_fires() -> None:
+    det = LossDetector()
+    assert det.update(Overflow(1.0, "ds.log:1", rank=0, scale=65536.0, new_scale=32768.0)) == []
+    assert det.state().overflow_total == 1
+
+
+def test_scale_at_floor_fires_but_bf16_constant_scale_of_one_does_not() -> None:
+    det = LossDetector()
+    bf16 = [_p(float(i), i, 2.0, loss_SP_scale=1.0) for i in range(100)]
+    assert _feed(det, bf16) == []
+    det = LossDetector()
+    fp16 = [_p(float(i), i, 2.0, loss_SP_scale=65536.0 / 2 ** min(i, 16)) for i in range(17)]
+    out = _feed(det, fp16)
+    assert _kinds(out) == [("overflow", "firing")] and "loss scale fell to 1" in out[0].message
+
+
+def test_megatron_skipped_iterations_counter_on_most_reports_fires() -> None:
+    det = LossDetector()
+    key = "number_SP_of_SP_skipped_SP_iterations"
+    warm = [_p(10.0 * i, 10 * i, 2.0, **{key: 3.0 if i == 1 else 0.0}) for i in range(1, 20)]
+    assert _feed(det, warm) == []
+    storm = [_p(200.0 + 10 * i, 200 + 10 * i, 2.0, **{key: 9.0}) for i in range(6)]
+    assert _kinds(_feed(det, storm)) == [("overflow", "firing")]
+
+
+def test_deepspeed_cumulative_skipped_counter() -> None:
+    det = LossDetector()
+    ok = [_p(float(i), 10 * i, None, skipped=16.0) for i in range(1, 20)]
+    assert _feed(det, ok) == []  # warm-up's 16, then never again
+    storm = [_p(20.0 + i, 200 + 10 * i, None, skipped=16.0 + 8 * i) for i in range(1, 10)]
+    assert _kinds(_feed(det, storm)) == [("overflow", "firing")]
+
+
+# -- lanes, relaunch, the set ----------------------------------------------------
+
+
+def test_other_ranks_losses_do_not_feed_the_spike_level() -> None:
+    det = LossDetector()
+    events = []
+    for i in range(60):
+        events.append(Progress(float(i), f"l:{i}", step=i, loss=2.0, rank=0))
+        events.append(Progress(float(i), f"l:{i}", step=i, loss=6.0, rank=1))  # another rank's own loss
+    assert _feed(det, events) == []
+
+
+def test_a_relaunch_starts_the_levels_again() -> None:
+    det = LossDetector()
+    _feed(det, _healthy(60))
+    assert det.update(ProcessExit(700.0, "crash")) == []
+    # The new run starts from 10.8 again: no spike, no divergence.
+    assert _feed(det, [_p(800.0 + 10 * i, i, 10.8 - 0.1 * i) for i in range(60)]) == []
+
+
+def test_registered_in_the_set_with_its_state() -> None:
+    ds = DetectorSet(build_detectors())
+    assert ds.get("loss") is not None
+    ds.update(_p(1.0, 1, 2.5, grad_norm=0.7))
+    st = ds.loss_state()
+    assert st is not None and st.loss == 2.5 and st.grad_norm == 0.7 and st.time == 1.0
+    assert [a.kind for a in ds.update(_p(2.0, 2, NAN))] == ["nan"]

@@ -1,0 +1,162 @@
+"""The ``loss`` detector on real frameworks' own output (issue 19).
+
+* an HF Trainer whose learning rate blows up (``grad_norm`` nan while HF's
+  nan filter logs ``loss 0``): replayed, one ``loss``/``nan`` critical
+  alert; live under ``headless``, the time from the NaN line reaching the
+  file to the alert line on stdout is measured;
+* a Lightning run with TQDMProgressBar whose loss spikes, then recovers:
+  one ``spike`` firing and resolved, no ``nan``, no ``divergence``;
+* fp16 overflow storms in DeepSpeed's and Megatron's own line formats
+  (Python logging as those projects set it up): one ``overflow`` alert
+  each; a healthy fp16 log with rare overflows: none.
+
+The recorded logs are kept in tests/fixtures/loss and replayed in the fast
+tests; the slow ones run the frameworks again (CPU, tiny models built from
+configs, nothing downloaded). Writers run without PYTHONUNBUFFERED, as
+users' runs do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from headless_helpers import wait_for_notice
+
+from dflash_watch.replay import replay
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "loss"
+TRAINERS = ROOT / "tests" / "shell" / "fake_trainers"
+
+# fixture -> the loss alerts (kind, state) its replay gives, in order
+EXPECTED = {
+    "hf_trainer_lr_blowup.log": [("nan", "firing")],
+    "lightning_spike.log": [("spike", "firing"), ("spike", "resolved")],
+    "deepspeed_fp16_storm.log": [("overflow", "firing"), ("overflow", "resolved")],
+    "megatron_fp16_storm.log": [("overflow", "firing"), ("overflow", "resolved")],
+    "deepspeed_fp16_healthy.log": [],
+    "megatron_fp16_healthy.log": [],
+}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONUNBUFFERED", None)  # users' runs are not unbuffered
+    return env
+
+
+def _loss_alerts(path: Path) -> list:
+    return [a for a in replay([str(path)]).alerts if a.detector == "loss"]
+
+
+def _run(script: str, log: Path, *args: str, timeout: float = 120.0) -> None:
+    with open(log, "wb") as out:
+        proc = subprocess.run([sys.executable, str(TRAINERS / script), *args], stdout=out,
+                              stderr=subprocess.STDOUT, env=_env(), timeout=timeout, cwd=log.parent)
+    assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_recorded_framework_logs_replay_to_their_loss_alerts(name: str) -> None:
+    alerts = _loss_alerts(FIXTURES / name)
+    assert [(a.kind, a.state) for a in alerts] == EXPECTED[name], [a.message for a in alerts]
+    if alerts and alerts[0].kind == "nan":
+        assert alerts[0].severity == "critical" and "grad_norm nan" in alerts[0].message
+
+
+@pytest.mark.parametrize("fmt", ["deepspeed", "megatron"])
+@pytest.mark.parametrize("mode", ["storm", "healthy"])
+def test_fp16_overflow_logs_written_by_python_logging(fmt: str, mode: str, tmp_path: Path) -> None:
+    """The writer really writes what the fixture holds, and it replays so."""
+    log = tmp_path / f"{fmt}_fp16_{mode}.log"
+    _run("fp16_overflow_logs.py", log, "--format", fmt, "--mode", mode)
+    assert log.read_text() == (FIXTURES / log.name).read_text()
+    kinds = [(a.kind, a.state) for a in _loss_alerts(log) if a.state == "firing"]
+    assert kinds == ([("overflow", "firing")] if mode == "storm" else [])
+
+
+@pytest.mark.slow
+def test_hf_trainer_lr_blowup_replays_to_one_nan_alert(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="needs torch (pip install torch)")
+    pytest.importorskip("transformers", reason="needs transformers (pip install transformers)")
+    log = tmp_path / "train.log"
+    _run("hf_nan_trainer.py", log, str(tmp_path / "out"), "--steps", "20")
+    text = log.read_text()
+    assert "'grad_norm': 'nan'" in text or "'grad_norm': nan" in text, text[-2000:]
+    alerts = _loss_alerts(log)
+    assert [(a.kind, a.state, a.severity) for a in alerts] == [("nan", "firing", "critical")], alerts
+
+
+@pytest.mark.slow
+def test_lightning_spike_fires_and_resolves_once(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="needs torch (pip install torch)")
+    pytest.importorskip("lightning", reason="needs lightning (pip install lightning)")
+    log = tmp_path / "train.log"
+    _run("lightning_spike_trainer.py", log, str(tmp_path / "out"))
+    alerts = _loss_alerts(log)
+    assert [(a.kind, a.state) for a in alerts] == [("spike", "firing"), ("spike", "resolved")], alerts
+    assert "at step 71" in alerts[0].message
+
+
+def _headless(tmp_path: Path, log: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dflash_watch.cli", "headless", "--no-gpu", "--log", str(log)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+    )
+
+
+def _stop(*procs: subprocess.Popen) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.slow
+def test_hf_trainer_nan_alert_live_under_headless(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="needs torch (pip install torch)")
+    pytest.importorskip("transformers", reason="needs transformers (pip install transformers)")
+    log = tmp_path / "train.log"
+    headless = _headless(tmp_path, log)
+    trainer = None
+    try:
+        wait_for_notice(headless, "to appear")
+        with open(log, "wb") as out:
+            trainer = subprocess.Popen(
+                [sys.executable, str(TRAINERS / "hf_nan_trainer.py"), str(tmp_path / "out"), "--steps", "24",
+                 "--sleep", "0.05"], stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=tmp_path)
+        written = seen = None
+        alerts: list[dict] = []
+        deadline = time.monotonic() + 150.0
+        assert headless.stdout is not None
+        while time.monotonic() < deadline and seen is None:
+            if written is None and "'grad_norm': 'nan'" in log.read_text(errors="replace"):
+                written = time.monotonic()  # the NaN line is in the file (polled every 20 ms)
+            ready, _, _ = select.select([headless.stdout], [], [], 0.02)
+            if ready:
+                line = headless.stdout.readline()
+                if not line:
+                    break
+                alert = json.loads(line)
+                alerts.append(alert)
+                if alert["detector"] == "loss" and alert["kind"] == "nan":
+                    seen = time.monotonic()
+        assert written is not None, log.read_text(errors="replace")[-2000:]
+        assert seen is not None, alerts
+        latency = seen - written
+        print(f"live NaN line -> loss/nan alert: {latency:.3f} s")
+        assert latency < 2.0
+        assert [a["kind"] for a in alerts if a["detector"] == "loss"] == ["nan"]
+    finally:
+        _stop(*(p for p in (trainer, headless) if p is not None))
