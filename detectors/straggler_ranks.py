@@ -47,10 +47,19 @@ def is_collective(where: str) -> bool:
     return _COLLECTIVE.search(where) is not None
 
 
+# torchrun's ``--redirects`` files, cited with their local-rank folder.
+_TORCHRUN_REDIRECT = re.compile(r"(?:^|[/\\])(\d{1,6})[/\\]std(?:out|err)\.log:\d+$")
+
+
 def rank_of_source(source: str) -> int | None:
-    """The rank a log's file name gives (``rank3.log:12`` -> 3), else None."""
+    """The rank a log's file name gives, else None.
+
+    >>> rank_of_source("rank3.log:12"), rank_of_source("3/stdout.log:7"), rank_of_source("train.log:5")
+    (3, 3, None)
+    """
     if "rank" not in source:
-        return None
+        m = _TORCHRUN_REDIRECT.search(source) if "std" in source else None
+        return int(m.group(1)) if m else None
     m = _RANK_IN_SOURCE.search(source)
     return int(m.group(1)) if m else None
 

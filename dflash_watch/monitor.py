@@ -773,10 +773,20 @@ def _seen_live(e: Progress, step: int | None, elapsed: float | None) -> bool:
 
 
 def _display_name(path: str) -> str:
-    """Alerts cite ``train.log:1234``; the full path is in the file list."""
+    """Alerts cite ``train.log:1234``; the full path is in the file list.
+
+    torchrun ``--redirects``/``--tee`` files are all ``stdout.log`` or
+    ``stderr.log``, one folder per local rank (``.../attempt_0/3/stdout.log``):
+    they keep that folder (``3/stdout.log``), which tells the rank apart.
+    """
     import os
 
-    return os.path.basename(path) or path
+    base = os.path.basename(path) or path
+    if base in ("stdout.log", "stderr.log"):
+        folder = os.path.basename(os.path.dirname(path))
+        if folder.isdigit():
+            return f"{folder}/{base}"
+    return base
 
 
 def _gpu_lost_crash(event: GpuLost) -> Crash:

@@ -358,10 +358,11 @@ class DashboardApp(JobActions, App[int]):
         self.log_panel.update_view(self.monitor)
 
     def action_chart_window(self, binding_id: str) -> None:
-        """The throughput and loss charts over 10 min, 1 h, 6 h or the whole run (keys 1-4)."""
+        """The throughput, loss and memory charts over 10 min, 1 h, 6 h or the whole run (keys 1-4)."""
         window = WINDOWS.get(binding_id, DEFAULT_WINDOW_S)
         self.throughput_panel.set_window(window)
         self.loss_panel.set_window(window)
+        self.gpu_panel.set_window(window)
         self.chart_window_s = window
         self.notify(f"charts: {'the whole run' if window is None else 'the last ' + window_label(window)}",
                     timeout=2, markup=False)

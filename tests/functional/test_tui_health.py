@@ -146,7 +146,7 @@ async def test_window_keys_change_the_charts_and_are_in_the_help() -> None:
         assert any("whole run" in t for t in toasts(app))
         await pilot.press("3")
         await settle(app, pilot)
-        assert app.loss_panel.window_s == 6 * 3600.0
+        assert app.loss_panel.window_s == 6 * 3600.0 and app.gpu_panel.window_s == 6 * 3600.0
         await pilot.press("question_mark")
         await settle(app, pilot)
         assert isinstance(app.screen, HelpScreen)
@@ -177,3 +177,26 @@ async def test_80x24_keeps_the_log_and_alerts_with_a_straggler() -> None:
         assert app.ranks_panel.display and app.ranks_panel.region.height <= 6
         assert not app.process_panel.display
 
+
+async def test_window_keys_widen_the_memory_charts_too(monkeypatch) -> None:
+    from dflash_watch.tui.widgets.gpu_tile import GpuTile
+
+    spans: list[float] = []  # GPU 0's chart window, each time the panel offers one
+    show = GpuTile.show
+
+    def spy(self, view, compact, chart_due):  # type: ignore[no-untyped-def]
+        if view.gpu == 0 and len(view.times) > 1:
+            spans.append(float(view.times[-1] - view.times[0]))
+        return show(self, view, compact, chart_due)
+
+    monkeypatch.setattr(GpuTile, "show", spy)
+    app, _s, _job = make_app("healthy", minutes=40.0, proc_info=fake_proc)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert spans and spans[-1] <= 660.0  # 10 min until a key says otherwise
+        await pilot.press("4")
+        await settle(app, pilot)
+        assert app.gpu_panel.window_s is None and spans[-1] >= 30 * 60
+        await pilot.press("1")
+        await settle(app, pilot)
+        assert spans[-1] <= 660.0

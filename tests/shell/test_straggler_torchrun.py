@@ -248,3 +248,25 @@ def test_recorded_torchrun_logs_replay(case: str, tmp_path: Path) -> None:
     expected = ("slow", 1) if case == "slow" else ("hung", 2)
     assert _stragglers(alerts)[:1] == [("firing", *expected)]
     assert len([a for a in alerts if a.detector == "straggler" and a.state == "firing"]) == 1
+
+
+def test_torchrun_redirect_files_are_told_apart_by_their_local_rank_folder(tmp_path: Path) -> None:
+    """``torchrun --redirects 3 --log-dir D`` writes every rank to
+    ``D/<run>/attempt_0/<local rank>/stdout.log``: the same name for all,
+    the rank in the folder. The recorded slow run, split that way."""
+    from dflash_watch.replay import replay
+
+    per_rank: dict[str, list[str]] = {}
+    for line in (FIXTURES / "slow" / "train.log").read_text().splitlines(keepends=True):
+        if line.startswith("[default"):
+            rank, _, text = line[len("[default"):].partition("]:")
+            per_rank.setdefault(rank, []).append(text)
+    attempt = tmp_path / "logs" / "run1" / "attempt_0"
+    for rank, lines in per_rank.items():
+        (attempt / rank).mkdir(parents=True)
+        (attempt / rank / "stdout.log").write_text("".join(lines))
+    result = replay(sorted(str(p) for p in attempt.glob("*/stdout.log")))
+    rows = result.monitor.detectors.rank_table()
+    assert [r.rank for r in rows] == [0, 1, 2]
+    assert all(r.last_step == 109 for r in rows)
+    assert {a.source.split(":")[0] for a in result.alerts} <= {"0/stdout.log", "1/stdout.log", "2/stdout.log"}

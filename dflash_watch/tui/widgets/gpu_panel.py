@@ -46,6 +46,10 @@ def gpu_hint(monitor: Monitor) -> Text:
     return Text("waiting for the first GPU sample…", style="dim")
 
 
+# "The whole run": a span longer than any run (the series' coarsest tier holds it).
+_WHOLE_RUN_S = 1e12
+
+
 class GpuPanel(VerticalScroll):
     DEFAULT_CSS = """
     GpuPanel { height: auto; max-height: 50%; }
@@ -56,6 +60,9 @@ class GpuPanel(VerticalScroll):
     def __init__(self, *, chart_interval_s: float = 5.0, id: str | None = None) -> None:
         super().__init__(id=id)
         self.chart_interval_s = chart_interval_s
+        # The memory charts' span: 10 min until a window key picks another
+        # (None: the whole run), like the throughput and loss charts.
+        self.window_s: float | None = CHART_WINDOW_S
         self._tiles: dict[int, GpuTile] = {}
         self._last_chart = -1e18
         self._columns = 4
@@ -67,6 +74,11 @@ class GpuPanel(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield self._hint
         yield self._grid
+
+    def set_window(self, window_s: float | None) -> None:
+        """Show ``window_s`` of memory from the next redraw on (None: the whole run)."""
+        self.window_s = window_s
+        self._last_chart = -1e18  # the next redraw copies the new window
 
     def update_view(self, monitor: Monitor, firing: list, compact: bool) -> None:
         grid = self._grid
@@ -84,7 +96,7 @@ class GpuPanel(VerticalScroll):
                 tile = self._tiles.get(gpu)
                 wanted = chart_due or tile is None or tile.wants_chart_data
                 if wanted and series is not None and series.count:
-                    times, lows, highs, _ = series.window(CHART_WINDOW_S)
+                    times, lows, highs, _ = series.window(_WHOLE_RUN_S if self.window_s is None else self.window_s)
                 else:
                     times = lows = highs = _EMPTY
                 badge, style, _ = memory_badge(firing, gpu)
