@@ -9,7 +9,9 @@ outside (``/proc/PID/stat`` utime+stime, ``/proc/PID/status`` VmHWM).
 
     python benchmarks/bench_dashboard.py [--seconds 60] [--rate 100] [--gpus 8]
 
-Targets: <= 3% of one core, <= 150 MB peak RSS, first paint <= 1.5 s.
+Targets: <= 2% of one core (issue 20, at 8 GPUs x 1 Hz and 100 lines/s), <= 150 MB peak RSS,
+first paint <= 1.5 s. The load average is printed beside the figure: on a
+shared machine, CPU time per unit of work rises with the load.
 Prints one JSON object (and a human summary on stderr).
 """
 
@@ -140,10 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         "first_paint_s": None if first_paint is None else round(first_paint, 2),
         "first_data_s": None if first_data is None else round(first_data, 2),
         "steps_seen": [step0, step1],
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
     print(json.dumps(result))
-    ok = (result["cpu_percent_of_one_core"] <= 3.0 and hwm <= 150 and first_paint is not None and first_paint <= 1.5)
-    print(f"cpu {result['cpu_percent_of_one_core']}% of one core (target <= 3%), peak RSS {result['peak_rss_mb']} MB "
+    ok = (result["cpu_percent_of_one_core"] <= 2.0 and hwm <= 150 and first_paint is not None and first_paint <= 1.5)
+    print(f"cpu {result['cpu_percent_of_one_core']}% of one core (target <= 2%), peak RSS {result['peak_rss_mb']} MB "
           f"(<= 150), first paint {result['first_paint_s']} s (<= 1.5), data on screen {result['first_data_s']} s; "
           f"{'within targets' if ok else 'OVER TARGET'}", file=sys.stderr)
     return 0

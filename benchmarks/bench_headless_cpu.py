@@ -150,7 +150,8 @@ def main() -> int:
     ref_pct = 100 * used[ref.pid] / wall
     hl_pct = 100 * used[watcher.pid] / wall
     print(f"load: {opts.lines_per_s:.0f} log lines/s, {GPUS} GPUs x 1 Hz samples, "
-          f"{scrapes} /metrics scrapes, {wall:.1f} s measured after {opts.warmup:.0f} s warm-up")
+          f"{scrapes} /metrics scrapes, {wall:.1f} s measured after {opts.warmup:.0f} s warm-up; "
+          f"machine load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"tail -F (reference)       {used[ref.pid]:.3f} s CPU  {ref_pct:.3f}% of one core")
     print(f"dflash-watch headless     {used[watcher.pid]:.3f} s CPU  {hl_pct:.3f}% of one core")
     if url:

@@ -1,6 +1,6 @@
 """What the issue-11 detectors (padding, alloc_thrash, recompile rate) cost replay.
 
-Writes bench_replay's log (every progress line carries ``pad_eff 0.93``:
+Writes speed_logs' legacy shape (every progress line carries ``pad_eff 0.93``:
 each one is a padding report, the worst case), then in one process, in
 alternating rounds, times ``dflash_watch.replay.replay`` over it through a
 Monitor with
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_replay import write_log  # noqa: E402
+from speed_logs import write_log  # noqa: E402
 
 from dflash_watch.detectors.alloc_thrash import AllocThrash  # noqa: E402
 from dflash_watch.detectors.padding import PaddingDetector  # noqa: E402
@@ -75,7 +75,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.log"
-        n = write_log(path, args.lines)
+        n = write_log(path, args.lines, "legacy")
         ref, full = [], []
         alerts = {}
         for _ in range(args.rounds):

@@ -27,7 +27,6 @@ shape, peak RSS bounded (independent of the log's length).
 from __future__ import annotations
 
 import argparse
-import random
 import shutil
 import statistics
 import subprocess
@@ -35,72 +34,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-TRACEBACK = """\
-Traceback (most recent call last):
-  File "/opt/dflash/train.py", line 412, in <module>
-    main()
-  File "/opt/dflash/train.py", line 398, in main
-    trainer.train_step(batch)
-  File "/opt/dflash/trainer.py", line 221, in train_step
-    loss = self.model(**batch).loss
-RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
-"""
-
-RECOMPILE = (
-    "[rank{r}]:W1129 {hms}.123000 4242 torch/_dynamo/convert_frame.py:1016] [0/8] torch._dynamo hit config.recompile_limit (8)\n"
-    "[rank{r}]:W1129 {hms}.123000 4242 torch/_dynamo/convert_frame.py:1016] [0/8]    function: 'forward' (/opt/dflash/model.py:88)\n"
-    "[rank{r}]:W1129 {hms}.123000 4242 torch/_dynamo/convert_frame.py:1016] [0/8]    last reason: 0/7: L['x'].size()[1] == 512\n"
-)
-
-
-def write_log(path: Path, n_lines: int, seed: int = 1, bar: str = "█") -> int:
-    rng = random.Random(seed)
-    t0 = 1_764_410_400  # 2025-11-29 10:00 UTC
-    written = 0
-    step = 0
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        buf: list[str] = []
-        while written < n_lines:
-            t = t0 + written // 20  # ~20 lines per second of run time
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + f",{rng.randrange(1000):03d}"
-            r = rng.random()
-            if r < 0.08:
-                step += 1
-                tps = 21500 * (1 + rng.uniform(-0.05, 0.05))
-                buf.append(
-                    f"{stamp} - INFO - dflash.train - step {step}/500000 | loss {2.3 + rng.random():.4f} | "
-                    f"acc_len 3.4 | {tps / 1000:.1f} Ktok/s | pad_eff 0.93 | lr 2.0e-04\n"
-                )
-                written += 1
-            elif r < 0.10:
-                redraws = "".join(
-                    f"\rEvaluating: {p:3d}%|{bar * (p // 10):<10}| {p}/100 [00:{p % 60:02d}<00:10, 9.8it/s]" for p in range(0, 101, 20)
-                )
-                buf.append(redraws + "\n")
-                written += 1
-            elif r < 0.12:
-                buf.append(f"[rank{rng.randrange(8)}]:[W1129 10:00:00.000000000 ProcessGroupNCCL.cpp:4561] NCCL INFO Channel 00/32 : 0[0] -> 1[1] via P2P/IPC\n")
-                written += 1
-            elif r < 0.1203:
-                buf.append(TRACEBACK)
-                written += TRACEBACK.count("\n")
-            elif r < 0.1205:
-                hms = time.strftime("%H:%M:%S", time.gmtime(t))
-                text = RECOMPILE.format(r=rng.randrange(8), hms=hms)
-                buf.append(text)
-                written += text.count("\n")
-            else:
-                buf.append(
-                    f"{stamp} - INFO - dflash.data - loaded shard {rng.randrange(10**6)} with "
-                    f"{rng.randrange(10**5)} samples from /data/shards/part-{rng.randrange(9999):04d}.arrow\n"
-                )
-                written += 1
-            if len(buf) >= 10000:
-                fh.write("".join(buf))
-                buf.clear()
-        fh.write("".join(buf))
-    return written
 
 
 def time_grep(path: Path) -> tuple[float, str]:
@@ -113,7 +46,7 @@ CHILD = (
     "import resource, sys\n"
     "if sys.argv[1] == '--per-event':\n"
     "    import dataclasses, functools\n"
-    "    from dflash_watch import replay as R\n"
+    "    from dflash_watch import ingest as R\n"
     "    from dflash_watch.parsers import clock as C, step_clock as S\n"
     "    from dflash_watch.parsers.stream import LogStream\n"
     "    def plain(e, t, clocked=None):\n"
@@ -230,10 +163,13 @@ def main() -> None:
         if not args.legacy:
             shapes_main(args, tmp)
             return
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from speed_logs import write_log
+
         rows = []
         for n in (args.lines // 2, args.lines):
             log = tmp / f"train-{n}.log"
-            lines = write_log(log, n, bar="█" if args.bars == "unicode" else "#")
+            lines = write_log(log, n, "legacy", bar="█" if args.bars == "unicode" else "#")
             size = log.stat().st_size
             g_s, g_count = time_grep(log)
             r_s, alerts, rss = time_replay(log)

@@ -8,7 +8,10 @@ Three shapes, each a plausible training log of US-format stamps
   data-loader lines, glog warnings, NCCL chatter and a few tracebacks;
 * ``quiet`` -- quiet and data-heavy: 3% progress, long data-loader lines;
 * ``ranks`` -- many ranks: 64 ranks' ``[rankN]:`` prefixed step lines
-  (torchrun's ``--tee``), 40% progress.
+  (torchrun's ``--tee``), 40% progress;
+* ``legacy`` -- the earlier benchmark log (ISO stamps, 8% step lines, eval
+  bars redrawn with '\\r', dynamo recompile warnings), which
+  ``bench_replay.py --legacy`` times at two lengths.
 
     python benchmarks/speed_logs.py progress 1200000 /tmp/progress.log
 
@@ -19,9 +22,10 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 from pathlib import Path
 
-SHAPES = ("quiet", "progress", "ranks")
+SHAPES = ("quiet", "progress", "ranks", "legacy")
 
 TRACEBACK = """\
 Traceback (most recent call last):
@@ -43,10 +47,15 @@ def _stamp(t: int) -> str:
     return f"11/{29 + day:02d}/2026 {h:02d}:{m:02d}:{s:02d}"
 
 
-def write_log(path: Path | str, n_lines: int, shape: str = "progress", seed: int = 1) -> int:
-    """Writes ``n_lines`` lines of ``shape`` to ``path``; returns the lines written."""
+def write_log(path: Path | str, n_lines: int, shape: str = "progress", seed: int = 1, bar: str = "\u2588") -> int:
+    """Writes ``n_lines`` lines of ``shape`` to ``path``; returns the lines written.
+
+    ``bar`` is the legacy shape's tqdm bar character ('#' for an ASCII bar).
+    """
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {SHAPES}")
+    if shape == "legacy":
+        return _write_legacy(path, n_lines, seed, bar)
     rng = random.Random(seed)
     p_progress = {"quiet": 0.03, "progress": 0.30, "ranks": 0.40}[shape]
     written = 0
@@ -110,7 +119,75 @@ def write_log(path: Path | str, n_lines: int, shape: str = "progress", seed: int
     return written
 
 
+LEGACY_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/opt/dflash/train.py", line 412, in <module>
+    main()
+  File "/opt/dflash/train.py", line 398, in main
+    trainer.train_step(batch)
+  File "/opt/dflash/trainer.py", line 221, in train_step
+    loss = self.model(**batch).loss
+RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
+"""
+
+RECOMPILE = (
+    "[rank{r}]:W1129 {hms}.123000 4242 torch/_dynamo/convert_frame.py:1016] [0/8] torch._dynamo hit config.recompile_limit (8)\n"
+    "[rank{r}]:W1129 {hms}.123000 4242 torch/_dynamo/convert_frame.py:1016] [0/8]    function: 'forward' (/opt/dflash/model.py:88)\n"
+    "[rank{r}]:W1129 {hms}.123000 4242 torch/_dynamo/convert_frame.py:1016] [0/8]    last reason: 0/7: L['x'].size()[1] == 512\n"
+)
+
+
+def _write_legacy(path: Path | str, n_lines: int, seed: int, bar: str) -> int:
+    """The earlier ISO-stamped log (``bench_replay.py --legacy``): 8% step lines, eval bars redrawn with '\\r'."""
+    rng = random.Random(seed)
+    t0 = 1_764_410_400  # 2025-11-29 10:00 UTC
+    written = 0
+    step = 0
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        buf: list[str] = []
+        while written < n_lines:
+            t = t0 + written // 20  # ~20 lines per second of run time
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + f",{rng.randrange(1000):03d}"
+            r = rng.random()
+            if r < 0.08:
+                step += 1
+                tps = 21500 * (1 + rng.uniform(-0.05, 0.05))
+                buf.append(
+                    f"{stamp} - INFO - dflash.train - step {step}/500000 | loss {2.3 + rng.random():.4f} | "
+                    f"acc_len 3.4 | {tps / 1000:.1f} Ktok/s | pad_eff 0.93 | lr 2.0e-04\n"
+                )
+                written += 1
+            elif r < 0.10:
+                redraws = "".join(
+                    f"\rEvaluating: {p:3d}%|{bar * (p // 10):<10}| {p}/100 [00:{p % 60:02d}<00:10, 9.8it/s]" for p in range(0, 101, 20)
+                )
+                buf.append(redraws + "\n")
+                written += 1
+            elif r < 0.12:
+                buf.append(f"[rank{rng.randrange(8)}]:[W1129 10:00:00.000000000 ProcessGroupNCCL.cpp:4561] NCCL INFO Channel 00/32 : 0[0] -> 1[1] via P2P/IPC\n")
+                written += 1
+            elif r < 0.1203:
+                buf.append(LEGACY_TRACEBACK)
+                written += LEGACY_TRACEBACK.count("\n")
+            elif r < 0.1205:
+                hms = time.strftime("%H:%M:%S", time.gmtime(t))
+                text = RECOMPILE.format(r=rng.randrange(8), hms=hms)
+                buf.append(text)
+                written += text.count("\n")
+            else:
+                buf.append(
+                    f"{stamp} - INFO - dflash.data - loaded shard {rng.randrange(10**6)} with "
+                    f"{rng.randrange(10**5)} samples from /data/shards/part-{rng.randrange(9999):04d}.arrow\n"
+                )
+                written += 1
+            if len(buf) >= 10000:
+                fh.write("".join(buf))
+                buf.clear()
+        fh.write("".join(buf))
+    return written
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 4:
-        sys.exit("usage: speed_logs.py {quiet|progress|ranks} LINES OUT")
+        sys.exit("usage: speed_logs.py {quiet|progress|ranks|legacy} LINES OUT")
     print(write_log(sys.argv[3], int(sys.argv[2]), sys.argv[1]))

@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..parsers.events import Event, ProbeSample, ProcessExit, Tick
 from .base import Alert, DetectorBase, Episode
 from .config import DetectorConfig, fmt_duration
-from .counters import RankRises, hourly_rate
+from .counters import HourlyBaseline, RankRises
 
 NAME = "alloc_thrash"
 REMEDY = (
@@ -40,27 +40,22 @@ REMEDY = (
 )
 
 
-class AllocThrash(DetectorBase):
+class AllocThrash(HourlyBaseline, DetectorBase):
     name = NAME
     accepts = (ProbeSample, Tick, ProcessExit)
     timed = True  # deadline() can be set: the set asks it after each event it gets
 
     def __init__(self, config: DetectorConfig | None = None, baseline_per_hour: float | None = None) -> None:
         self.config = c = config or DetectorConfig()
-        self.baseline = hourly_rate(baseline_per_hour)
+        self.set_baseline(baseline_per_hour)
         self.episode = Episode(NAME)
         self.rises = RankRises(c.alloc_thrash_window_s)
         self._last_rise: float | None = None
         self.per_hour: float | None = None  # the busiest rank's rate when last judged
 
-    def set_baseline(self, per_hour: float | None) -> None:
-        self.baseline = hourly_rate(per_hour)
-
     def threshold(self) -> float:
         c = self.config
-        if self.baseline is None:
-            return c.alloc_thrash_per_hour
-        return max(c.alloc_thrash_per_hour, self.baseline * c.alloc_thrash_baseline_factor)
+        return self._threshold(c.alloc_thrash_per_hour, c.alloc_thrash_per_hour, c.alloc_thrash_baseline_factor)
 
     def deadline(self) -> float | None:
         if self.episode.active and self._last_rise is not None:

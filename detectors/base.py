@@ -4,6 +4,11 @@ A detector is one small class with a bounded state:
 
 * ``update(event) -> list[Alert]`` takes any event (it ignores the ones it
   does not care about) and returns the alerts that event caused;
+* ``accepts`` names the event types it wants (the set sends it no other),
+  and ``routes()`` the handler of each: ``update``, or for the types of
+  every step a method of its own (``fast_routes``) that does the same
+  without type tests (``tests/core/test_detector_routes.py`` holds them to
+  it);
 * ``deadline() -> float | None`` says the earliest data time at which a
   ``Tick`` could make it fire although no data arrived (a stall), so that a
   replay can insert exactly the ticks that matter instead of one per second.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -61,6 +67,10 @@ STATES = ("firing", "resolved")
 # detector's severity is a type error, not an alert nobody can route.
 Severity = Literal["info", "warning", "critical"]
 State = Literal["firing", "resolved"]
+# How a detector takes one event type: ``update`` itself, or a method made
+# for that type (no type tests on the hot path). Typed ``Any`` in: each
+# handler is called only with the type it is routed.
+Handler = Callable[[Any], "list[Alert]"]
 # Every event type a detector can be sent; the default of ``accepts``.
 EVENT_TYPES: tuple[type[Event], ...] = (
     Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery,
@@ -154,6 +164,13 @@ class Detector(Protocol):
 
     def update(self, event: Event) -> list[Alert]: ...
 
+    def routes(self) -> Mapping[type[Event], Handler]:
+        """Per accepted event type, the handler ``DetectorSet`` calls: the
+        same alerts and state as ``update`` on that type. A detector gives
+        its own for the types of every step (``Progress``) so that the set's
+        precomputed table, not a chain of type tests, picks the code."""
+        ...
+
     def deadline(self) -> float | None: ...
 
     def flush(self) -> list[Alert]: ...
@@ -168,6 +185,23 @@ class DetectorBase:
     name: str
     accepts: tuple[type[Event], ...] = EVENT_TYPES
     timed: bool = True
+
+    def update(self, event: Event) -> list[Alert]:
+        raise NotImplementedError
+
+    def routes(self) -> Mapping[type[Event], Handler]:
+        """``update`` for every accepted type, unless a detector says better
+        (``fast_routes``: the types it has a handler of its own for)."""
+        table: dict[type[Event], Handler] = {t: self.update for t in self.accepts}
+        for etype, handler in self.fast_routes().items():
+            if etype not in table:
+                raise TypeError(f"{type(self).__name__} routes {etype.__name__}, which it does not accept")
+            table[etype] = handler
+        return table
+
+    def fast_routes(self) -> Mapping[type[Event], Handler]:
+        """The accepted types with a handler of their own (none by default)."""
+        return {}
 
     def deadline(self) -> float | None:
         return None

@@ -152,3 +152,23 @@ def hourly_rate(value: object) -> float | None:
         return None
     v = float(value)
     return v if 0.0 <= v < float("inf") else None
+
+
+class HourlyBaseline:
+    """A detector (or part of one) judged on a count per hour against the
+    good run's: ``set_baseline`` and the threshold, in one place.
+
+    Without a baseline the threshold is the absolute one; with it, the good
+    run's rate times a factor, but never under a minimum.
+    """
+
+    baseline: float | None
+
+    def set_baseline(self, per_hour: float | None, /) -> None:
+        """Judge from now on against the good run's rate (None: the absolute threshold)."""
+        self.baseline = hourly_rate(per_hour)
+
+    def _threshold(self, absolute: float, minimum: float, factor: float) -> float:
+        if self.baseline is None:
+            return absolute
+        return max(minimum, self.baseline * factor)

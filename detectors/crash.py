@@ -64,7 +64,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 
 from ..parsers.events import Crash, Event, Progress, Quiet, Tick
-from .base import Alert, DetectorBase
+from .base import Alert, DetectorBase, Handler
 from .config import DetectorConfig
 from .crash_incident import (
     PROOF_LINES,
@@ -154,13 +154,22 @@ class CrashDetector(DetectorBase):
 
     # -- events ---------------------------------------------------------------
 
+    def fast_routes(self) -> dict[type[Event], Handler]:
+        return {Progress: self._on_progress}
+
+    def _on_progress(self, p: Progress) -> list[Alert]:
+        t = p.time
+        if t > self._clock:
+            self._clock = t
+        self._saw_progress(p)
+        return self._release(t) if self._held else []
+
     def update(self, event: Event) -> list[Alert]:
+        if type(event) is Progress:
+            return self._on_progress(event)
         t = event.time
         if t > self._clock:
             self._clock = t
-        if type(event) is Progress:
-            self._saw_progress(event)
-            return self._release(t) if self._held else []
         if isinstance(event, Tick):
             return self._release(self._clock) if self._held else []
         if isinstance(event, Quiet):

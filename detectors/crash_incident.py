@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..parsers.crash.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
 from ..parsers.events import Crash, Progress
-from ..parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
 from .base import Alert
 
 _COLLATERAL_KEEP = 32

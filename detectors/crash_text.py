@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from ..parsers.crash.remedies import remedy
 from ..parsers.events import Crash
-from ..parsers.remedies import remedy
 from .base import Alert
 from .config import DetectorConfig
 from .crash_incident import Incident

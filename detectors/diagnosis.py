@@ -4,8 +4,9 @@ A pure function of (baseline profile, current profile, firing detectors):
 ``rank_changes`` lists every difference between the two profiles as a
 ``Change`` that says in one line why it does or does not explain the
 symptom at hand, with the evidence and the next step to confirm it, and
-orders them by that. The rules that score each kind of change live in
-``diagnosis_rules``; this module holds the shapes and the ordering.
+orders them by that. The rules that score each kind of change, and the
+``Change`` they return, live in ``diagnosis_rules``; this module holds the
+ordering and the two faces (the full list, an alert's suspects).
 
 The symptoms come from the firing alerts (``throughput_drop``,
 ``memory_volatility``, ``padding``, ``recompile``, ``alloc_thrash``,
@@ -22,46 +23,12 @@ run needs no alert to have fired.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .diagnosis_profile import Profile
-from .diagnosis_rules import Found, Symptoms, all_changes
+from .diagnosis_rules import Change, Symptoms, all_changes
 
 __all__ = ["Change", "Symptoms", "rank_changes", "suspects_for"]
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One difference, CONTRACTS section 7. ``what`` is one of the fixed
-    names (``padding_efficiency``, ``package:transformers``, ...);
-    ``baseline``/``now`` are JSON values (None: absent on that side);
-    ``score`` orders the list (higher: explains more of the symptom);
-    ``symptom``: the change is the symptom itself (throughput, step
-    interval), listed for the evidence but never a suspect."""
-
-    what: str
-    baseline: Any
-    now: Any
-    says: str
-    next_step: str
-    score: float
-    gpu: int | None = None
-    symptom: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"what": self.what, "baseline": self.baseline, "now": self.now}
-        if self.gpu is not None:
-            out["gpu"] = self.gpu
-        out.update(says=self.says, next_step=self.next_step, score=round(self.score, 3))
-        return out
-
-    def compact(self) -> dict[str, Any]:
-        """The short form an alert's evidence carries (``suspects``)."""
-        out: dict[str, Any] = {"what": self.what, "baseline": self.baseline, "now": self.now, "says": self.says}
-        if self.gpu is not None:
-            out["gpu"] = self.gpu
-        return out
 
 
 def _profile(p: Profile | Mapping[str, Any] | None) -> Profile:
@@ -84,12 +51,9 @@ def rank_changes(
     """
     base, now = _profile(baseline), _profile(current)
     symptoms = Symptoms.of(base, now, frozenset(firing))
-    found: list[Found] = all_changes(base, now, symptoms)
+    found = all_changes(base, now, symptoms)
     order = sorted(range(len(found)), key=lambda i: (-found[i].score, i))
-    return [
-        Change(f.what, f.baseline, f.now, f.says, f.next_step, f.score, f.gpu, f.symptom)
-        for f in (found[i] for i in order)
-    ]
+    return [found[i] for i in order]
 
 
 def suspects_for(

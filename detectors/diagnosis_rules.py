@@ -65,7 +65,15 @@ class Symptoms:
 
 
 @dataclass(frozen=True, slots=True)
-class Found:
+class Change:
+    """One difference, CONTRACTS section 7: what a rule finds and
+    ``diagnosis.rank_changes`` orders. ``what`` is one of the fixed names
+    (``padding_efficiency``, ``package:transformers``, ...);
+    ``baseline``/``now`` are JSON values (None: absent on that side);
+    ``score`` orders the list (higher: explains more of the symptom);
+    ``symptom``: the change is the symptom itself (throughput, step
+    interval), listed for the evidence but never a suspect."""
+
     what: str
     baseline: Any
     now: Any
@@ -74,6 +82,20 @@ class Found:
     score: float
     gpu: int | None = None
     symptom: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"what": self.what, "baseline": self.baseline, "now": self.now}
+        if self.gpu is not None:
+            out["gpu"] = self.gpu
+        out.update(says=self.says, next_step=self.next_step, score=round(self.score, 3))
+        return out
+
+    def compact(self) -> dict[str, Any]:
+        """The short form an alert's evidence carries (``suspects``)."""
+        out: dict[str, Any] = {"what": self.what, "baseline": self.baseline, "now": self.now, "says": self.says}
+        if self.gpu is not None:
+            out["gpu"] = self.gpu
+        return out
 
 
 def _pair(a: float | None, b: float | None) -> tuple[float, float] | None:
@@ -116,23 +138,23 @@ def _why_slow(s: Symptoms) -> str:
 # -- performance figures ---------------------------------------------------------
 
 
-def padding(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def padding(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     b, n = base.padding_efficiency, now.padding_efficiency
     if b is None or n is None or abs(b - n) < 0.03:
         if s.padding_fell and b is None and n is not None:
-            return [Found("padding_efficiency", None, n, f"padding efficiency {n:.0%} (the padding alert is "
+            return [Change("padding_efficiency", None, n, f"padding efficiency {n:.0%} (the padding alert is "
                           f"firing; the good run recorded none): {_why_slow(s)}?", BUCKETS_STEP,
                           40 + 20 * s.slowdown + 10 * s.memory_swing)]
         return []
     if n > b:
-        return [Found("padding_efficiency", b, n, f"padding efficiency {n:.0%} vs {b:.0%} in the good run: "
+        return [Change("padding_efficiency", b, n, f"padding efficiency {n:.0%} vs {b:.0%} in the good run: "
                       "less padding than before, not a cause of a slowdown", BUCKETS_STEP, 3)]
     says = (f"padding efficiency {n:.0%} vs {b:.0%} in the good run: batches are padded far more "
             f"(bucketing broken?); {_why_slow(s)}")
-    return [Found("padding_efficiency", b, n, says, BUCKETS_STEP, 50 + 30 * s.slowdown + 15 * s.memory_swing)]
+    return [Change("padding_efficiency", b, n, says, BUCKETS_STEP, 50 + 30 * s.slowdown + 15 * s.memory_swing)]
 
 
-def recompiles(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def recompiles(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     b, n = base.recompiles_per_hour, now.recompiles_per_hour
     if not s.recompiling:
         return []
@@ -141,11 +163,11 @@ def recompiles(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
         f"{n:.3g}/h" if n is not None else "the recompile alert is firing")
     says = (f"recompiles {rate}: torch.compile keeps compiling new graphs (changing shapes or guards); "
             + ("explains the throughput drop" if s.slowdown else "no slowdown yet"))
-    return [Found("recompiles", b, n, says, "run with TORCH_LOGS=recompiles to see which guard fails; "
+    return [Change("recompiles", b, n, says, "run with TORCH_LOGS=recompiles to see which guard fails; "
                   "pad to fixed shapes or mark the dynamic dimension", score)]
 
 
-def alloc_retries(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def alloc_retries(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     b, n = base.alloc_retries_per_hour, now.alloc_retries_per_hour
     if not s.alloc_thrash:
         return []
@@ -153,11 +175,11 @@ def alloc_retries(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
             else "the alloc_thrash alert is firing")
     says = (f"allocator retries {rate}: the CUDA caching allocator frees and retries near the limit; "
             + ("explains the swinging memory" if s.memory_swing else "memory may start to swing"))
-    return [Found("alloc_retries", b, n, says, "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
+    return [Change("alloc_retries", b, n, says, "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
                   "or lower the token budget per batch", 40 + 20 * s.memory_swing + 15 * s.slowdown)]
 
 
-def memory(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def memory(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     bands = dict(base.gpu_memory)
     out = []
     for gpu, m in now.gpu_memory:
@@ -166,13 +188,13 @@ def memory(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
             continue
         says = (f"GPU {gpu} memory band {m.band_bytes / GIB:.1f} GiB vs {b.band_bytes / GIB:.1f} GiB in the good "
                 "run: memory is no longer flat; a symptom of changing batch shapes or allocator churn, not a cause")
-        out.append(Found("memory_flatness", b.band_bytes, m.band_bytes, says,
+        out.append(Change("memory_flatness", b.band_bytes, m.band_bytes, says,
                          "look at the padding and allocator rows; replay with --gpu-samples shows when it began",
                          30 + 10 * s.slowdown, gpu=int(gpu) if gpu.isdigit() else None, symptom=True))
     return out
 
 
-def throughput(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def throughput(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     pair = _pair(base.throughput, now.throughput)
     if pair is None or base.throughput_unit != now.throughput_unit:
         return []
@@ -183,20 +205,20 @@ def throughput(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
     says = (f"throughput {fmt_rate(n, unit)} vs {fmt_rate(b, unit)} in the good run ({n / b - 1:+.0%}): "
             + ("the symptom; the changes above it are ranked by how well they explain it" if n < b
                else "faster than the good run"))
-    return [Found("throughput", b, n, says, "confirm the first suspect above", 20 if n < b else 2, symptom=True)]
+    return [Change("throughput", b, n, says, "confirm the first suspect above", 20 if n < b else 2, symptom=True)]
 
 
-def step_interval(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def step_interval(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     pair = _pair(base.step_interval_s, now.step_interval_s)
     if pair is None or 0.8 <= pair[1] / pair[0] <= 1.25:
         return []
     b, n = pair
     says = f"a step takes {n:.3g} s vs {b:.3g} s in the good run: " + (
         "the symptom, seen per step" if n > b else "steps are shorter (smaller batches?)")
-    return [Found("step_interval", b, n, says, "compare tokens per step with the good run", 15, symptom=True)]
+    return [Change("step_interval", b, n, says, "compare tokens per step with the good run", 15, symptom=True)]
 
 
-def compile_cache(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def compile_cache(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     bf, nf = base.fingerprint, now.fingerprint
     if bf is None or nf is None or bf.cache_bytes is None or nf.cache_bytes is None:
         return []
@@ -206,25 +228,25 @@ def compile_cache(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
     if not cold:
         if bf.cache_bytes and abs(nf.cache_bytes / bf.cache_bytes - 1) < 0.5:
             return []
-        return [Found("compile_cache", b, n, f"compile cache {size(nf.cache_bytes)} vs {size(bf.cache_bytes)} "
+        return [Change("compile_cache", b, n, f"compile cache {size(nf.cache_bytes)} vs {size(bf.cache_bytes)} "
                       "in the good run: not cold, unlikely to matter", "none needed", 2)]
     head = f"compile cache {size(nf.cache_bytes)} vs {size(bf.cache_bytes)} in the good run"
     step = ("keep TORCHINDUCTOR_CACHE_DIR on a persistent disk (or copy the good run's cache) "
             "and compare the first steps' speed")
     if s.slow_start:
         tail = "; not the steady drop after warm-up" if s.slowdown else ""
-        return [Found("compile_cache", b, n, f"{head}: a cold cache explains the slow first steps "
+        return [Change("compile_cache", b, n, f"{head}: a cold cache explains the slow first steps "
                       f"(every graph compiled again){tail}", step, 60)]
     if s.slowdown:
-        return [Found("compile_cache", b, n, f"{head}: a cold compile cache explains slow first steps, "
+        return [Change("compile_cache", b, n, f"{head}: a cold compile cache explains slow first steps, "
                       "not a steady drop after warm-up", step, 10)]
-    return [Found("compile_cache", b, n, f"{head}: a cold cache; first steps will be slower", step, 8)]
+    return [Change("compile_cache", b, n, f"{head}: a cold cache; first steps will be slower", step, 8)]
 
 
 # -- the environment ---------------------------------------------------------------
 
 
-def packages(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def packages(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     bf, nf = base.fingerprint, now.fingerprint
     if bf is None or nf is None or bf.packages is None or nf.packages is None:
         return []
@@ -246,7 +268,7 @@ def packages(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
             says = f"{name} {was} -> {got}: not on the data path, unlikely to explain the symptom"
         step = (f"pip install {name}=={b} in a copy of the environment and rerun a few hundred steps" if b
                 else f"pip uninstall {name} in a copy of the environment and rerun a few hundred steps")
-        out.append(Found(f"package:{name}", b, n, says, step, score))
+        out.append(Change(f"package:{name}", b, n, says, step, score))
     return out
 
 
@@ -257,13 +279,13 @@ def _version_differs(a: str, b: str) -> bool:
     return pa[:k] != pb[:k]
 
 
-def interpreter(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def interpreter(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     bf, nf = base.fingerprint, now.fingerprint
     if bf is None or nf is None:
         return []
     out = []
     if bf.python and nf.python and _version_differs(bf.python, nf.python):
-        out.append(Found("python", bf.python, nf.python, f"Python {bf.python} -> {nf.python}: every package was "
+        out.append(Change("python", bf.python, nf.python, f"Python {bf.python} -> {nf.python}: every package was "
                          "rebuilt for it; rarely the cause of a slowdown on its own",
                          "rerun on the good run's Python if nothing above explains it", 12))
     if bf.has_torch and nf.has_torch:
@@ -274,10 +296,10 @@ def interpreter(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
                 what += f" (build {(nf.torch_git or '')[:10]} vs {(bf.torch_git or '')[:10]})"
             says = (f"{what}: kernels, compiler and allocator all come with it; "
                     + ("could explain the throughput drop" if s.slowdown else "no symptom yet"))
-            out.append(Found("torch_build", bf.torch, nf.torch, says,
+            out.append(Change("torch_build", bf.torch, nf.torch, says,
                              "rerun a few hundred steps with the good run's torch build", 30 + 10 * s.slowdown))
         if bf.cuda != nf.cuda:
-            out.append(Found("cuda", bf.cuda, nf.cuda, f"torch's CUDA build {bf.cuda or 'none (CPU)'} -> "
+            out.append(Change("cuda", bf.cuda, nf.cuda, f"torch's CUDA build {bf.cuda or 'none (CPU)'} -> "
                              f"{nf.cuda or 'none (CPU)'}: other kernels and libraries",
                              "install the torch wheel built for the good run's CUDA", 28 + 10 * s.slowdown))
     return out
@@ -297,7 +319,7 @@ def _env_score(name: str, s: Symptoms) -> tuple[float, str]:
     return 12 + 5 * s.slowdown, "CPU threads per process"
 
 
-def environment(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def environment(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     bf, nf = base.fingerprint, now.fingerprint
     if bf is None or nf is None or bf.env is None or nf.env is None:
         return []
@@ -309,7 +331,7 @@ def environment(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
         score, about = _env_score(name, s)
         was, got = "unset" if b is None else b, "unset" if n is None else n
         says = f"{name} {was} -> {got}: changes {about}"
-        out.append(Found(f"env:{name}", b, n, says, f"rerun with {name} as in the good run", score))
+        out.append(Change(f"env:{name}", b, n, says, f"rerun with {name} as in the good run", score))
     return out
 
 
@@ -318,7 +340,7 @@ def _args(args: tuple[str, ...]) -> tuple[str, ...]:
     return args[1:] if args and "python" in args[0].rsplit("/", 1)[-1] else args
 
 
-def launch(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def launch(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     bf, nf = base.fingerprint, now.fingerprint
     if bf is None or nf is None:
         return []
@@ -329,7 +351,7 @@ def launch(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
         new = [a for a in _args(n_args) if a not in _args(b_args)]
         says = (f"launch arguments differ (now {' '.join(new) or 'none'} instead of {' '.join(gone) or 'none'}): "
                 "batch size, sequence length or packing flags change the work per step")
-        out.append(Found("launch_args", list(b_args), list(n_args), says,
+        out.append(Change("launch_args", list(b_args), list(n_args), says,
                          "rerun with the good run's arguments", 30 + 5 * s.slowdown + 5 * s.padding_fell))
     if bf.files is not None and nf.files is not None:
         for path in sorted(set(bf.files) | set(nf.files)):
@@ -338,20 +360,20 @@ def launch(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
                 continue  # a file only the current run names is in the launch arguments' row
             says = f"{path} " + ("changed since the good run (another sha256)" if n else "is no longer on the "
                                  "command line") + ": the training code or its config differs"
-            out.append(Found(f"file:{path}", b, n, says, f"diff {path} against the good run's copy",
+            out.append(Change(f"file:{path}", b, n, says, f"diff {path} against the good run's copy",
                              30 + 5 * s.slowdown + 5 * s.padding_fell))
     return out
 
 
-def crashes(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
+def crashes(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     if not s.fx_crash:
         return []
     step = "fix it apart (the fx_tracing alert names the remedy)"
     if s.slowdown:
-        return [Found("crash:fx_tracing", None, "fx_tracing", "an FX-tracing crash explains a crash, not a "
+        return [Change("crash:fx_tracing", None, "fx_tracing", "an FX-tracing crash explains a crash, not a "
                       "slowdown: both are present here, so the throughput drop has another cause (ranked above)",
                       f"{step}; do not chase it for the slowdown", 18)]
-    return [Found("crash:fx_tracing", None, "fx_tracing", "an FX-tracing crash explains a crash, not a slowdown: "
+    return [Change("crash:fx_tracing", None, "fx_tracing", "an FX-tracing crash explains a crash, not a slowdown: "
                   "FX symbolic tracing collided with torch.compile", step, 70)]
 
 
@@ -359,8 +381,8 @@ RULES = (throughput, padding, recompiles, alloc_retries, memory, step_interval, 
          packages, interpreter, environment, launch, crashes)
 
 
-def all_changes(base: Profile, now: Profile, s: Symptoms) -> list[Found]:
-    out: list[Found] = []
+def all_changes(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
+    out: list[Change] = []
     for rule in RULES:
         out.extend(rule(base, now, s))
     return out

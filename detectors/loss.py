@@ -47,28 +47,12 @@ from math import isfinite
 from typing import Any
 
 from ..parsers.events import Crash, Event, Overflow, ProbeSample, ProcessExit, Progress
-from .base import Alert, DetectorBase, Episode, Severity
+from .base import Alert, DetectorBase, Episode, Handler, Severity
 from .config import DetectorConfig, fmt_duration
-from .loss_robust import RobustWindow, ScaleWatch, SlidingMin
+from .loss_metrics import CODES, GRAD, NAN, OTHER, SCALE, SKIP, code_of
+from .loss_robust import RobustWindow, ScaleWatch, SkipLedger, SlidingMin
 
 NAME = "loss"
-_GRAD_KEYS = frozenset({"grad_norm", "gnorm", "global_grad_norm", "total_grad_norm", "grad_norm_total"})
-_SCALE_KEYS = frozenset({"loss_scale", "loss_scaler", "lossscale"})
-# Megatron prints both per log interval (they reset after each report).
-_NAN_ITERS = "number of nan iterations"
-_SKIPPED_ITERS = "number of skipped iterations"
-# DeepSpeed's ``step=10, skipped=8, lr=[...]``: cumulative since the start.
-_SKIPPED_TOTAL = "skipped"
-
-
-def _key(name: str) -> str:
-    """``train/grad_norm``, ``grad norm``, ``Grad-Norm`` -> ``grad_norm``."""
-    return name.rsplit("/", 1)[-1].strip().lower().replace(" ", "_").replace("-", "_")
-
-
-# A log repeats a handful of metric names on every line: each is keyed once.
-_KEYS: dict[str, str] = {}
-_KEYS_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,45 +72,8 @@ class LossState:
     skipped_ratio: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Report:
-    """One loss-bearing report, whatever event it came from."""
-
-    time: float
-    source: str
-    rank: int | None
-    step: int | None
-    loss: float | None
-    grad_norm: float | None
-    loss_scale: float | None
-    nan_iters: float | None = None
-    skipped_iters: float | None = None
-    skipped_total: float | None = None
-
-
-def _report(event: Progress | ProbeSample) -> _Report:
-    if isinstance(event, ProbeSample):
-        return _Report(event.time, event.source, event.rank, event.step, event.loss, event.grad_norm, event.loss_scale)
-    grad = scale = nan_iters = skipped = skipped_total = None
-    for name, value in event.metrics:
-        if name == _NAN_ITERS:
-            nan_iters = value
-        elif name == _SKIPPED_ITERS:
-            skipped = value
-        elif name == _SKIPPED_TOTAL:
-            skipped_total = value
-        else:
-            k = _KEYS.get(name)
-            if k is None:
-                if len(_KEYS) >= _KEYS_MAX:
-                    _KEYS.clear()
-                k = _KEYS[name] = _key(name)
-            if k in _GRAD_KEYS and grad is None:
-                grad = value
-            elif k in _SCALE_KEYS and scale is None:
-                scale = value
-    return _Report(event.time, event.source, event.rank, event.step, event.loss, grad, scale,
-                   nan_iters, skipped, skipped_total)
+# What a report's time, source, rank and step are read from.
+_Line = Progress | ProbeSample
 
 
 def _fmt(v: float) -> str:
@@ -141,6 +88,7 @@ class LossDetector(DetectorBase):
     def __init__(self, config: DetectorConfig | None = None) -> None:
         c = self.config = config or DetectorConfig()
         self.episodes = {k: Episode(NAME, kind=k) for k in ("nan", "spike", "divergence", "overflow")}
+        self._nan = self.episodes["nan"]
         self._window = RobustWindow(c.loss_spike_window)
         self._smooth = RobustWindow(c.loss_smooth_reports)
         self._min = SlidingMin(c.loss_divergence_window_s)
@@ -165,7 +113,9 @@ class LossDetector(DetectorBase):
         self._nan_total = 0
         self._recent_min: float | None = None
         self._overflow_total = 0
-        self._skipped_ratio: float | None = None
+        # The ledger of the last counted report: its ratio is that report's
+        # (only a report adds to a ledger), worked out when ``state()`` asks.
+        self._ratio_ledger: SkipLedger | None = None
 
     # -- reading -------------------------------------------------------------
 
@@ -174,18 +124,19 @@ class LossDetector(DetectorBase):
             loss=self._loss, grad_norm=self._grad, loss_scale=self._loss_scale, time=self._time,
             nan_total=self._nan_total, overflow_total=self._overflow_total, step=self._step,
             level=self._median, smoothed=self._smoothed, recent_min=self._recent_min,
-            skipped_ratio=self._skipped_ratio,
+            skipped_ratio=None if self._ratio_ledger is None else self._ratio_ledger.ratio(),
         )
 
+    def fast_routes(self) -> dict[type[Event], Handler]:
+        return {Progress: self._on_progress}
+
     def update(self, event: Event) -> list[Alert]:
-        if isinstance(event, (Progress, ProbeSample)):
-            if type(event) is Progress and event.loss is None and not event.metrics:
-                return []  # a bare rate line (tok/s, it/s): nothing of the loss
-            r = _report(event)
-            if r.loss is None and r.grad_norm is None and r.nan_iters is None and r.loss_scale is None \
-                    and r.skipped_iters is None and r.skipped_total is None:
+        if type(event) is Progress:
+            return self._on_progress(event)
+        if isinstance(event, ProbeSample):
+            if event.loss is None and event.grad_norm is None and event.loss_scale is None:
                 return []
-            return self._on_report(r)
+            return self._on_report(event, event.loss, event.grad_norm, event.loss_scale, None, None, None)
         if isinstance(event, Overflow):
             return self._on_overflow(event)
         if isinstance(event, ProcessExit):
@@ -193,6 +144,40 @@ class LossDetector(DetectorBase):
         if isinstance(event, Crash):
             return self._restart(event.time, event.source, f"the run crashed ({event.exc_type})")
         return []
+
+    def _on_progress(self, event: Progress) -> list[Alert]:
+        """A step line: the figures it carries in its metrics, read in place
+        (no copy of the event). Once per training step."""
+        loss = event.loss
+        metrics = event.metrics
+        if not metrics:
+            if loss is None:
+                return []  # a bare rate line (tok/s, it/s): nothing of the loss
+            return self._on_report(event, loss, None, None, None, None, None)
+        grad = scale = nan_iters = skipped = skipped_total = None
+        codes = CODES
+        for name, value in metrics:
+            code = codes.get(name)
+            if code is None:
+                code = code_of(name)
+            if code == OTHER:
+                continue
+            if code == GRAD:
+                if grad is None:
+                    grad = value
+            elif code == SCALE:
+                if scale is None:
+                    scale = value
+            elif code == NAN:
+                nan_iters = value
+            elif code == SKIP:
+                skipped = value
+            else:
+                skipped_total = value
+        if loss is None and grad is None and nan_iters is None and scale is None and skipped is None \
+                and skipped_total is None:
+            return []
+        return self._on_report(event, loss, grad, scale, nan_iters, skipped, skipped_total)
 
     # -- events --------------------------------------------------------------
 
@@ -204,34 +189,46 @@ class LossDetector(DetectorBase):
             self._lane = rank
         return rank == self._lane
 
-    def _on_report(self, r: _Report) -> list[Alert]:
-        nan = self._is_nan(r)
-        out = self._judge_nan(r, nan)
+    def _on_report(self, r: _Line, loss: float | None, grad: float | None, scale: float | None,
+                   nan_iters: float | None, skipped: float | None, skipped_total: float | None) -> list[Alert]:
+        """One loss-bearing report: ``r`` says when, where and which step;
+        the figures are the ones it carries (a Progress line's come from its
+        metrics)."""
+        nan = ((loss is not None and not isfinite(loss)) or (grad is not None and not isfinite(grad))
+               or (nan_iters is not None and nan_iters > 0))
+        if nan or self._nan.active:
+            out = self._judge_nan(r, nan, loss, grad, nan_iters)
+        else:
+            out = []
+            if loss is not None or grad is not None:
+                self._clean += 1  # clean, no NaN episode to resolve: only the count moves
         if nan:
             self._nan_total += 1
-        if r.loss is not None:
-            self._loss = r.loss
-        if r.grad_norm is not None:
-            self._grad = r.grad_norm
-        if r.loss_scale is not None:
-            self._loss_scale = r.loss_scale
-        if r.step is not None:
-            self._step = r.step
+        if loss is not None:
+            self._loss = loss
+        if grad is not None:
+            self._grad = grad
+        if scale is not None:
+            self._loss_scale = scale
+        step = r.step
+        if step is not None:
+            self._step = step
         self._time = r.time
-        if not self._follows(r.rank):
+        rank = r.rank
+        if rank is not None and not self._follows(rank):
             return out
         # A NaN report's loss is no level: HF's filter logs 0.0 or an average there.
-        if r.loss is not None and not nan:
-            out += self._judge_spike(r, r.loss)
-            out += self._judge_divergence(r, r.loss)
-        out += self._count_iterations(r)
+        if loss is not None and not nan:
+            spike = self._judge_spike(r, loss)
+            if spike:
+                out += spike
+            diverge = self._judge_divergence(r, loss)
+            if diverge:
+                out += diverge
+        counted = self._count_iterations(r, skipped, skipped_total, scale)
+        if counted:
+            out += counted
         return out
-
-    @staticmethod
-    def _is_nan(r: _Report) -> bool:
-        loss, grad = r.loss, r.grad_norm
-        return ((loss is not None and not isfinite(loss)) or (grad is not None and not isfinite(grad))
-                or (r.nan_iters is not None and r.nan_iters > 0))
 
     def _fire(self, kind: str, r_time: float, severity: Severity, message: str, source: str,
               rank: int | None, evidence: dict[str, Any]) -> list[Alert]:
@@ -244,32 +241,33 @@ class LossDetector(DetectorBase):
 
     # -- nan -----------------------------------------------------------------
 
-    def _judge_nan(self, r: _Report, nan: bool) -> list[Alert]:
+    def _judge_nan(self, r: _Line, nan: bool, loss: float | None, grad: float | None,
+                   nan_iters: float | None) -> list[Alert]:
         ep = self.episodes["nan"]
         if nan:
             self._clean = 0
             if ep.active:
                 return []
             what = []
-            if r.grad_norm is not None and not math.isfinite(r.grad_norm):
-                what.append(f"grad_norm {r.grad_norm}")
-            if r.loss is not None and not math.isfinite(r.loss):
-                what.append(f"loss {r.loss}")
-            if r.nan_iters:
-                what.append(f"{r.nan_iters:.0f} nan iterations")
-            bad = "Inf" if r.loss is not None and math.isinf(r.loss) and (r.grad_norm is None or math.isinf(r.grad_norm)) \
+            if grad is not None and not math.isfinite(grad):
+                what.append(f"grad_norm {grad}")
+            if loss is not None and not math.isfinite(loss):
+                what.append(f"loss {loss}")
+            if nan_iters:
+                what.append(f"{nan_iters:.0f} nan iterations")
+            bad = "Inf" if loss is not None and math.isinf(loss) and (grad is None or math.isinf(grad)) \
                 else "NaN"
             where = f" at step {r.step}" if r.step is not None else ""
             who = f" on rank {r.rank}" if r.rank is not None else ""
             msg = f"loss is {bad}{where}{who} ({', '.join(what)})"
             return self._fire("nan", r.time, "critical", msg, r.source, r.rank,
-                              {"loss": r.loss, "grad_norm": r.grad_norm, "step": r.step, "nan_iterations": r.nan_iters})
-        if r.loss is None and r.grad_norm is None:
+                              {"loss": loss, "grad_norm": grad, "step": r.step, "nan_iterations": nan_iters})
+        if loss is None and grad is None:
             return []  # a line with only a scale or a counter says nothing about NaN
         self._clean += 1
         if ep.active and self._clean >= self.config.loss_nan_resolve_reports:
-            return ep.resolve(r.time, f"loss finite again for {self._clean} reports (loss {_fmt(r.loss or 0.0)})",
-                              r.source, {"loss": r.loss, "reports": self._clean})
+            return ep.resolve(r.time, f"loss finite again for {self._clean} reports (loss {_fmt(loss or 0.0)})",
+                              r.source, {"loss": loss, "reports": self._clean})
         return []
 
     # -- spike ---------------------------------------------------------------
@@ -295,8 +293,19 @@ class LossDetector(DetectorBase):
             return floor
         return max(floor, med + c.loss_spike_k * self._window.sigma())
 
-    def _judge_spike(self, r: _Report, loss: float) -> list[Alert]:
+    def _judge_spike(self, r: _Line, loss: float) -> list[Alert]:
         ep = self.episodes["spike"]
+        if not ep.active:
+            # The usual report: at or under the level's floor (which the
+            # MAD can only raise), so no spike whatever the MAD says; it
+            # joins the window. Anything else takes the full judgement.
+            window = self._window
+            c = self.config
+            if len(window) >= c.loss_spike_min_reports:
+                med = self._median = window.median()
+                if loss <= med + max(c.loss_spike_min_rel * abs(med), c.loss_spike_min_abs):
+                    window.add(loss)
+                    return []
         level = self._level if ep.active else self._spike_level(loss)
         out: list[Alert] = []
         if ep.active and level is not None:
@@ -331,7 +340,7 @@ class LossDetector(DetectorBase):
 
     # -- divergence ----------------------------------------------------------
 
-    def _judge_divergence(self, r: _Report, loss: float) -> list[Alert]:
+    def _judge_divergence(self, r: _Line, loss: float) -> list[Alert]:
         c = self.config
         self._smooth.add(loss)
         if len(self._smooth) < c.loss_smooth_reports:
@@ -379,12 +388,16 @@ class LossDetector(DetectorBase):
             self._loss_scale = self._scale.scale
         return self._judge_overflow(o.time, o.source, o.rank)
 
-    def _count_iterations(self, r: _Report) -> list[Alert]:
+    def _count_iterations(self, r: _Line, skipped: float | None, skipped_total: float | None,
+                          scale: float | None) -> list[Alert]:
         sw = self._scale
-        if not sw.report(r.step, r.skipped_iters, r.skipped_total, r.loss_scale):
+        if not sw.report(r.step, skipped, skipped_total, scale):
             return []  # another copy of the same step
         self._overflow_total = sw.total
-        self._skipped_ratio = sw.ledger.ratio()
+        led = self._ratio_ledger = sw.ledger
+        if led.skipped == 0 and not sw.fell and not self.episodes["overflow"].active \
+                and self.config.loss_overflow_frac > 0:
+            return []  # nothing skipped in the window, the scale not fallen: no storm can start
         return self._judge_overflow(r.time, r.source, r.rank)
 
     def _judge_overflow(self, t: float, source: str, rank: int | None) -> list[Alert]:

@@ -138,15 +138,24 @@ class SkipLedger:
         self.skipped = 0
 
     def add(self, iterations: int, skipped: int) -> None:
-        iterations = max(1, iterations)
-        skipped = max(0, min(skipped, iterations))
-        self._reports.append((iterations, skipped))
-        self.iterations += iterations
-        self.skipped += skipped
-        while len(self._reports) > 1 and self.iterations - self._reports[0][0] >= self.window:
-            old_i, old_s = self._reports.popleft()
-            self.iterations -= old_i
-            self.skipped -= old_s
+        # Once per report: plain comparisons and locals (whole numbers here).
+        if iterations < 1:
+            iterations = 1
+        if skipped > iterations:
+            skipped = iterations
+        if skipped < 0:
+            skipped = 0
+        reports = self._reports
+        reports.append((iterations, skipped))
+        total = self.iterations + iterations
+        skips = self.skipped + skipped
+        window = self.window
+        while len(reports) > 1 and total - reports[0][0] >= window:
+            old_i, old_s = reports.popleft()
+            total -= old_i
+            skips -= old_s
+        self.iterations = total
+        self.skipped = skips
 
     def clear(self) -> None:
         self._reports.clear()

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..parsers.events import GpuSample, Progress
+from ..parsers.events import Event, GpuSample, Progress
+from .base import DetectorBase
 from .config import GIB, DetectorConfig
 
 # What GpuPhase.state says about the last sample besides "nothing new".
@@ -279,3 +280,17 @@ class MemoryModel:
 def gpu_total(used: float, total: float | None) -> float:
     """A missing total must not turn every ratio into a crash."""
     return float(total) if total else max(float(used), 1.0)
+
+
+class MemoryDetector(DetectorBase):
+    """What the three memory detectors share: one config, one per-GPU
+    ``MemoryModel`` (``build_detectors`` hands the same one to all three, so
+    each sample is worked out once), GPU samples in, and no deadline.
+    Built alone, a detector gets a model of its own."""
+
+    accepts: tuple[type[Event], ...] = (GpuSample,)
+    timed = False
+
+    def __init__(self, config: DetectorConfig | None = None, memory: MemoryModel | None = None) -> None:
+        self.config = config or DetectorConfig()
+        self.memory = memory or MemoryModel(self.config)

@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections import deque
 
 from ..parsers.events import Event, GpuSample, Progress
-from .base import Alert, DetectorBase, Episode
+from .base import Alert, Episode
 from .config import GIB, DetectorConfig, fmt_duration, fmt_gib
-from .memory import RELAUNCH, GpuPhase, MemoryModel
+from .memory import RELAUNCH, GpuPhase, MemoryDetector, MemoryModel
 
 NAME = "memory_growth"
 
@@ -129,25 +129,20 @@ def fit(ring: deque[tuple[float, float]], robust_above: float = float("-inf")) -
     return _Fit(slope, r2, share, rise, pts[-1][0] - pts[0][0])
 
 
-class MemoryGrowth(DetectorBase):
+class MemoryGrowth(MemoryDetector):
     name = NAME
     # Progress reaches the shared model through memory_volatility; built
     # alone, this detector arms on flat memory or the warm-up cap.
-    accepts = (GpuSample,)
-    timed = False
 
     def __init__(self, config: DetectorConfig | None = None, memory: MemoryModel | None = None) -> None:
-        self.config = c = config or DetectorConfig()
-        self.memory = memory or MemoryModel(c)
+        super().__init__(config, memory)
+        c = self.config
         self._bucket_s = c.growth_bucket_s
         self._size = max(4, int(round(c.growth_window_s / c.growth_bucket_s)))
         self._fire_rate = c.growth_rate_gib_per_h * (1.0 - c.growth_rate_tolerance) * GIB / 3600.0
         self._resolve_rate = c.growth_resolve_gib_per_h * GIB / 3600.0
         self._reset_jump = c.growth_reset_jump_gib * GIB
         self._gpus: dict[int, _Gpu] = {}
-
-    def deadline(self) -> float | None:
-        return None
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is not GpuSample:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..parsers.events import Event, GpuSample
-from .base import Alert, DetectorBase, Episode
+from .base import Alert, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_duration, fmt_gib
-from .memory import MemoryModel
+from .memory import MemoryDetector, MemoryModel
 
 NAME = "memory_pressure"
 
@@ -30,21 +30,16 @@ class _Gpu:
         self.peak = 0.0
 
 
-class MemoryPressure(DetectorBase):
+class MemoryPressure(MemoryDetector):
     name = NAME
-    accepts = (GpuSample,)
-    timed = False
 
     def __init__(self, config: DetectorConfig | None = None, memory: MemoryModel | None = None) -> None:
-        self.config = c = config or DetectorConfig()
-        self.memory = memory or MemoryModel(c)
+        super().__init__(config, memory)
+        c = self.config
         self._hi = c.pressure_frac
         self._lo = c.pressure_resolve_frac
         self._sustain = c.pressure_sustain_s
         self._gpus: dict[int, _Gpu] = {}
-
-    def deadline(self) -> float | None:
-        return None
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is not GpuSample:

@@ -38,9 +38,9 @@ from __future__ import annotations
 from collections import deque
 
 from ..parsers.events import Event, GpuSample, Progress
-from .base import Alert, DetectorBase, Episode
+from .base import Alert, Episode
 from .config import DetectorConfig, fmt_bytes, fmt_clock, fmt_duration, fmt_gib
-from .memory import ARMED, RELAUNCH, GpuPhase, MemoryModel
+from .memory import ARMED, RELAUNCH, GpuPhase, MemoryDetector, MemoryModel
 
 NAME = "memory_volatility"
 
@@ -64,21 +64,17 @@ class _Gpu:
         self.since: float | None = None
 
 
-class MemoryVolatility(DetectorBase):
+class MemoryVolatility(MemoryDetector):
     name = NAME
+    # Progress feeds the shared memory model (warm-up over, a relaunch).
     accepts = (GpuSample, Progress)
-    timed = False
 
     def __init__(self, config: DetectorConfig | None = None, memory: MemoryModel | None = None) -> None:
-        self.config = config or DetectorConfig()
-        self.memory = memory or MemoryModel(self.config)
+        super().__init__(config, memory)
         self._gpus: dict[int, _Gpu] = {}
         self._min_turns = self.config.volatility_min_turns
         self._window = self.config.volatility_window_s
         self._resolve_s = self.config.volatility_resolve_s
-
-    def deadline(self) -> float | None:
-        return None
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is not GpuSample:

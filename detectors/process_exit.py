@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import signal as _signal
 
+from ..parsers.crash.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
 from ..parsers.events import Crash, Event, ProcessExit
-from ..parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES, short_type
 from .base import Alert, DetectorBase, Severity
 from .config import DetectorConfig
 

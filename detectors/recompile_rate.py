@@ -34,7 +34,7 @@ from __future__ import annotations
 from ..parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
 from .base import Alert, Episode
 from .config import DetectorConfig, fmt_duration
-from .counters import RankRises, hourly_rate
+from .counters import HourlyBaseline, RankRises
 
 NAME = "recompile"
 KIND = "rate"
@@ -45,12 +45,12 @@ REMEDY = (
 )
 
 
-class RecompileRate:
+class RecompileRate(HourlyBaseline):
     """One part of the ``recompile`` detector, with an episode of its own."""
 
     def __init__(self, config: DetectorConfig | None = None, baseline_per_hour: float | None = None) -> None:
         self.config = c = config or DetectorConfig()
-        self.baseline = hourly_rate(baseline_per_hour)
+        self.set_baseline(baseline_per_hour)
         self.episode = Episode(NAME, kind=KIND)
         self._probe = RankRises(c.recompile_rate_window_s)
         self._log = RankRises(c.recompile_rate_window_s)
@@ -62,14 +62,9 @@ class RecompileRate:
         # detector skips the call on the hot path).
         self.next_check = float("-inf")
 
-    def set_baseline(self, per_hour: float | None) -> None:
-        self.baseline = hourly_rate(per_hour)
-
     def threshold(self) -> float:
         c = self.config
-        if self.baseline is None:
-            return c.recompile_rate_per_hour
-        return max(c.recompile_rate_min_per_hour, self.baseline * c.recompile_rate_factor)
+        return self._threshold(c.recompile_rate_per_hour, c.recompile_rate_min_per_hour, c.recompile_rate_factor)
 
     def per_hour(self, t: float) -> float | None:
         """Recompiles per hour on the busiest rank at ``t``, once it can be told."""

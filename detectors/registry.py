@@ -1,11 +1,12 @@
 """All detectors of a run, and the router that feeds them.
 
 ``DetectorSet`` sends each event only to the detectors whose ``accepts``
-names its type: at 8 GPUs x 1 Hz the GPU samples are most of the traffic
-and four detectors of ten care about them. ``deadline()`` is the earliest
-of the detectors' deadlines, for the Monitor's ticks. ``BaselineFigures``
-are the good run's figures the detectors judge against (``build_detectors``,
-``DetectorSet.set_baseline``).
+names its type (at 8 GPUs x 1 Hz the GPU samples are most of the traffic
+and four detectors of ten care about them), straight to each one's handler
+of that type (``routes``: a table built once, no type tests per event).
+``deadline()`` is the earliest of the detectors' deadlines, for the
+Monitor's ticks. ``BaselineFigures`` are the good run's figures the
+detectors judge against (``build_detectors``, ``DetectorSet.set_baseline``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from ..parsers.events import Event
 from .alloc_thrash import AllocThrash
-from .base import EVENT_TYPES, Alert, Detector
+from .base import EVENT_TYPES, Alert, Detector, Handler
 from .config import DetectorConfig
 from .counters import RankRises
 from .crash import CrashDetector, CrashEpisode
@@ -37,7 +38,7 @@ _INF = float("inf")
 # An event type's route: each detector's bound update, and (slot in the kept
 # deadlines, bound deadline) for the timed ones.
 _Plan = tuple[
-    tuple[Callable[[Event], list[Alert]], ...],
+    tuple[Handler, ...],
     tuple[tuple[int, Callable[[], "float | None"]], ...],
 ]
 
@@ -103,13 +104,17 @@ class DetectorSet:
         # event went to, so deadline() is one min() over floats.
         self._deadlines = [_inf_if_none(d.deadline()) for d in self._timed]
         self._best = min(self._deadlines, default=_INF)
+        # Per event type, in the detectors' order: each one's handler of
+        # that type (``routes``), and the deadlines it may move.
+        tables = [d.routes() for d in self.detectors]
         self._plans: dict[type, _Plan] = {}
         for etype in EVENT_TYPES:
-            self._plans[etype] = self._plan([d for d in self.detectors if etype in d.accepts])
+            self._plans[etype] = self._plan(
+                [(d, routes[etype]) for d, routes in zip(self.detectors, tables) if etype in routes])
 
-    def _plan(self, route: list[Detector]) -> _Plan:
-        timed = tuple((i, d.deadline) for i, d in enumerate(self._timed) if any(d is r for r in route))
-        return tuple(d.update for d in route), timed
+    def _plan(self, route: list[tuple[Detector, Handler]]) -> _Plan:
+        timed = tuple((i, d.deadline) for i, d in enumerate(self._timed) if any(d is r for r, _ in route))
+        return tuple(handler for _, handler in route), timed
 
     def __iter__(self) -> Iterator[Detector]:
         return iter(self.detectors)
@@ -129,7 +134,7 @@ class DetectorSet:
         plan = self._plans.get(type(event))
         if plan is None:
             plan = self._plans[type(event)] = self._plan(
-                [d for d in self.detectors if isinstance(event, d.accepts)]
+                [(d, d.update) for d in self.detectors if isinstance(event, d.accepts)]
             )
         updates, timed = plan
         out: list[Alert] = []

@@ -76,7 +76,7 @@ from ..parsers.events import (
     Tick,
     XidError,
 )
-from .base import Alert, DetectorBase, Episode
+from .base import Alert, DetectorBase, Episode, Handler
 from .config import DetectorConfig, fmt_clock, fmt_duration
 from .steps import sorted_median
 from .waiting import waiting_text
@@ -136,6 +136,15 @@ class Stall(DetectorBase):
         if self._watching and not self.episode.active and self._pending is None:
             return self._deadline
         return None
+
+    def fast_routes(self) -> dict[type[Event], Handler]:
+        return {Progress: self._on_progress}
+
+    def _on_progress(self, p: Progress) -> list[Alert]:
+        """``update`` of a step line, without the type tests."""
+        if self._pending is None:
+            return self._progress(p)
+        return self.update(p)
 
     def update(self, event: Event) -> list[Alert]:
         t = event.time

@@ -58,7 +58,7 @@ from ..parsers.events import (
     Progress,
     Tick,
 )
-from .base import Alert, DetectorBase, Episode
+from .base import Alert, DetectorBase, Episode, Handler
 from .config import DetectorConfig, fmt_duration
 from .steps import sorted_median
 from .straggler_hung import find_hung, hung_report, next_deadline
@@ -101,6 +101,20 @@ class Straggler(DetectorBase):
         if d is None or (self._now is not None and d <= self._now):
             return None
         return d
+
+    def fast_routes(self) -> dict[type[Event], Handler]:
+        return {Progress: self._on_progress}
+
+    def _on_progress(self, p: Progress) -> list[Alert]:
+        """``update`` of a step line, without the type tests."""
+        t = p.time
+        if self._now is None or t > self._now:
+            self._now = t
+        self._progress(p)
+        if t < self._next_judge:
+            return self._resolve_hung_if_back()
+        self._next_judge = t + _JUDGE_EVERY_S
+        return self._judge(self._now)
 
     def update(self, event: Event) -> list[Alert]:
         t = event.time
@@ -196,11 +210,13 @@ class Straggler(DetectorBase):
 
     def _medians(self, t: float, name: str) -> dict[int, float]:
         cfg = self.config
+        warmup, window, need = cfg.straggler_warmup_s, cfg.straggler_window_s, cfg.straggler_min_samples
         out: dict[int, float] = {}
         for rank, state in self.ranks.items():
-            after = state.first_seen + cfg.straggler_warmup_s
-            values = state.values(name, t, cfg.straggler_window_s, after)
-            if values and len(values) >= cfg.straggler_min_samples:
+            if not state.series[name]:
+                continue  # a figure this rank never gives (most logs: no compute or wait)
+            values = state.values(name, t, window, state.first_seen + warmup)
+            if values and len(values) >= need:
                 out[rank] = sorted_median(values)
         return out
 

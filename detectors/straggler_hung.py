@@ -39,15 +39,14 @@ def stepping(ranks: list[RankState]) -> list[RankState]:
 
 def limit(ranks: list[RankState], config: DetectorConfig, in_phase: bool) -> float:
     """How long nobody may step before the others' waiting is a hang."""
-    figures = [u for s in ranks if (u := s.usual_interval()) is not None]
-    usual = min(figures) if figures else 0.0
+    usual = min([u for s in ranks if (u := s.usual_s) is not None], default=0.0)
     out = max(config.straggler_hung_min_s, config.straggler_hung_factor * usual)
     return out + config.straggler_phase_allowance_s if in_phase else out
 
 
 def silence_limit(state: RankState, config: DetectorConfig) -> float | None:
     """How long this rank may be silent by its own cadence (None: no cadence yet)."""
-    usual = state.usual_interval()
+    usual = state.usual_s
     if usual is None:
         return None
     return max(config.straggler_hung_min_s, config.straggler_hung_factor * usual)
@@ -58,7 +57,7 @@ def next_deadline(ranks: list[RankState], config: DetectorConfig, in_phase: bool
     ranks = stepping(ranks)
     if len(ranks) < 2:
         return None
-    last = max(s.last_step_time or 0.0 for s in ranks)
+    last = max([s.last_step_time or 0.0 for s in ranks])
     best = last + limit(ranks, config, in_phase)  # at or before ``now``: judged already
     for s in ranks:
         own = silence_limit(s, config)
@@ -74,8 +73,8 @@ def find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool,
     if len(ranks) < 2:
         return None
     wait = limit(ranks, config, in_phase)
-    last = max(s.last_step_time or 0.0 for s in ranks)
-    top = max(s.last_step or 0 for s in ranks)
+    last = max([s.last_step_time or 0.0 for s in ranks])
+    top = max([s.last_step or 0 for s in ranks])
     if t - last >= wait:
         # Nobody stepped: a stall. A straggler if the others wait on one.
         waiters = [s for s in ranks if s.waits_on_others()]

@@ -90,7 +90,7 @@ class RankState:
 
     __slots__ = (
         "rank", "first_seen", "last_seen", "last_step", "last_step_time", "source", "series",
-        "intervals", "heartbeat", "timed_out", "measured", "_usual",
+        "intervals", "heartbeat", "timed_out", "measured", "_usual", "usual_s",
     )
 
     def __init__(self, rank: int, first_seen: float) -> None:
@@ -106,6 +106,9 @@ class RankState:
         # (seconds, steps) between step advances.
         self.intervals: deque[tuple[float, int]] = deque(maxlen=_INTERVALS_KEPT)
         self._usual: tuple[float, int] | None = None  # (their median seconds, steps)
+        # ``usual_interval()`` as a field: the hang rules read it for every
+        # rank on every judgement.
+        self.usual_s: float | None = None
         self.heartbeat: Heartbeat | None = None  # the latest, since its last step
         self.timed_out = False  # a collective of this rank timed out (it was waiting)
         self.measured: dict[str, int] = {}  # per source kind, the last step whose figures counted
@@ -131,7 +134,7 @@ class RankState:
             self.measured.clear()
             self.last_step = None
             self.intervals.clear()
-            self._usual = None
+            self._usual = self.usual_s = None
             seen = None
         if step is not None and (self.last_step is None or step > self.last_step):
             if (clocked and self.last_step is not None and self.last_step_time is not None
@@ -161,11 +164,13 @@ class RankState:
 
     def values(self, name: str, t: float, window_s: float, after: float | None = None) -> list[float]:
         """A figure's values over the window ending at ``t`` (and after ``after``), sorted."""
+        series = self.series[name]
+        if not series:
+            return []
         start = t - window_s
         if after is not None and after > start:
             start = after
-        series = self.series[name]
-        if series and series[0][0] >= start:
+        if series[0][0] >= start:
             return sorted([v for _, v in series])
         return sorted([v for (at, v) in series if at >= start])
 
@@ -176,7 +181,7 @@ class RankState:
 
     def usual_interval(self) -> float | None:
         """Median seconds between this rank's reports of a new step."""
-        return self._usual[0] if self._usual is not None else None
+        return self.usual_s
 
     def usual_steps(self) -> int:
         """Median steps between this rank's reports (a rank logging every 100 steps: 100)."""
@@ -184,8 +189,9 @@ class RankState:
 
     def _interval(self, seconds: float, steps: int) -> None:
         self.intervals.append((seconds, steps))
-        self._usual = (sorted_median(sorted(dt for dt, _ in self.intervals)),
-                       max(1, int(sorted_median(sorted(float(n) for _, n in self.intervals)))))
+        self._usual = (sorted_median(sorted([dt for dt, _ in self.intervals])),
+                       max(1, int(sorted_median(sorted([float(n) for _, n in self.intervals])))))
+        self.usual_s = self._usual[0]
 
     def waits_on_others(self) -> bool:
         """Its latest word since its last step: it waits in a collective."""

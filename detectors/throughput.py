@@ -55,7 +55,7 @@ from statistics import median
 from typing import Any
 
 from ..parsers.events import TOK_S, Crash, Event, ProcessExit, Progress
-from .base import Alert, DetectorBase, Episode
+from .base import Alert, DetectorBase, Episode, Handler
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
 from .steps import StepDeduper, sorted_median
 from .timeline import Timeline
@@ -140,6 +140,9 @@ class ThroughputDrop(DetectorBase):
         self._rise = []
         self._rise_since = None
         self._low_since = self._high_since = None
+
+    def fast_routes(self) -> dict[type[Event], Handler]:
+        return {Progress: self._progress}
 
     def update(self, event: Event) -> list[Alert]:
         if isinstance(event, Progress):

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dflash_watch.detectors.config import fmt_duration
 from dflash_watch.parsers.events import Delivery, Event, GpuLost, GpuSample, ProbeSample, Progress
+
+if TYPE_CHECKING:
+    from dflash_watch.parsers.stream import LogStream
 
 # Stamps within this much of the arrival time are on the clock already.
 _ON_CLOCK_S = 1.0
@@ -117,6 +119,22 @@ class Alignment:
                     self._learn(now - stamp)
                 self._skew((now if wall is None else wall) - stamp, notes)
         return self.offset or 0.0
+
+    def read(
+        self, stream: LogStream, text: str, first_lineno: int, now: float, since: float, notes: list[str],
+        wall: float | None = None, arrived: float | None = None,
+    ) -> list[Event]:
+        """A fresh chunk parsed by ``stream`` with its events on the live
+        clock: ``prepare`` on its stamps, the lines before any stamp dated
+        ``now`` minus the offset, every event moved by the offset."""
+        shift = self.prepare(stream.peek_stamps(text), now, since, notes, wall, arrived)
+        return shifted(stream.feed(text, first_lineno, now - shift), shift)
+
+    def flush(self, stream: LogStream, now: float) -> list[Event]:
+        """What ``stream`` still held (a traceback that ended it), on the
+        live clock where its fresh lines are."""
+        shift = self.offset or 0.0
+        return shifted(stream.flush(now - shift), shift)
 
     def _learn(self, lag: float) -> None:
         if abs(lag) <= _ON_CLOCK_S:
@@ -215,7 +233,35 @@ class Alignment:
         self.burst_s = statistics.median(self._intervals)
 
 
-_Stamped = TypeVar("_Stamped", GpuSample, GpuLost, ProbeSample)
+def shifted(events: list[Event], shift: float) -> list[Event]:
+    """``events`` moved ``shift`` seconds (onto the live clock); the list itself when 0."""
+    if events and shift:
+        return [replace(e, time=e.time + shift) for e in events]
+    return events
+
+
+def date_on_arrival(events: list[Event], now: float) -> None:
+    """Live: a progress line without a timestamp of its own happened when it
+    was read (``now``), not when the last logger line was stamped; in place.
+
+    Within the chunk, a step that tells its own time (a stamp, or its step
+    durations) moves that clock: the unstamped lines after it are read at
+    its time, not at the clock the chunk began on (a burst that holds a
+    log's first stamp, days behind the wall clock the lines before it were
+    read on, would else date the lines after the stamp back on that wall
+    clock, and each such line would open a silence of days). The caller
+    decides when this holds (``Ingest.feed_text``: not before any data was
+    seen, for a log caught up from its start)."""
+    at = now
+    for i, e in enumerate(events):
+        if type(e) is Progress:
+            if e.clocked:
+                at = e.time
+            else:
+                events[i] = replace(e, time=max(e.time, at), clocked=True)
+
+
+_Stamped = TypeVar("_Stamped", bound=GpuSample | GpuLost | ProbeSample)
 # A side-file line stamped this close to this machine's clock was written
 # just now, even when it is read in the first round (the history's).
 _RECENT_S = 5.0
@@ -253,9 +299,9 @@ class SideFileClock:
         return bool(self._held)
 
     def onto_live(
-        self, batch: list[_Stamped], fresh: bool, log_seen: bool, now: Callable[[], float], wall: float,
+        self, batch: list[_Stamped], fresh: bool, log_seen: bool, now: float, wall: float,
     ) -> list[_Stamped]:
-        """``batch`` with its times on the live clock (``now()``), or held.
+        """``batch`` with its times on the live clock (``now``), or held.
 
         ``fresh``: read after the first round (written while followed);
         ``log_seen``: the live clock follows the log (or there is none);
@@ -278,7 +324,7 @@ class SideFileClock:
             # by an offset already learnt.
             shift = self.align.offset or 0.0
         else:
-            shift = self.align.prepare((min(times), newest), now(), self.since, [], None, wall)
+            shift = self.align.prepare((min(times), newest), now, self.since, [], None, wall)
         if not shift:
             return batch
         return [replace(s, time=s.time + shift) for s in batch]

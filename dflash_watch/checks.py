@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,25 @@ class Range:
     def coerce(self, value: Any) -> Any:
         return int(value) if self.integer else float(value)
 
+    @classmethod
+    def parse(cls, text: str) -> Range:
+        """The range ``bounds()`` spells as ``text`` (``"> 0"``, ``"(0, 1]"``,
+        ``"whole >= 1"``): how the pure core declares a threshold's range
+        (``detectors.config.knob``) without importing this module."""
+        m = _BOUNDS.fullmatch(text.strip())
+        if m is None:
+            raise ValueError(f"not a range: {text!r} (like '> 0', '(0, 1]', 'whole >= 1')")
+        integer = bool(m["whole"])
+        if m["op"]:
+            return cls(float(m["low"]), low_open=m["op"] == ">", integer=integer)
+        return cls(float(m["lo"]), float(m["hi"]), low_open=m["open"] == "(", high_open=m["close"] == ")",
+                   integer=integer)
+
+
+_NUMBER = r"-?\d+(?:\.\d+)?"
+_BOUNDS = re.compile(rf"(?P<whole>whole )?(?:(?P<op>>=|>) (?P<low>{_NUMBER})"
+                     rf"|(?P<open>[\[(])(?P<lo>{_NUMBER}), (?P<hi>{_NUMBER})(?P<close>[\])]))")
+
 
 def _num(x: float) -> str:
     return str(int(x)) if x == int(x) else str(x)
@@ -106,9 +126,11 @@ def hint(key: str, known: list[str] | tuple[str, ...], *, many: int = 12) -> str
     return f"known: {', '.join(sorted(known))}"
 
 
-def unknown(section: str | None, key: str, known: list[str] | tuple[str, ...]) -> ConfigError:
-    """``[run] grace: unknown key (did you mean grace_s?)``."""
-    return ConfigError(f"{where(section, key)}: unknown key ({hint(key, known)})")
+def unknown(section: str | None, key: str, known: list[str] | tuple[str, ...] | frozenset[str], *,
+            many: int = 12) -> ConfigError:
+    """``[run] grace: unknown key (did you mean grace_s?)``; ``many``: up to how
+    many known keys the message lists when none is near."""
+    return ConfigError(f"{where(section, key)}: unknown key ({hint(key, list(known), many=many)})")
 
 
 def bad(section: str | None, key: str, value: Any, why: str) -> ConfigError:

@@ -6,10 +6,11 @@ A bad file is a one-line ``ConfigError`` naming the key, never a traceback:
 ``[detectors] throughput_drop_frac = 1.5: must be in (0, 1)``.
 
 Every number a user may set is declared once, with its valid range and a
-line of documentation (``DETECTOR_KEYS``, ``RUN_RANGES``, ``GPU_RANGES``):
-the same declaration checks a file and writes the ``[detectors]`` part of
-the template that ``dflash-watch init`` prints (``config_template``), so the
-two cannot drift.
+line of documentation: the thresholds where the detectors keep them
+(``detectors.config.DetectorConfig``, each a ``knob``; ``DETECTOR_KEYS`` is
+read from it), ``RUN_RANGES`` and ``GPU_RANGES`` here. The same declaration
+checks a file and writes the ``[detectors]`` part of the template that
+``dflash-watch init`` prints (``config_template``), so the two cannot drift.
 
 Where the file is, when ``--config`` is not given (``default_config_paths``;
 the first that exists wins, and the template's first lines say the same):
@@ -34,19 +35,16 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-# ConfigError, Range and the ranges stay importable from here, as before.
+# The shared checks and their error (ConfigError is raised from here too).
 from .checks import (
-    COUNT,
-    FRACTION,
     NON_NEGATIVE,
     POSITIVE,
-    SHARE,
-    UNIT,
     ConfigError,
     Range,
     bad,
     unknown,
 )
+from .detectors.config import DetectorConfig
 from .keymap import check_keys
 
 # Where a command looks for its config when --config is not given, first
@@ -150,8 +148,6 @@ def _no_alerts() -> Any:
 # -- declared ranges ------------------------------------------------------------
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Threshold:
     """One ``[detectors]`` key: its valid range and what it means."""
@@ -160,127 +156,16 @@ class Threshold:
     doc: str
 
 
-# Every field of detectors.config.DetectorConfig, declared here once: the range
-# checks a config file and, with the doc, writes the template. A field added
-# there without a line here fails tests/shell/test_config.py.
-DETECTOR_KEYS: dict[str, Threshold] = {
-    # memory, shared by the three memory detectors
-    "mem_flat_band_gib": Threshold(POSITIVE, "memory counts as flat inside this band (GiB) ..."),
-    "mem_flat_band_frac": Threshold(FRACTION, "... or this share of the GPU's memory, whichever is larger"),
-    "mem_settle_s": Threshold(POSITIVE, "warm-up ends once memory stayed flat this long"),
-    "mem_warmup_max_s": Threshold(POSITIVE, "or this long after the job appeared, settled or not"),
-    "mem_idle_gib": Threshold(NON_NEGATIVE, "below this (GiB) a GPU runs no job; falling to it is a relaunch"),
-    "mem_noise_band_factor": Threshold(NON_NEGATIVE, "the flat band is at least this many times the noise (0: off)"),
-    "mem_relaunch_idle_s": Threshold(POSITIVE, "idle this long without progress is a relaunch (no process list)"),
-    # memory_volatility
-    "volatility_min_turns": Threshold(COUNT, "memory_volatility: this many up/down turns ..."),
-    "volatility_window_s": Threshold(POSITIVE, "... within this many seconds"),
-    "volatility_resolve_s": Threshold(POSITIVE, "resolved after memory is flat again this long"),
-    # memory_growth
-    "growth_rate_gib_per_h": Threshold(POSITIVE, "memory_growth: a steady climb at least this fast (GiB/h)"),
-    "growth_rate_tolerance": Threshold(Range(0.0, 1.0, high_open=True), "the slope may fall this share short"),
-    "growth_window_s": Threshold(POSITIVE, "the climb is fitted over this many seconds"),
-    "growth_bucket_s": Threshold(POSITIVE, "in buckets of this many seconds"),
-    "growth_min_r2": Threshold(UNIT, "the fit must explain at least this share of the variance (R^2)"),
-    "growth_max_step_share": Threshold(SHARE, "a rise this share of which is one jump is a step, not a leak"),
-    "growth_resolve_gib_per_h": Threshold(NON_NEGATIVE, "resolved once the climb is below this (GiB/h)"),
-    "growth_reset_jump_gib": Threshold(POSITIVE, "a jump above this (GiB) between buckets restarts the fit"),
-    # memory_pressure
-    "pressure_frac": Threshold(SHARE, "memory_pressure: used memory at this share of the total ..."),
-    "pressure_resolve_frac": Threshold(SHARE, "resolved below this share"),
-    "pressure_sustain_s": Threshold(NON_NEGATIVE, "... for this many seconds"),
-    # throughput_drop
-    "throughput_drop_frac": Threshold(FRACTION, "throughput_drop: the rate this share below the baseline ..."),
-    "throughput_sustain_s": Threshold(NON_NEGATIVE, "... for this long (checkpoints, evals are shorter)"),
-    "throughput_smooth_s": Threshold(POSITIVE, "rolling median over this many seconds"),
-    "throughput_recover_frac": Threshold(SHARE, "recovered above this share of the baseline ..."),
-    "throughput_recover_s": Threshold(NON_NEGATIVE, "... for this many seconds"),
-    "throughput_warmup_events": Threshold(Range(0.0, integer=True), "the first reports after a start ..."),
-    "throughput_warmup_s": Threshold(NON_NEGATIVE, "... and the first seconds are warm-up"),
-    "throughput_learn_s": Threshold(POSITIVE, "without a baseline file: the median of this long after warm-up"),
-    "throughput_restart_gap_s": Threshold(POSITIVE, "a silence this long (or a step back) is a relaunch ..."),
-    "throughput_restart_gap_intervals": Threshold(Range(1.0), "... and this many report intervals"),
-    "throughput_rise_frac": Threshold(POSITIVE, "a learned baseline rises to a phase this share faster"),
-    "clock_jitter_s": Threshold(NON_NEGATIVE, "time going back less than this is ranks interleaving"),
-    "duplicate_step_s": Threshold(NON_NEGATIVE, "the same step again within this long is another rank's copy"),
-    # stall
-    "stall_min_s": Threshold(POSITIVE, "stall: no progress for at least this many seconds ..."),
-    "stall_factor": Threshold(Range(1.0, low_open=True), "... and this many times the usual step interval"),
-    "stall_first_s": Threshold(POSITIVE, "before the run showed one interval, the silence limit is this"),
-    # crash / fx_tracing
-    "crash_dedupe_s": Threshold(NON_NEGATIVE, "the same crash again within this long is one alert"),
-    "crash_hold_s": Threshold(NON_NEGATIVE, "a crash waits this long for the other ranks' copies"),
-    "crash_survive_s": Threshold(NON_NEGATIVE, "a traceback followed this soon by two later steps was survived"),
-    "crash_caught_window_s": Threshold(NON_NEGATIVE, "a traceback survived before gets this long for its progress"),
-    "exit_crash_window_s": Threshold(POSITIVE, "a crash this long before the job's exit is its reason"),
-    "crash_traceback_lines": Threshold(COUNT, "traceback lines kept as evidence"),
-    "crash_frames": Threshold(COUNT, "stack frames named in the message"),
-    # recompile
-    "recompile_storm_count": Threshold(COUNT, "recompile: a storm is this many recompiles of one function ..."),
-    "recompile_storm_window_s": Threshold(POSITIVE, "... within this many seconds"),
-    "recompile_quiet_s": Threshold(POSITIVE, "resolved after this long without one"),
-    # recompile, kind "rate" (recompiles per hour after warm-up)
-    "recompile_rate_warmup_s": Threshold(NON_NEGATIVE, "recompile rate: the first seconds of a (re)start are warm-up"),
-    "recompile_rate_window_s": Threshold(POSITIVE, "... counted over this many seconds"),
-    "recompile_rate_per_hour": Threshold(POSITIVE, "... fires at this many per hour without a baseline"),
-    "recompile_rate_factor": Threshold(Range(1.0), "... or this many times the good run's rate"),
-    "recompile_rate_min_per_hour": Threshold(NON_NEGATIVE, "... and at least this many per hour"),
-    "recompile_rate_min_count": Threshold(COUNT, "... on at least this many recompiles in the window"),
-    "recompile_rate_resolve_frac": Threshold(FRACTION, "... resolved below this share of the threshold"),
-    # padding
-    "padding_window_s": Threshold(POSITIVE, "padding: efficiency over this many seconds of batches ..."),
-    "padding_min_samples": Threshold(COUNT, "... and at least this many reports"),
-    "padding_margin": Threshold(FRACTION, "fires this far (0..1, absolute) below the good run's efficiency"),
-    "padding_floor": Threshold(FRACTION, "... or, without a baseline, below this efficiency"),
-    "padding_hysteresis": Threshold(UNIT, "resolved this far above the firing line again"),
-    # alloc_thrash
-    "alloc_thrash_window_s": Threshold(POSITIVE, "alloc_thrash: CUDA allocator retries counted over this window"),
-    "alloc_thrash_per_hour": Threshold(POSITIVE, "... fires at this many retries per hour (busiest rank)"),
-    "alloc_thrash_min_retries": Threshold(COUNT, "... and at least this many in the window"),
-    "alloc_thrash_baseline_factor": Threshold(Range(1.0), "... and above this many times the good run's rate"),
-    # stall phases (issue 19)
-    "stall_eval_allowance_s": Threshold(NON_NEGATIVE, "stall: an evaluation may add this much silence"),
-    "stall_checkpoint_allowance_s": Threshold(NON_NEGATIVE, "stall: a checkpoint save may add this much silence"),
-    # loss (issue 19)
-    "loss_nan_resolve_reports": Threshold(COUNT, "loss nan: resolved after this many finite reports in a row"),
-    "loss_spike_window": Threshold(COUNT, "loss spike: the robust level is taken over this many reports ..."),
-    "loss_spike_min_reports": Threshold(COUNT, "... once there are at least this many"),
-    "loss_spike_k": Threshold(POSITIVE, "... a spike is this many robust sigmas (MAD) above the median ..."),
-    "loss_spike_min_rel": Threshold(POSITIVE, "... and at least this share above it ..."),
-    "loss_spike_min_abs": Threshold(NON_NEGATIVE, "... and at least this much (absolute) above it"),
-    "loss_spike_resolve_reports": Threshold(COUNT, "resolved after this many reports back under the level"),
-    "loss_spike_early_factor": Threshold(Range(1.0, low_open=True),
-                                         "before that many reports: a loss this many times the highest so far"),
-    "loss_smooth_reports": Threshold(COUNT, "loss divergence: the loss is smoothed over this many reports ..."),
-    "loss_divergence_margin": Threshold(POSITIVE, "... fires this share above its recent minimum ..."),
-    "loss_divergence_window_s": Threshold(POSITIVE, "... the minimum of this many seconds ..."),
-    "loss_divergence_s": Threshold(NON_NEGATIVE, "... sustained this many seconds ..."),
-    "loss_divergence_min_reports": Threshold(COUNT, "... and this many reports"),
-    "loss_overflow_window": Threshold(COUNT, "loss overflow: skipped steps counted over this many iterations ..."),
-    "loss_overflow_frac": Threshold(SHARE, "... a storm at this share of them skipped"),
-    "loss_overflow_scale_floor": Threshold(NON_NEGATIVE, "... or the fp16 loss scale fallen to this floor"),
-    # straggler (issue 19)
-    "straggler_window_s": Threshold(POSITIVE, "straggler: per-rank seconds are medians over this window"),
-    "straggler_min_samples": Threshold(COUNT, "... of at least this many reports per rank"),
-    "straggler_warmup_s": Threshold(NON_NEGATIVE, "... after each rank's first this-many seconds"),
-    "straggler_slow_factor": Threshold(Range(1.0), "straggler slow: compute this many times the others' ..."),
-    "straggler_slow_min_excess_s": Threshold(NON_NEGATIVE, "... and at least this many seconds more ..."),
-    "straggler_slow_for_s": Threshold(NON_NEGATIVE, "... for this long"),
-    "straggler_resolve_factor": Threshold(Range(1.0), "resolved once its ratio is back under this"),
-    "straggler_hung_min_s": Threshold(POSITIVE, "straggler hung: no step for at least this long ..."),
-    "straggler_hung_factor": Threshold(POSITIVE, "... and this many usual step intervals, the others waiting"),
-    "straggler_phase_allowance_s": Threshold(NON_NEGATIVE, "an eval or a save may hold the others this long"),
-    "straggler_gpus_per_node": Threshold(Range(0.0, integer=True), "> 0: a rank's GPU is rank % this (LOCAL_RANK = GPU)"),
-    # gpu_health (issue 19)
-    "gpu_xid_repeat_s": Threshold(POSITIVE, "gpu_health xid: the same code again within this long is one episode"),
-    "gpu_ecc_quiet_s": Threshold(POSITIVE, "gpu_health ecc: resolved after no rise (and nothing pending) this long"),
-    "gpu_throttle_window_s": Threshold(POSITIVE, "gpu_health thermal/power: judged over this window of samples ..."),
-    "gpu_throttle_frac": Threshold(SHARE, "... the reason active in at least this share of them ..."),
-    "gpu_clock_low_frac": Threshold(SHARE, "... and the median SM clock at most this share of its max"),
-    "gpu_pcie_sustain_s": Threshold(POSITIVE, "gpu_health pcie: link below its max width/gen this long"),
-    "gpu_pcie_busy_util": Threshold(UNIT, "... the generation judged only at this utilisation (idle GPUs downshift)"),
-    "gpu_pcie_resolve_s": Threshold(NON_NEGATIVE, "resolved after this long at the full link"),
-}
+def _detector_keys() -> dict[str, Threshold]:
+    """``[detectors]``, read from its one declaration: each ``knob`` field of
+    ``DetectorConfig`` (default, valid values, doc line), in field order.
+
+    The range checks a config file and, with the doc, writes the template."""
+    return {f.name: Threshold(Range.parse(f.metadata["valid"]), f.metadata["doc"])
+            for f in fields(DetectorConfig) if "valid" in f.metadata}
+
+
+DETECTOR_KEYS: dict[str, Threshold] = _detector_keys()
 
 # Fields of DetectorConfig that are not [detectors] keys, and where they come from.
 DETECTOR_DERIVED: dict[str, str] = {"tz": "the top-level tz key"}

@@ -1,8 +1,9 @@
 """The commented config file that ``dflash-watch init`` writes.
 
-Built from the same declarations that check a file (``config.DETECTOR_KEYS``,
-``keymap.KEY_BINDINGS``), so the template and the checks cannot drift; a
-test uncomments every example line and loads the result.
+Built from the same declarations that check a file (``DetectorConfig``'s
+knobs as ``config.DETECTOR_KEYS``, ``keymap.KEY_BINDINGS``), so the template
+and the checks cannot drift; a test uncomments every example line and loads
+the result.
 """
 
 from __future__ import annotations

@@ -1,18 +1,26 @@
 """The dashboard's keys by id, and the ``[keys]`` table that rebinds them.
 
-Every binding of the dashboard (``tui/app.py`` ``BINDINGS``) carries an
+Every binding of the dashboard (``tui/app.py`` ``BINDINGS``), of its
+modal screens (``tui/screens/``) and of the log panel's filter carries an
 ``id``; ``[keys]`` maps ids to Textual key strings (``abort = "ctrl+a"``,
 several keys comma-separated: ``help = "question_mark,h"``), and the app
 hands the checked table to ``App.set_keymap`` (posting's habit). The ids
 and default keys are declared here, without Textual, so that a config is
 checked when it is loaded (exit 2 with one line, like any config error)
 by commands that never draw a screen; a test keeps them equal to the
-app's ``BINDINGS``.
+``BINDINGS`` of the app and of each screen.
+
+A binding's ``scope`` is where it acts: ``dashboard`` (the app and its
+widgets), or one modal screen (``help``, ``confirm``, ``evidence``,
+``diagnosis``), which sees only its own keys (Textual's modal binding
+chain). Two bindings may share a key only in different scopes: ``q``
+quits the dashboard and closes the help.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,10 +29,12 @@ from .checks import ConfigError, hint, show
 
 @dataclass(frozen=True, slots=True)
 class Key:
-    """One binding: its default key string (Textual's spelling) and what it does."""
+    """One binding: its default key string (Textual's spelling), what it does,
+    and where it acts (``dashboard`` or a modal screen's name)."""
 
     default: str
     doc: str
+    scope: str = "dashboard"
 
 
 KEY_BINDINGS: dict[str, Key] = {
@@ -45,6 +55,13 @@ KEY_BINDINGS: dict[str, Key] = {
     "window_all": Key("4", "charts: the whole run"),
     "processes": Key("g", "show or hide the GPU process table"),
     "quit": Key("q", "quit the dashboard (the job keeps running)"),
+    "clear_filter": Key("escape", "the log filter: clear it"),
+    # The modal screens: each sees only its own keys.
+    "help_close": Key("escape,q,question_mark", "the help screen: close it", "help"),
+    "confirm_yes": Key("y", "a confirmation: yes, do it", "confirm"),
+    "confirm_no": Key("n,escape", "a confirmation: no, touch nothing", "confirm"),
+    "evidence_close": Key("escape,q,enter", "an alert's evidence: close it", "evidence"),
+    "diagnosis_close": Key("escape,q,d", "what changed: close it", "diagnosis"),
 }
 
 MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
@@ -130,14 +147,21 @@ def check_keys(raw: dict[str, Any]) -> dict[str, str]:
             raise ConfigError(f"[keys] {name} = {show(value)}: {why}")
         out[name] = ",".join(normalize(k) for k in value.split(","))
         given[name] = value
-    owner: dict[str, str] = {}
+    owner: dict[tuple[str, str], str] = {}  # (scope, key) -> binding id
     for name, spec in KEY_BINDINGS.items():
-        for key in out.get(name, spec.default).split(","):
+        for one in out.get(name, spec.default).split(","):
+            key = (spec.scope, one)
             if key in owner:
                 other, mine = sorted((owner[key], name), key=lambda n: n not in out)
-                raise ConfigError(f"[keys] {other} = {show(given[other])}: {key} is also the key of {mine}")
+                raise ConfigError(f"[keys] {other} = {show(given[other])}: {one} is also the key of {mine}")
             owner[key] = name
     return out
+
+
+def keys_of(binding_id: str, keymap: Mapping[str, str]) -> list[str]:
+    """The keys of a binding after ``[keys]`` (``keymap``, as ``check_keys``
+    returns it, or Textual's ``App._keymap``): what the help screen shows."""
+    return [k.strip() for k in keymap.get(binding_id, KEY_BINDINGS[binding_id].default).split(",")]
 
 
 def keys_template() -> str:

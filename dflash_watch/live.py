@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from .alignment import SideFileClock
 from .monitor import Monitor
 
 Clock = Callable[[], float]
@@ -351,7 +350,7 @@ class LiveSession:
         # What the first round reads is history, on its own clock; what
         # comes after is written now, and goes onto the live clock.
         fresh = False
-        side = SideFileClock(cast(str, self.samples_file), time.time())
+        path = cast(str, self.samples_file)
         while not self._stop.is_set():
             for item in tailer.poll():
                 if not isinstance(item, Chunk):
@@ -370,21 +369,19 @@ class LiveSession:
                         continue
                     batch.append(sample)
                 if batch:
-                    self._feed_side(side, batch, fresh, self.monitor.feed_samples)
-            if side.holding:
-                self._feed_side(side, [], fresh, self.monitor.feed_samples)
+                    self._feed_side(self.monitor.feed_samples, path, batch, fresh)
+            if self.monitor.side_holding(path):
+                self._feed_side(self.monitor.feed_samples, path, [], fresh)
             tailer.wait(self.tail_poll_s)
             fresh = True
 
-    def _feed_side(self, side: SideFileClock, batch: list[Any], fresh: bool, feed: Callable[[Any], object]) -> None:
-        """A sample or probe file's lines to the Monitor, on the live clock
-        (``SideFileClock``: held until the log's first text is read)."""
+    def _feed_side(self, feed: Callable[..., object], path: str, batch: list[Any], fresh: bool) -> None:
+        """A sample or probe file's lines to the Monitor, which puts them on
+        the live clock (``Monitor.feed_samples``: held until the log's first
+        text is read)."""
         with self.monitor.lock:
-            batch = side.onto_live(batch, fresh, self._log_seen, self.clock, time.time())
-            if batch:
-                feed(batch)
-        if batch:
-            self._observe()
+            feed(batch, path, fresh=fresh, now=self.clock(), arrived=time.time(), log_seen=self._log_seen)
+        self._observe()
 
     def _tail_probes(self) -> None:
         """Probe lines into ``Monitor.feed_probes``, a file's complete lines at a time.
@@ -402,9 +399,7 @@ class LiveSession:
         tailer = self._tailer(self.probes, self.probe_poll_s, use_watchdog=False)
         self._tailers.append(tailer)
         parsers: dict[str, ProbeParser] = {}
-        sides: dict[str, SideFileClock] = {}
         fresh = False  # as for the sample file (``_tail_samples``)
-        started = time.time()
         while not self._stop.is_set():
             for item in tailer.poll():
                 if not isinstance(item, Chunk):
@@ -422,13 +417,10 @@ class LiveSession:
                     self.monitor.note(f"{item.path}: skipping lines that are not probe lines "
                                       f"(first: line {parser.first_bad})")
                 if batch:
-                    side = sides.get(item.path)
-                    if side is None:
-                        side = sides[item.path] = SideFileClock(item.path, started)
-                    self._feed_side(side, batch, fresh, self.monitor.feed_probes)
-            for side in sides.values():
-                if side.holding:
-                    self._feed_side(side, [], fresh, self.monitor.feed_probes)
+                    self._feed_side(self.monitor.feed_probes, item.path, batch, fresh)
+            for path in parsers:
+                if self.monitor.side_holding(path):
+                    self._feed_side(self.monitor.feed_probes, path, [], fresh)
             fresh = True
             if self._stop.wait(self.probe_poll_s):
                 return
@@ -446,7 +438,8 @@ class LiveSession:
         # names (a watcher started beside the job usually shares its setting).
         import os
 
-        from .sources.nvml import GpuSampler, SamplerThread
+        from .sources.nvml import GpuSampler
+        from .sources.nvml_thread import SamplerThread
 
         self.sampler = GpuSampler(
             indices=self.gpu_indices,

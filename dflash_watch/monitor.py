@@ -18,12 +18,13 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from dflash_watch.detectors.base import Alert
 from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.detectors.registry import DetectorSet, build_detectors
+from dflash_watch.parsers.crash.signatures import COLLATERAL_CAUSES
 from dflash_watch.parsers.events import (
     IT_S,
     SAMPLES_S,
@@ -40,33 +41,23 @@ from dflash_watch.parsers.events import (
     Recompile,
     Tick,
 )
-from dflash_watch.parsers.signatures import COLLATERAL_CAUSES
-from dflash_watch.parsers.stream import LogStream
 
 from .alertbook import AlertBook
-from .alignment import Alignment
-from .baseline import Baseline
+from .baseline.figures import ALLOC_RETRIES_KEY, PADDING_KEY, RECOMPILES_KEY, figures_of
+from .baseline.store import Baseline
 from .history import GpuHistory, SeriesHistory
-from .run_figures import ALLOC_RETRIES_KEY, PADDING_KEY, RECOMPILES_KEY, LatestProbes, figures_of
+from .ingest import Ingest
+from .latest_probes import LatestProbes
+from .recent_lines import RecentLines
+
+if TYPE_CHECKING:
+    from .control.state import JobState
 
 AlertListener = Callable[[Alert], None]
 
 
 # Alerts whose evidence names the likely causes (what changed since the baseline).
 SUSPECT_DETECTORS = frozenset({"throughput_drop", "memory_volatility"})
-
-
-@dataclass(slots=True)
-class StreamState:
-    """Per log file: its parser, and the generation it was built for."""
-
-    stream: LogStream
-    generation: int
-    lines: int = 0
-    # Live: its stamps against the live clock, and how its lines arrive.
-    align: Alignment | None = None
-    # Part of it was read as a catch-up, on its own clock.
-    caught_up: bool = False
 
 
 # Rate units from the most telling: a chart keeps the best one the run prints.
@@ -76,7 +67,11 @@ _UNIT_RANK = {TOK_S: 3, SAMPLES_S: 2, IT_S: 1}
 # failure): views offer the matching fix.
 GPU_SAMPLING_OFF = "GPU sampling is off (--no-gpu, or [gpu] enabled = false)"
 
-class Monitor:
+class Monitor(Ingest, RecentLines):
+    """One run's picture. Raw inputs come in through ``Ingest`` (log text,
+    partial lines, side files on the live clock) and the log view's lines
+    are kept by ``RecentLines``; this file is the event core and the views."""
+
     def __init__(
         self,
         *,
@@ -103,7 +98,7 @@ class Monitor:
         # per sample known from the config: judged and shown in tokens/s.
         self._tokens_per = {IT_S: tokens_per_step, SAMPLES_S: tokens_per_sample}
         self._convert = any(v for v in self._tokens_per.values())
-        self._streams: dict[str, StreamState] = {}
+        self._init_ingest()  # log streams, partial lines, side-file clocks
         self._listeners: list[AlertListener] = []
         self._lock = threading.RLock()
         self.alerts = AlertBook(alert_history)
@@ -148,17 +143,8 @@ class Monitor:
         # Live: the time since which every log has been quiet (``quiet``),
         # None while lines are coming.
         self.quiet_since: float | None = None
-        # Per file, the line read so far only as redraws (its source), the
-        # last step and elapsed counter they showed, and when (``feed_partial``).
-        self._partials: dict[str, tuple[str, int | None, float | None, float]] = {}
         # Recent raw lines per file for the log view; 0 keeps none (replay).
-        self.keep_lines = keep_lines
-        self._lines: dict[str, deque[tuple[int, str]]] = {}
-        # Per file, the last chunk that alone fills its ring, not yet split
-        # into lines (text, its first line number, its line count): a
-        # catch-up reads thousands of such chunks, and only the last one's
-        # lines are ever shown. ``lines`` splits it when a view reads.
-        self._unsplit: dict[str, tuple[str, int, int]] = {}
+        self._init_lines(keep_lines)
         # GPU source facts for the views: static info, or why there is none.
         self.gpu_info: list[Any] = []
         self.gpu_unavailable: str | None = None
@@ -188,217 +174,6 @@ class Monitor:
             self.version += 1
 
     # -- inputs -----------------------------------------------------------
-    def feed_text(
-        self, path: str, text: str, first_lineno: int, now: float, generation: int = 0, fresh: bool = False,
-        arrived: float | None = None,
-    ) -> list[Alert]:
-        """A chunk of complete lines of one log file, read at wall time ``now``.
-
-        ``fresh``: live, lines written while the watcher follows the file
-        (not the catch-up of what it held): their stamps are put on the live
-        clock and the way they arrive is watched (``alignment``); ``arrived``:
-        when, on the clock of ``live_since`` (this machine's)."""
-        with self._lock:
-            state = self._streams.get(path)
-            before: list[Alert] = []
-            if state is not None and state.generation != generation:
-                # A new file at this path (truncated, deleted and made anew):
-                # what the old one's parser still held (a traceback that
-                # ended it) is the old file's last word, not lost with it.
-                before = self.feed_events(_flushed(state, now))
-            if state is None or state.generation != generation:
-                stream = LogStream(
-                    _display_name(path),
-                    tz=self._tz,
-                    progress_pattern=self._progress_pattern,
-                    default_year=_year(now, self._tz),
-                )
-                state = StreamState(stream, generation)
-                self._streams[path] = state
-            self.quiet_since = None
-            delivery = None
-            shift = 0.0
-            if not fresh:
-                state.caught_up = True
-            else:
-                if state.align is None:
-                    state.align = Alignment(_display_name(path), learn=not state.caught_up)
-                align = state.align
-                notes: list[str] = []
-                if arrived is None:
-                    arrived = now
-                if self.live_since is None:
-                    self.live_since = arrived
-                live_since = self.live_since
-                wall = self.to_wall(now) if self.to_wall is not None else None
-                shift = align.prepare(state.stream.peek_stamps(text), now, live_since, notes, wall, arrived)
-            events = state.stream.feed(text, first_lineno, now - shift)
-            if shift:
-                events = [replace(e, time=e.time + shift) for e in events]
-            if fresh:
-                # Read before unstamped steps take the arrival time below.
-                delivery = align.delivery(events, now, live_since, notes, arrived)
-            if path in self._partials:
-                events = self._after_partials(path, events)
-            # Live, a progress line without a timestamp of its own happened
-            # when we read it (``now``, the data's clock run on by the wall),
-            # not when the last logger line was stamped. Not so before any
-            # data was seen: ``now`` is then the bare wall clock, and a log
-            # being caught up from its start (an old run, another zone) would
-            # get steps a year ahead of the stamped lines between them.
-            # Within the chunk, a step that tells its own time (a stamp, or
-            # its step durations) moves that clock: the unstamped lines after
-            # it are read at its time, not at the clock the chunk began on
-            # (a burst that holds a log's first stamp, days behind the wall
-            # clock the lines before it were read on, would else date the
-            # lines after the stamp back on that wall clock, and each such
-            # line would open a silence of days).
-            if self.last_event_time is not None or state.stream.last_time is None:
-                at = now
-                for i, e in enumerate(events):
-                    if type(e) is Progress:
-                        if e.clocked:
-                            at = e.time
-                        else:
-                            events[i] = replace(e, time=max(e.time, at), clocked=True)
-            if fresh:
-                for note in notes:
-                    self.note(note)
-                if delivery is not None:
-                    events.append(delivery)
-            # The chunk's lines counted in C; only the last ``keep_lines``
-            # of them are split off for the log view (a catch-up chunk holds
-            # thousands).
-            count = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
-            state.lines = first_lineno - 1 + count
-            if self.keep_lines and count >= self.keep_lines:
-                self._unsplit[path] = (text, first_lineno, count)
-            elif self.keep_lines and count:
-                self.remember_lines(path, (text[:-1] if text.endswith("\n") else text).split("\n"), first_lineno)
-            self.version += 1
-            if before:
-                return before + self.feed_events(events)
-            return self.feed_events(events)
-
-    def feed_partial(self, path: str, text: str, lineno: int, now: float) -> list[Alert]:
-        """The states of an unfinished line drawn since the last look (a tqdm
-        bar mid-epoch), ``'\\r'``-joined, read at ``now``.
-
-        Only progress is read from them: they are not a line yet (no line
-        count, no traceback state), and the complete line is parsed as usual
-        when its newline comes. Every state is a reading of the rate, not
-        only the newest (a bar redrawn five times between two looks gives
-        five), each at its own time (``progress_redraws.redraw_times``: the
-        bar's elapsed counter, else spread since the previous look), so the
-        throughput and stall detectors judge the bar as it is drawn.
-        """
-        from dflash_watch.parsers.progress import progress_from
-        from dflash_watch.parsers.progress_redraws import ELAPSED, redraw_times, redraw_values
-
-        found = redraw_values(text.rstrip("\n"), self._progress_pattern)
-        if not found:
-            return []
-        source = f"{_display_name(path)}:{lineno}"
-        with self._lock:
-            seen = self._partials.get(path)
-            if seen is None:
-                # The first look at this line: what it holds before its newest
-                # state was drawn before the watch began (a catch-up of a bar
-                # of hours, which replay reads on the log's clock), or within
-                # a poll; only the newest state is a reading now.
-                found = found[-1:]
-            since = seen[3] if seen is not None else None  # the previous look at this line
-            times = redraw_times([v[ELAPSED] for v in found], since, now)
-            events = [progress_from(t, source, v) for t, v in zip(times, found)]
-            last = found[-1]
-            self._partials[path] = (source, last[0], last[ELAPSED], now)
-            state = self._streams.get(path)
-            if state is not None:
-                state.stream.hint.progressed()
-            return self.feed_events(events)
-
-    def _progress_hints(self, now: float) -> None:
-        """Live, as the clock moves: a log whose run's bar never reaches it
-        (Lightning's RichProgressBar writes nothing to a file) is said once,
-        when no progress followed the framework's banner for ``stall_min_s``
-        (``parsers.progress_hints``); a probe reporting the steps retires it."""
-        with self._lock:
-            for state in self._streams.values():
-                hint = state.stream.hint
-                if hint.done:
-                    continue
-                if self.probe_samples:
-                    hint.progressed()
-                    continue
-                message = hint.due(now, self.detector_config.stall_min_s)
-                if message:
-                    self.note(f"{state.stream.name}: {message}")
-
-    def _after_partials(self, path: str, events: list[Event]) -> list[Event]:
-        """The complete line whose redraws were read as they came (a tqdm bar):
-        the states already seen live are not progress a second time (they
-        would arrive at once, at the newline's time, steps gone back). Seen:
-        up to the last step shown live, else up to its elapsed counter (a
-        bar of tokens counts no steps), else every state of the line."""
-        source, step, elapsed, _ = self._partials.pop(path)
-        return [
-            e for e in events
-            if not (type(e) is Progress and e.source == source and _seen_live(e, step, elapsed))
-        ]
-
-    @property
-    def lines(self) -> dict[str, deque[tuple[int, str]]]:
-        """Recent raw lines per file for the log view: (line number, text), oldest first."""
-        with self._lock:
-            for path in list(self._unsplit):
-                self._split_pending(path)
-            return self._lines
-
-    def _split_pending(self, path: str) -> None:
-        pending = self._unsplit.pop(path, None)
-        if pending is None:
-            return
-        text, first_lineno, count = pending
-        tail = text[:-1] if text.endswith("\n") else text
-        lines = tail.rsplit("\n", self.keep_lines)[-self.keep_lines :]
-        self.remember_lines(path, lines, first_lineno + count - len(lines))
-
-    def remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
-        self._split_pending(path)
-        ring = self._lines.get(path)
-        if ring is None:
-            ring = self._lines[path] = deque(maxlen=self.keep_lines)
-        if len(lines) > self.keep_lines:
-            first_lineno += len(lines) - self.keep_lines
-            lines = lines[-self.keep_lines :]
-        if not any("\r" in line for line in lines):  # the common case, at C speed
-            ring.extend(zip(range(first_lineno, first_lineno + len(lines)), lines))
-            return
-        for lineno, line in enumerate(lines, first_lineno):
-            # A tqdm line redrawn with '\r' shows its last state, as a terminal would.
-            if "\r" in line:
-                line = line.rstrip("\r").rsplit("\r", 1)[-1]
-            ring.append((lineno, line))
-
-    def end_of_text(self, path: str, now: float) -> list[Alert]:
-        """No more text will come for ``path``: flush its pending traceback."""
-        with self._lock:
-            state = self._streams.get(path)
-            if state is None:
-                return []
-            return self.feed_events(_flushed(state, now))
-
-    def flush_logs(self, now: float) -> list[Alert]:
-        """Close what every log's parser still holds open (a traceback that
-        ended the log waits for a line after it that may never come)."""
-        with self._lock:
-            events: list[Event] = []
-            for state in self._streams.values():
-                events.extend(_flushed(state, now))
-            if len(events) > 1:
-                events.sort(key=_event_time)
-            return self.feed_events(events)
-
     def quiet(self, now: float, since: float) -> list[Alert]:
         """Live: no log has grown since ``since``. The traceback that ended a
         log becomes its crash now, and detectors holding alerts back to merge
@@ -428,13 +203,6 @@ class Monitor:
     def _flush_rates(self) -> None:
         self.throughput.extend(self._rates)
         self._rates.clear()
-
-    def feed_samples(self, samples: Iterable[GpuSample | GpuLost]) -> list[Alert]:
-        return self.feed_events(samples)
-
-    def feed_probes(self, probes: Iterable[ProbeSample]) -> list[Alert]:
-        """Probe lines (CONTRACTS section 9), in time order like GPU samples."""
-        return self.feed_events(probes)
 
     def tick(self, now: float) -> list[Alert]:
         """The clock moved (live: once a second)."""
@@ -468,7 +236,15 @@ class Monitor:
         if self._convert:
             event = self._in_tokens(event)
         t = event.time
-        out = self._arrive(t)
+        # ``_arrive`` and ``_detect``, inline: once per training step.
+        detectors = self._detectors
+        due = detectors.deadline()
+        out = self.advance_to(t) if due is not None and due < t else []
+        if self.first_time is None:
+            self.first_time = t
+        now = self.now
+        if now is None or t > now:
+            self.now = t
         self.last_event_time = t
         self.progress_events += 1
         self.last_progress = event
@@ -476,7 +252,11 @@ class Monitor:
             self._remember_rate(t, event)
             if event.loss is not None:
                 self._remember_loss(t, event.step, event.loss)
-        return self._detect(event, out)
+        alerts = detectors.update(event)
+        if alerts:
+            out.extend([self._record(alert) for alert in alerts])
+        self.version += 1
+        return out
 
     def _handle(self, event: Event) -> list[Alert]:
         t = event.time
@@ -608,7 +388,7 @@ class Monitor:
         return alert
 
     def _with_suspects(self, alert: Alert) -> Alert:
-        from .profile import firing_detectors, monitor_suspects
+        from .baseline.profile import firing_detectors, monitor_suspects
 
         try:
             suspects = monitor_suspects(self, self.fingerprint, firing=firing_detectors(self) | {alert.detector})
@@ -620,7 +400,7 @@ class Monitor:
         return replace(alert, evidence={**alert.evidence, "suspects": suspects})
 
     # -- job lifecycle ------------------------------------------------------
-    def set_job_state(self, state: Any) -> None:
+    def set_job_state(self, state: JobState) -> None:
         with self._lock:
             if state != self.job_state:
                 self.job_state = state
@@ -736,57 +516,6 @@ class Monitor:
     @property
     def files(self) -> list[str]:
         return list(self._streams)
-
-
-def _flushed(state: StreamState, now: float) -> list[Event]:
-    """What ``state``'s parser still held, on the live clock where its
-    fresh lines are (``alignment``)."""
-    shift = state.align.offset or 0.0 if state.align is not None else 0.0
-    events = state.stream.flush(now - shift)
-    if events and shift:
-        events = [replace(e, time=e.time + shift) for e in events]
-    return events
-
-
-def _event_time(event: Event) -> float:
-    return event.time
-
-
-def _year(t: float, tz: Any) -> int | None:
-    """The year glog lines (no year of their own) are taken to be in."""
-    import datetime as _dt
-
-    try:
-        return _dt.datetime.fromtimestamp(t, tz).year
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def _seen_live(e: Progress, step: int | None, elapsed: float | None) -> bool:
-    """Whether a state of a complete line was already read as a redraw
-    (``Monitor._after_partials``): at or before the last one read."""
-    if step is not None:
-        return e.step is not None and e.step <= step
-    if elapsed is not None:
-        return e.elapsed_s is not None and e.elapsed_s <= elapsed
-    return True
-
-
-def _display_name(path: str) -> str:
-    """Alerts cite ``train.log:1234``; the full path is in the file list.
-
-    torchrun ``--redirects``/``--tee`` files are all ``stdout.log`` or
-    ``stderr.log``, one folder per local rank (``.../attempt_0/3/stdout.log``):
-    they keep that folder (``3/stdout.log``), which tells the rank apart.
-    """
-    import os
-
-    base = os.path.basename(path) or path
-    if base in ("stdout.log", "stderr.log"):
-        folder = os.path.basename(os.path.dirname(path))
-        if folder.isdigit():
-            return f"{folder}/{base}"
-    return base
 
 
 def _gpu_lost_crash(event: GpuLost) -> Crash:

@@ -4,7 +4,7 @@ Most readers take the ``Monitor`` itself (imported under ``TYPE_CHECKING``
 only, so ``dflash-watch --help`` loads nothing more). A reader that is also
 handed something else names here exactly what it reads: ``baseline save``
 asks the dashboard's baseline guard about a replayed window through a
-``SimpleNamespace`` (``commands/baseline.py``), and a Protocol is what lets
+``SimpleNamespace`` (``baseline/guard.py``), and a Protocol is what lets
 both be checked. Nothing here runs: it is types only.
 """
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class AlertWindowView(Protocol):
-    """What ``tui.baseline_guard`` reads: the alert book, the clock and how the job stands."""
+    """What ``baseline.guard`` reads: the alert book, the clock and how the job stands."""
 
     @property
     def alerts(self) -> AlertBook: ...

@@ -4,7 +4,7 @@ Why one module: the job control, the GPU sampler and the fingerprint all
 read the same files, and each copy parsed ``stat`` (whose command name may
 hold spaces and parentheses) a little differently. Standard library only,
 no psutil, and no imports from the rest of dflash-watch, so ``control/``,
-``sources/`` and ``fingerprint/`` can all use it without pulling each other
+``sources/`` and ``baseline/fingerprint/`` can all use it without pulling each other
 in. A job's process tree is a few dozen processes and is read a few times a
 second at most. A zombie counts as dead: it holds no memory and no GPU.
 

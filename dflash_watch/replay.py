@@ -25,10 +25,10 @@ from typing import Any, TextIO
 
 from dflash_watch.detectors.base import Alert
 from dflash_watch.parsers.events import Event
-from dflash_watch.parsers.progress_hints import LIGHTNING_HINT
-from dflash_watch.parsers.stream import LogStream
+from dflash_watch.parsers.progress.hints import LIGHTNING_HINT
 
-from .monitor import Monitor, _display_name, _year
+from .ingest import log_stream
+from .monitor import Monitor
 from .sources.chunks import emit
 from .sources.lines import LineSplitter, MiB
 from .sources.logtail import Chunk, TailNotice
@@ -88,9 +88,7 @@ def log_batches(
         fallback = os.stat(path).st_mtime
     except OSError as exc:
         raise ReplayInputError(f"{path}: {exc.strerror or exc}") from None
-    stream = LogStream(
-        _display_name(path), tz=tz, progress_pattern=progress_pattern, default_year=_year(fallback, tz), replay=True
-    )
+    stream = log_stream(path, tz=tz, progress_pattern=progress_pattern, at=fallback, replay=True)
     for item in _log_chunks(path):
         if isinstance(item, Chunk):
             events = stream.feed(item.text, item.first_lineno, fallback)

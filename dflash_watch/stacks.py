@@ -13,12 +13,17 @@ processes, workers before launchers), dumped in parallel, each given
 frames need debug symbols, take seconds per thread and say little more
 about a hang in a collective.
 
-When it runs (``StallStacks``): the stall alert is sent at once, as it
-always was; the capture runs on its own thread (the Monitor's lock is not
-held while py-spy works) and then amends the firing alert's evidence in
-place (``AlertBook.amend``: one episode still fires once) and says where
-the full dump went in a notice. What a view reads, from the firing
-``stall`` alert's ``evidence``:
+When it runs (``StallStacks``): the capture runs on its own thread (the
+Monitor's lock is not held while py-spy works) and then amends the firing
+alert's evidence in place (``AlertBook.amend``: one episode still fires
+once) and says where the full dump went in a notice. What goes out of the
+process (headless's stdout, the sinks) is wrapped by ``StallStacks.hold``:
+the stall alert waits for its stacks at most ``HOLD_S`` and then goes with
+them (or without, as before), because a page that says *where* the job
+hangs is worth a few seconds; every other alert goes at once, and a stall
+resolve never overtakes its firing. Without py-spy nothing waits. What a
+view, a line or a webhook body reads, from the firing ``stall`` alert's
+``evidence``:
 
 - ``stacks_status``: ``"captured"``, ``"py-spy not installed"``, ``"job not
   running"``, ``"no Python processes in the job"`` or ``"failed: ..."``;
@@ -37,17 +42,23 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .procfs import proc_cmdline, proc_name, proc_ppid
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 TIMEOUT_S = 10.0
 MAX_BYTES = 64 * 1024
 MAX_PIDS = 16
 FRAMES_SHOWN = 5
 NO_PYSPY = "py-spy not installed"
+# The longest a stall alert waits for its stacks before it is sent without
+# them: a dump takes ~0.15 s, a page a few seconds late is still a page.
+HOLD_S = 3.0
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(([^)]*)\)(?::\s*"(.*)")?')
 _FRAME = re.compile(r"^ {4}(\S.*)$")  # a frame; locals and arguments are indented deeper
 
@@ -185,15 +196,73 @@ def capture(pids: Sequence[int], state_dir: str | os.PathLike[str], now: float, 
     return Capture(now, "captured" if ok else f"failed: {dumps[0].error}", dumps, str(path))
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A capture under way for ``alert`` (the very object the Monitor hands out):
+    ``amended`` is set, then ``done``, when its stacks are in."""
+
+    alert: Any
+    due: float  # time.monotonic() past which the alert goes without its stacks
+    done: threading.Event = field(default_factory=threading.Event)
+    amended: Any = None
+
+
+class HeldListener:
+    """``listener`` with the stall alert held until its stacks are in (``StallStacks.hold``).
+
+    Called under the Monitor's lock, so it never waits there: a held alert
+    is delivered from a thread of its own. Alerts of other detectors go
+    straight through; a stall alert that comes while one is held (its
+    resolve) queues behind it, so a reader never sees a resolve first.
+    """
+
+    def __init__(self, stacks: StallStacks, listener: Callable[[Any], None]) -> None:
+        self._stacks = stacks
+        self._listener = listener
+        self._lock = threading.Lock()
+        self._tail: threading.Thread | None = None  # the last held delivery
+
+    def __call__(self, alert: Any) -> None:
+        pending = self._stacks.pending_for(alert)
+        with self._lock:
+            behind = self._tail if self._tail is not None and self._tail.is_alive() else None
+            if behind is None and pending is not None and pending.done.is_set():
+                alert, pending = pending.amended or alert, None  # already in (a job that was not running)
+            if pending is None and (behind is None or alert.detector != "stall"):
+                self._listener(alert)
+                return
+            self._tail = threading.Thread(target=self._later, args=(alert, pending, behind),
+                                          name="stall-hold", daemon=True)
+            self._tail.start()
+
+    def _later(self, alert: Any, pending: _Pending | None, behind: threading.Thread | None) -> None:
+        if behind is not None:
+            behind.join()
+        if pending is not None:
+            pending.done.wait(max(0.0, pending.due - time.monotonic()))
+            if pending.done.is_set() and pending.amended is not None:
+                alert = pending.amended
+        self._listener(alert)
+
+    def flush(self, timeout: float) -> None:
+        """Wait (bounded) for a held alert to be delivered: a watcher about to stop."""
+        with self._lock:
+            tail = self._tail
+        if tail is not None:
+            tail.join(timeout)
+
+
 class StallStacks:
     """The live hook: a ``Monitor`` listener that captures stacks when ``stall`` fires.
 
     The listener runs under the Monitor's lock, so it only starts a thread;
     one capture at a time. ``job`` is the managed job (``status()`` gives
     its pids); without one, or when it is not running, nothing is dumped.
+    It must be subscribed before the listeners that ``hold`` wraps (it is:
+    ``LiveSession`` subscribes it when built, the outputs come after).
     """
 
-    def __init__(self, monitor: Any, job: Any, state_dir: str | os.PathLike[str], *,
+    def __init__(self, monitor: Monitor, job: Any, state_dir: str | os.PathLike[str], *,
                  pyspy: Callable[[], str | None] = lambda: shutil.which("py-spy"),
                  timeout_s: float = TIMEOUT_S, max_bytes: int = MAX_BYTES, max_pids: int = MAX_PIDS) -> None:
         self.monitor = monitor
@@ -203,8 +272,11 @@ class StallStacks:
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
         self.max_pids = max_pids
+        self.hold_s = HOLD_S
         self._busy = threading.Lock()
         self._said_missing = False
+        self._pending: _Pending | None = None
+        self._held: list[HeldListener] = []
         self.last: Capture | None = None
         self.thread: threading.Thread | None = None
 
@@ -213,10 +285,30 @@ class StallStacks:
             return
         if not self._busy.acquire(blocking=False):
             return
-        self.thread = threading.Thread(target=self._run, args=(alert,), name="stall-stacks", daemon=True)
+        # Without py-spy there is nothing to wait for: the alert goes at once.
+        pending = _Pending(alert, time.monotonic() + self.hold_s) if self._pyspy() else None
+        self._pending = pending
+        self.thread = threading.Thread(target=self._run, args=(alert, pending), name="stall-stacks", daemon=True)
         self.thread.start()
 
-    def _run(self, alert: Any) -> None:
+    def hold(self, listener: Callable[[Any], None]) -> HeldListener:
+        """``listener`` (an output: stdout, the sinks) with the stall alert held for its stacks."""
+        held = HeldListener(self, listener)
+        self._held.append(held)
+        return held
+
+    def pending_for(self, alert: Any) -> _Pending | None:
+        """The capture started for this very alert (done or not), else None."""
+        pending = self._pending
+        return pending if pending is not None and pending.alert is alert else None
+
+    def flush(self, timeout: float) -> None:
+        """Deliver what ``hold`` holds, within about ``timeout``: before the outputs close."""
+        deadline = time.monotonic() + timeout
+        for held in self._held:
+            held.flush(max(0.0, deadline - time.monotonic()))
+
+    def _run(self, alert: Any, pending: _Pending | None = None) -> None:
         try:
             self.last = cap = self._capture()
             if cap.status == NO_PYSPY and not self._said_missing:
@@ -225,13 +317,18 @@ class StallStacks:
             elif cap.path:
                 n = len(cap.dumps)
                 self.monitor.note(f"stall: stacks of {n} process{'es' if n != 1 else ''} written to {cap.path}")
+            amended = replace(alert, evidence={**alert.evidence, **cap.evidence()})
+            if pending is not None:
+                pending.amended = amended
+                pending.done.set()  # the held outputs send it now, the lock not needed
             with self.monitor.lock:
-                amended = replace(alert, evidence={**alert.evidence, **cap.evidence()})
                 if self.monitor.alerts.amend(alert, amended):
                     self.monitor.version += 1
         except Exception as exc:  # noqa: BLE001 - a capture never breaks monitoring
             self.monitor.note(f"stall: stack capture failed ({type(exc).__name__}: {exc})")
         finally:
+            if pending is not None:
+                pending.done.set()
             self._busy.release()
 
     def _capture(self) -> Capture:

@@ -9,7 +9,7 @@ get per-line work. Line numbers come from counting ``'\\n'`` between them,
 and a timestamp is parsed only where an event needs a time, walking back
 from that line to the last one that has one. A log prints one progress
 line shape thousands of times: such lines are set aside and read together
-as columns (``_read_lanes``). benchmarks/bench_stream.py measures it.
+as columns (``parsers.lanes``). benchmarks/bench_stream.py measures it.
 
 While the crash assembler is inside a traceback it must see every line, so
 then lines are fed one by one until it closes; the events of that stretch
@@ -27,29 +27,20 @@ from collections.abc import Callable, Sequence
 from copy import copy
 from dataclasses import replace
 from datetime import tzinfo
-from itertools import accumulate, repeat
-from typing import Any, Protocol
+from typing import Protocol
 
 from .clock import EventClock, placed
+from .cursor import Cursor, Lane
 from .events import Crash, Event, Overflow, PaddingReport, Progress, Recompile
 from .health_lines import LITERALS as HEALTH_LITERALS
 from .health_lines import health_line
+from .lanes import lane_of, read_lanes
+from .line_times import LineTimes
 from .padding import LITERALS as PADDING_LITERALS
 from .padding import padding_line
-from .progress import (
-    CANDIDATES,
-    FIELDS,
-    ProgressPattern,
-    column_plan,
-    line_shape,
-    progress_possible,
-    progress_values,
-    value_columns,
-)
-from .progress_fast import FastPlan
-from .progress_hints import SilentBarHint
-from .progress_ops import Values
-from .progress_redraws import redraw_values
+from .progress import CANDIDATES, ProgressPattern, line_shape, progress_possible, progress_values
+from .progress.hints import SilentBarHint
+from .progress.redraws import redraw_values
 from .ranks import split_rank
 from .scanner import Scanner, make_scanner
 from .step_clock import StepClock
@@ -58,21 +49,6 @@ from .timestamps import TimeParser
 # CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
 # None of them may swallow a newline: line numbers must stay true.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-# A line that may start with a timestamp (TimeParser decides). Anchored on
-# the newline, so ``re`` runs its fast literal-prefix loop over a chunk.
-_TIME_HINT = re.compile(
-    r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ ]?|\[[A-Z]{3,8}\])*\[?"
-    r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|[IWEF][0-9]{3,4} |\{)"
-)
-# A line that may start with a stamp of full date (not glog's yearless one).
-_DATED_HINT = re.compile(
-    r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ ]?|\[[A-Z]{3,8}\])*\[?"
-    r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|\{)"
-)
-# First characters of a line whose stamp is a full date (ISO, US, JSON):
-# no glog year to settle, the common case, told without parsing again.
-_DATED_FIRST = frozenset("0123456789{")
-
 _PROGRESS = 1
 _TRIGGER = 2
 _DIGITS = 4  # the line holds literals with digits: test them on the line itself
@@ -82,28 +58,16 @@ _NO_PROGRESS = 32  # ... that repeats a step (a heartbeat): never read as progre
 # An overflow line this close after a "Grad overflow on iteration N" of the
 # same rank is the same overflow told again (DeepSpeed's verbose scalers).
 _OVERFLOW_ECHO_LINES = 3
-# Lines walked back one by one before searching for timestamps in C.
-_WALK_BACK_LINES = 8
-_HINT_WINDOW = 2048
 # Per-shape literal flags: lines up to this long, this many shapes at most.
 _SHAPE_LINE_MAX = 2048
 _SHAPES_MAX = 512
 # Events held while a traceback stays open, at most (then they go out).
 _OPEN_HELD_MAX = 4096
-# Lane lines in a row below this are read one by one: columns cost more
-# (benchmarks/bench_replay.py, the quiet shape).
-_COLUMNS_MIN = 2
 # Characters sampled from a stream's first chunk to tune its scanner.
 _SAMPLE_CHARS = 1 << 16
 
-# A shape whose progress lines are read as columns: its fast plan, the
-# fraction digits of the stamp its lines start with, and the TimeParser
-# method that reads a run of those stamps (``iso_run`` or ``us_run``).
-_Lane = tuple[FastPlan, int, Callable[[list[str], int], list[float]]]
-
-
 class Assembler(Protocol):
-    """What the stream needs of ``parsers.tracebacks.CrashAssembler``."""
+    """What the stream needs of ``parsers.crash.tracebacks.CrashAssembler``."""
 
     @property
     def is_open(self) -> bool: ...
@@ -116,7 +80,7 @@ class Assembler(Protocol):
 def _default_assembler() -> tuple[Callable[[str], Assembler], tuple[str, ...]]:
     # Imported here so that the stream can be tested with a fake assembler
     # without the real one.
-    from .tracebacks import TRIGGERS, CrashAssembler
+    from .crash.tracebacks import TRIGGERS, CrashAssembler
 
     return CrashAssembler, tuple(TRIGGERS)
 
@@ -140,7 +104,7 @@ class LogStream:
     ``name`` prefixes every event's ``source`` (``name:lineno``). ``tz`` and
     ``default_year`` go to the TimeParser. ``progress_pattern`` replaces the
     built-in progress formats. ``assembler_factory`` makes the crash
-    assembler (default: ``parsers.tracebacks.CrashAssembler``); ``triggers``
+    assembler (default: ``parsers.crash.tracebacks.CrashAssembler``); ``triggers``
     are the literals that open it (default: its module's ``TRIGGERS``, or the
     factory's ``TRIGGERS`` attribute). ``scanner`` picks the literal search
     engine (``parsers.scanner.make_scanner``); every engine finds the same lines.
@@ -180,6 +144,9 @@ class LogStream:
         self.name = name
         self._prefix = name + ":"
         self._times = TimeParser(tz=tz, default_year=default_year)
+        # The TimeParser, the count of stamped lines and the prefix, shared
+        # by the pieces of a feed (``line_times``, ``lanes``).
+        self._dating = LineTimes(self._times, self._prefix)
         self._pattern = progress_pattern
         self._assembler = assembler_factory()
         self._triggers = tuple(t for t in triggers if t)
@@ -206,7 +173,7 @@ class LogStream:
         self._fast = fast
         # Literals with an ASCII digit cannot be told from a line's shape.
         # line shape -> (flags of its literals, its column reading or None)
-        self._flag_cache: dict[bytes, tuple[int, _Lane | None]] = {}
+        self._flag_cache: dict[bytes, tuple[int, Lane | None]] = {}
         self._shape_triggers = tuple(t for t in self._triggers if not _has_digit(t))
         self._digit_triggers = tuple(t for t in self._triggers if _has_digit(t))
         self._shape_progress: tuple[str, ...] | None = None
@@ -221,13 +188,12 @@ class LogStream:
         self._steps = StepClock()
         self._tuned = False  # anchors chosen from this log's own text yet?
         self._last_time: float | None = None
-        self._own_count = 0  # lines seen with a timestamp of their own
         self._tail: tuple[str, int, int] = ("", 0, 1)
         # Events since a traceback opened that it is still open for: they
         # wait for its crash, which is placed among them by time (``placed``).
         self._open_held: list[Event] = []
         # A run whose bar never reaches this log (Lightning's Rich bar): said
-        # once by whoever moves the clock (``progress_hints``).
+        # once by whoever moves the clock (``progress.hints``).
         self.hint = SilentBarHint()
 
     @property
@@ -290,11 +256,25 @@ class LogStream:
             hint.look(text)
         if self._last_time is None:
             self._clock.fallback(fallback_time)
-        # One character outside ASCII (a tqdm block bar) makes the whole
-        # chunk a wide str, and every search and slice of it slower. Lines
-        # are found in an ASCII view instead, with '?' for each such
-        # character (same offsets); a line whose view holds a '?' is taken
-        # from the text itself, so no event ever sees the placeholder.
+        text, view = self._cleaned(text)
+        if not self._tuned and len(text) >= _SAMPLE_CHARS:
+            self._scanner.tune(view[:_SAMPLE_CHARS])
+            self._tuned = True
+        # Events of an open traceback's stretch come first, held from before.
+        cur = Cursor(text, view, "\r" in view, fallback_time, self._open_held, self._last_time, count_no=first_lineno)
+        self._open_held = []
+        open_at = self._scan(cur, self._scanner.ends(view))
+        return self._chunk_done(cur, open_at)
+
+    def _cleaned(self, text: str) -> tuple[str, str]:
+        """``text`` without ANSI escapes, NULs and CRLFs, and its view.
+
+        One character outside ASCII (a tqdm block bar) makes the whole chunk
+        a wide str, and every search and slice of it slower. Lines are found
+        in an ASCII view instead, with '?' for each such character (same
+        offsets); a line whose view holds a '?' is taken from the text
+        itself, so no event ever sees the placeholder.
+        """
         view = self._view(text)
         if "\x1b" in view or "\x00" in view or "\r\n" in view:
             if "\x1b" in view:
@@ -304,45 +284,30 @@ class LogStream:
             if "\r\n" in text:
                 text = text.replace("\r\n", "\n")
             view = self._view(text)
-        has_cr = "\r" in view
-        n = len(text)
-        if not self._tuned and n >= _SAMPLE_CHARS:
-            self._scanner.tune(view[:_SAMPLE_CHARS])
-            self._tuned = True
+        return text, view
 
-        ends = self._scanner.ends(view)
-        # Events of an open traceback's stretch come first, held from before.
-        events: list[Event] = self._open_held
-        self._open_held = []
-        open_at = 0 if events else None  # where that stretch starts in ``events``
-        append = events.append
+    def _scan(self, cur: Cursor, ends: list[int]) -> int | None:
+        """Walk the chunk's candidate lines (``ends``: where each found line
+        ends), every line while a traceback is open; events onto the
+        cursor. Returns where the still open traceback's stretch starts in
+        ``cur.events``, or None."""
+        text, view, events = cur.text, cur.view, cur.events
+        open_at = 0 if events else None  # where an open traceback's stretch starts in ``events``
         assembler = self._assembler
-        pattern = self._pattern
         flag_cache = self._flag_cache
-        # Clock state: every line starting before ``covered`` has been
-        # accounted for, and ``clock`` is the latest timestamp among them.
-        clock = self._last_time
-        covered = 0
-        # Line-number state: the line starting at ``count_pos`` is ``count_no``.
-        count_pos = 0
-        count_no = first_lineno
         every_line = self._progress_literals is None
+        fast = self._fast
         k = 0
         n_ends = len(ends)
+        n = len(text)
         pos = 0
         find = view.find
         rfind = view.rfind
         wide = view is not text
-        # Progress lines of a column shape (``_Lane``) wait here, in order,
-        # and are read together before the next line that does anything else.
-        run_lines: list[str] = []
-        run_starts: list[int] = []
-        run_ends: list[int] = []
-        run_lanes: list[_Lane | bytes] = []  # bytes: a plain progress line's shape
-        # (Declared, not assigned: no work per line.)
-        found: Values | None
-        event: Event
-        segments: tuple[str, ...]
+        # Progress lines of a column shape (``Lane``) wait in the cursor's
+        # run, in order, and are read together before the next line that
+        # does anything else. Held in locals: the hot loop appends to them.
+        run_lines, run_starts, run_ends, run_lanes = cur.run_lines, cur.run_starts, cur.run_ends, cur.run_lanes
         while pos < n:
             is_open = assembler.is_open
             if is_open:
@@ -391,89 +356,95 @@ class LogStream:
                 if flags & _DIGITS:  # a shape hides digits: "Signal 9" is tested on the line
                     flags |= self._flags(line, self._digit_progress, self._digit_triggers)
             else:
-                flags = self._flags(line, self._progress_literals, self._triggers)
-                if any(lit in line for lit in self._padding_literals):
-                    flags |= _PADDING
-                flags = self._health_flags(line, flags)
+                flags = self._line_flags(line)
             if not flags and not is_open:
                 continue  # a candidate that holds nothing after all (an eval bar)
-            if flags == _PROGRESS and shape is not None and not is_open and self._fast and line[:1] != "[":
+            if flags == _PROGRESS and shape is not None and not is_open and fast and line[:1] != "[":
                 # A plain progress line (a tqdm bar, redrawn or not, between stamped step
                 # lines) waits in the run too, in its place, its shape for a
-                # lane: the run is not cut at every such line (``_read_lanes``).
+                # lane: the run is not cut at every such line (``read_lanes``).
                 run_lines.append(line)
                 run_starts.append(start)
                 run_ends.append(end)
                 run_lanes.append(shape)
                 continue
             if run_lines:
-                clock, covered, count_pos, count_no = self._read_lanes(
-                    text, view, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no,
-                    fallback_time,
-                )
-                run_lines, run_starts, run_ends, run_lanes = [], [], [], []
-            count_no += view.count("\n", count_pos, start)
-            count_pos = start
-            lineno = count_no
-
-            line_time: float | None = None
-            if flags & _PROGRESS:
-                if has_cr and "\r" in line:
-                    # A tqdm bar redrawn in place: every state it showed is
-                    # progress (HF Trainer's one bar spans the whole run).
-                    for found in self._redraws(line):
-                        event, clock, covered = self._dated(
-                            found, text, covered, start, end, clock, line, lineno, fallback_time
-                        )
-                        append(event)
-                        line_time = event.time
-                else:
-                    if line[:1] == "[":
-                        found = self._progress(line, has_cr)
-                    else:
-                        found = progress_values(line, None, pattern, shape)
-                    if found is not None:
-                        event, clock, covered = self._dated(
-                            found, text, covered, start, end, clock, line, lineno, fallback_time
-                        )
-                        append(event)
-                        line_time = event.time
-            if flags & _PADDING and line_time is None:
-                efficiency = padding_line(line)
-                if efficiency is not None:
-                    clock, covered = self._clock_at(text, covered, start, end, clock, line)
-                    line_time = fallback_time if clock is None else clock
-                    rank = split_rank(line)[0] if line[:1] == "[" else None
-                    append(PaddingReport(line_time, efficiency, self._prefix + str(lineno), rank))
-            if flags & _HEALTH:
-                health = self._health(line, lineno)
-                if health is not None:
-                    if line_time is None:
-                        clock, covered = self._clock_at(text, covered, start, end, clock, line)
-                        line_time = fallback_time if clock is None else clock
-                    append(replace(health, time=line_time))
-            if is_open or flags & _TRIGGER:
-                if line_time is None:
-                    clock, covered = self._clock_at(text, covered, start, end, clock, line)
-                    line_time = fallback_time if clock is None else clock
-                segments = (line,)
-                if has_cr and "\r" in line:
-                    segments = tuple(part for part in line.split("\r") if part) or ("",)
-                for segment in segments:
-                    for event in assembler.feed(segment, lineno, line_time):
-                        append(self._own(event))
+                read_lanes(cur, self._dating, self._pattern)
+            self._line_events(cur, line, start, end, flags, shape, is_open)
         if run_lines:
-            clock, covered, count_pos, count_no = self._read_lanes(
-                text, view, run_lines, run_starts, run_ends, run_lanes, events, clock, covered, count_pos, count_no,
-                fallback_time,
-            )
+            read_lanes(cur, self._dating, self._pattern)
+        return open_at
 
+    def _line_events(
+        self, cur: Cursor, line: str, start: int, end: int, flags: int, shape: bytes | None, is_open: bool
+    ) -> None:
+        """The events of one line read on its own (``text[start:end]``,
+        ``flags`` what it holds), onto ``cur.events``: progress, padding,
+        health, and the line fed to the crash assembler while it is open
+        or the line holds a trigger."""
+        # The line's number: newlines counted since the last one numbered.
+        lineno = cur.count_no = cur.count_no + cur.view.count("\n", cur.count_pos, start)
+        cur.count_pos = start
+        append = cur.events.append
+        dating = self._dating
+        line_time: float | None = None
+        rank: int | None = None
+        body = line
+        if line[:1] == "[" and flags & (_PROGRESS | _PADDING):
+            # The line's one rank split (``parsers.ranks``): progress and
+            # padding read its rank and the text after the prefix (the
+            # crash assembler and the health readers split their own).
+            rank, body = split_rank(line)
+        if flags & _PROGRESS:
+            if cur.has_cr and "\r" in line:
+                # A tqdm bar redrawn in place: every state it showed is
+                # progress (HF Trainer's one bar spans the whole run).
+                for found in redraw_values(line, self._pattern):
+                    event = dating.progress(found, cur, start, end, line, lineno)
+                    append(event)
+                    line_time = event.time
+            else:
+                if line[:1] == "[":
+                    found_one = progress_values(body, rank, self._pattern)
+                else:
+                    found_one = progress_values(line, None, self._pattern, shape)
+                if found_one is not None:
+                    event = dating.progress(found_one, cur, start, end, line, lineno)
+                    append(event)
+                    line_time = event.time
+        if flags & _PADDING and line_time is None:
+            efficiency = padding_line(line)
+            if efficiency is not None:
+                line_time = dating.time_at(cur, start, end, line)
+                append(PaddingReport(line_time, efficiency, self._prefix + str(lineno), rank))
+        if flags & _HEALTH:
+            health = self._health(line, lineno)
+            if health is not None:
+                if line_time is None:
+                    line_time = dating.time_at(cur, start, end, line)
+                append(replace(health, time=line_time))
+        if is_open or flags & _TRIGGER:
+            if line_time is None:
+                line_time = dating.time_at(cur, start, end, line)
+            segments: tuple[str, ...] = (line,)
+            if cur.has_cr and "\r" in line:
+                segments = tuple(part for part in line.split("\r") if part) or ("",)
+            assembler = self._assembler
+            for segment in segments:
+                for crash in assembler.feed(segment, lineno, line_time):
+                    append(self._own(crash))
+
+    def _chunk_done(self, cur: Cursor, open_at: int | None) -> list[Event]:
+        """The chunk's events as they leave the stream; the stream's clock,
+        line count and held traceback stretch moved past the chunk."""
+        text, events, clock = cur.text, cur.events, cur.clock
+        assembler = self._assembler
         # Lines are counted only on demand (``lines``): the caller numbers
         # them already, and a full count is a pass over the chunk.
-        self._tail = (view, count_pos, count_no)
+        self._tail = (cur.view, cur.count_pos, cur.count_no)
         # The chunk's last timestamp is the stream's clock from here on.
-        if covered < n:
-            latest = self._latest(text, covered, n)
+        if cur.covered < len(text):
+            latest = self._dating.latest(text, cur.covered, len(text))
             if latest is not None:
                 clock = latest
         if open_at is not None:
@@ -484,8 +455,8 @@ class LogStream:
                 events[open_at:] = placed(events[open_at:])
         if events:
             events = self._ordered(events)
-            if not hint.done:
-                _look_for_progress(hint, events)
+            if not self.hint.done:
+                _look_for_progress(self.hint, events)
         if clock is not None:
             self._last_time = clock
             if not assembler.is_open:
@@ -520,146 +491,12 @@ class LogStream:
             return text
         return text.encode("ascii", "replace").decode("ascii")
 
-    def _lane(self, line: str, shape: bytes, flags: int) -> _Lane | None:
+    def _lane(self, line: str, shape: bytes, flags: int) -> Lane | None:
         """The column reading of ``line``'s shape, if its lines can have one:
-        progress in a built-in format and nothing else (no trigger, no rank
-        prefix, no '\\r'), dated by a zone-less ISO stamp or a US one
-        (``11/29/2026 10:00:00``, Python logging's) at the start."""
+        progress in a built-in format and nothing else (``lanes.lane_of``)."""
         if not self._fast or flags & ~_PADDING != _PROGRESS or self._pattern is not None:
             return None
-        if shape[:1] == b"[" or b"\r" in shape:
-            return None
-        frac_len = TimeParser.iso_layout(shape)
-        run = self._times.iso_run
-        if frac_len is None:
-            frac_len = TimeParser.us_layout(shape)
-            run = self._times.us_run
-            if frac_len is None:
-                return None
-        fast = column_plan(line, shape)
-        return None if fast is None else (fast, frac_len, run)
-
-    def _read_lanes(
-        self,
-        text: str,
-        view: str,
-        lines: list[str],
-        starts: list[int],
-        ends: list[int],
-        lanes: list[_Lane | bytes],
-        events: list[Event],
-        clock: float | None,
-        covered: int,
-        count_pos: int,
-        count_no: int,
-        fallback_time: float,
-    ) -> tuple[float | None, int, int, int]:
-        """Progress events of deferred run lines, as ``feed`` would make
-        them one by one (same values, same order), and the clock and line
-        count state after them. ``view`` is ``feed``'s ASCII view of
-        ``text`` (or ``text``): newlines are counted there.
-
-        A run holds lane lines (``lanes[i]`` their ``_Lane``) and plain
-        progress lines between them (``lanes[i]`` their shape, bytes), read
-        on their own in their place. Each lane's numbers are read as columns
-        once for the whole run (``map`` in C; entry i is line i's value
-        whatever lines sit beside it), and sliced for each stretch of it;
-        where any of its lines leaves the fast path, each stretch is read
-        as columns on its own. Stamps are read stretch by stretch in the
-        file's order (``TimeParser.iso_run`` or ``us_run``: the parser keeps
-        a year for glog lines), line numbers by counting newlines between
-        the lines. A line the columns cannot take (a value check fails, a
-        stamp does not parse) and the rest of its stretch are read one at a
-        time, exactly as ``feed`` reads any progress line.
-        """
-        prefix = self._prefix
-        pattern = self._pattern
-        total = len(lines)
-        found: Values | None
-        columns: Sequence[Any] | None
-        # The lanes of the run, each with its lines' columns (None: read per
-        # stretch) and how many of its lines were taken so far.
-        members: dict[int, tuple[_Lane, list[str]]] = {}
-        for m, lane in enumerate(lanes):
-            if not isinstance(lane, bytes):
-                member = members.get(id(lane))
-                if member is None:
-                    members[id(lane)] = (lane, [lines[m]])
-                else:
-                    member[1].append(lines[m])
-        groups: dict[int, list[Any]] = {
-            key: [value_columns(lane[0], group_lines) if len(group_lines) > 1 else None, 0]
-            for key, (lane, group_lines) in members.items()
-        }
-        # Every run line's number at once: newlines counted between them in C.
-        numbers = list(accumulate(map(view.count, repeat("\n"), [count_pos, *starts[:-1]], starts), initial=count_no))
-        del numbers[0]
-        i = 0
-        while i < total:
-            lane = lanes[i]
-            if isinstance(lane, bytes):  # a plain progress line, read on its own
-                line = lines[i]
-                start = starts[i]
-                count_no = numbers[i]
-                if "\r" in line:  # a tqdm bar redrawn in place: every state, as ``feed``
-                    for found in self._redraws(line):
-                        event, clock, covered = self._dated(
-                            found, text, covered, start, ends[i], clock, line, count_no, fallback_time
-                        )
-                        events.append(event)
-                else:
-                    found = progress_values(line, None, pattern, lane)
-                    if found is not None:
-                        event, clock, covered = self._dated(
-                            found, text, covered, start, ends[i], clock, line, count_no, fallback_time
-                        )
-                        events.append(event)
-                i += 1
-                continue
-            j = i + 1
-            while j < total and lanes[j] is lane:
-                j += 1
-            fast, frac_len, run = lane
-            stretch = lines[i:j] if i or j < total else lines
-            group = groups[id(lane)]
-            whole, taken = group
-            group[1] = taken + j - i
-            done = 0
-            if j - i < _COLUMNS_MIN:
-                columns = None  # a line or two: read on their own, cheaper than columns
-            elif whole is None:
-                columns = value_columns(fast, stretch)
-            else:
-                stop = taken + j - i
-                columns = [column[taken:stop] if type(column) is list else column for column in whole]
-            if columns is not None:
-                times = run(stretch, frac_len)
-                done = len(times)
-            if done:
-                # Columns after step_seconds are the fields after ``clocked``.
-                steps, totals, tokens, losses, metrics, seconds, *after = columns  # type: ignore[misc]
-                sources = [prefix + str(number) for number in numbers[i : i + done]]
-                events.extend(
-                    map(
-                        Progress, times, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
-                        repeat(True), *after,
-                    )
-                )
-                self._own_count += done
-                clock = times[-1]
-                covered = ends[i + done - 1] + 1
-            for m in range(i + done, j):
-                line = lines[m]
-                start = starts[m]
-                count_no = numbers[m]
-                found = progress_values(line)
-                if found is not None:
-                    event, clock, covered = self._dated(
-                        found, text, covered, start, ends[m], clock, line, count_no, fallback_time
-                    )
-                    events.append(event)
-            i = j
-        return clock, covered, starts[-1], numbers[-1]
+        return lane_of(line, shape, self._times)
 
     def _shape_flags(self, line: str, shape: bytes) -> int:
         """What every line of ``line``'s shape holds, as far as its shape tells.
@@ -679,6 +516,13 @@ class LogStream:
         if flags & _PROGRESS and self._pattern is None and not progress_possible(line):
             flags &= ~_PROGRESS
         return flags
+
+    def _line_flags(self, line: str) -> int:
+        """``_shape_flags`` of a line too long to cache by shape: every test on it."""
+        flags = self._flags(line, self._progress_literals, self._triggers)
+        if any(lit in line for lit in self._padding_literals):
+            flags |= _PADDING
+        return self._health_flags(line, flags)
 
     def _health_flags(self, line: str, flags: int) -> int:
         """``flags`` with _HEALTH if ``line`` is a health line, and without
@@ -726,137 +570,9 @@ class LogStream:
                 return flags | _TRIGGER
         return flags
 
-    def _redraws(self, line: str) -> list[Values]:
-        """The Progress values of each state of a line redrawn with '\\r', in
-        order (``progress_redraws.redraw_values``: live reads them alike)."""
-        return redraw_values(line, self._pattern)
-
-    def _progress(self, line: str, has_cr: bool) -> Values | None:
-        """The line's Progress values after time and source (``progress_values``)."""
-        rank = None
-        if line[:1] == "[":
-            rank, line = split_rank(line)
-        if has_cr and "\r" in line:
-            # tqdm redraws: the last non-empty state wins; a state that
-            # parses beats a later one that does not (a bar after a dict).
-            for segment in reversed(line.split("\r")):
-                if segment.strip():
-                    found = progress_values(segment, rank, self._pattern)
-                    if found is not None:
-                        return found
-            return None
-        return progress_values(line, rank, self._pattern)
-
-    def _dated(
-        self, found: Values, text: str, covered: int, start: int, end: int, clock: float | None, line: str,
-        lineno: int, fallback_time: float,
-    ) -> tuple[Progress, float | None, int]:
-        """The Progress of a line read on its own (``progress_values``'
-        ``found``), dated by ``_clock_at``; and the clock state after it."""
-        own_before = self._own_count
-        clock, covered = self._clock_at(text, covered, start, end, clock, line)
-        time = fallback_time if clock is None else clock
-        source = self._prefix + str(lineno)
-        own = self._own_count > own_before
-        # The values after step_seconds are the fields after ``clocked``.
-        return Progress(time, source, *found[:FIELDS], own, *found[FIELDS:]), clock, covered
-
     def _own(self, event: Crash | Recompile) -> Crash | Recompile:
         """The assembler knows line numbers, not the file: cite ``name:line``."""
         source = event.source
         if source.isdigit():
             return replace(event, source=self._prefix + source)
         return event
-
-    def _clock_at(
-        self, text: str, covered: int, start: int, end: int, clock: float | None, line: str
-    ) -> tuple[float | None, int]:
-        """The clock at ``line`` (``text[start:end]``): its own timestamp,
-        else the latest one on the uncovered lines before it, else ``clock``."""
-        if covered <= start:
-            # Most event lines carry a full date of their own, which wins over
-            # the lines before it: then those need not be parsed at all.
-            own = self._times.parse_dated(line)
-            if own is not None:
-                self._own_count += 1
-                return own, end + 1
-        return self._clock_behind(text, covered, start, end, clock, line)
-
-    def _clock_behind(
-        self, text: str, covered: int, start: int, end: int, clock: float | None, line: str
-    ) -> tuple[float | None, int]:
-        """``_clock_at`` once the line is known to have no full date of its own
-        (or to be covered already): read the lines before it, then its own
-        undated (glog) stamp."""
-        if covered < start:
-            latest = self._latest(text, covered, start)
-            if latest is not None:
-                clock = latest
-        if covered <= start:
-            own = self._times.parse(line)
-            if own is not None:
-                clock = own
-                self._own_count += 1
-            covered = end + 1
-        return clock, covered
-
-    def _dated_glog(self, text: str, lo: int, start: int, end: int, value: float) -> float:
-        """``value`` of the line ``text[start:end]``, its year right when it is a glog stamp.
-
-        A glog stamp takes its year from the last full date before it in the
-        file. Lines between events are read lazily (only the last stamp of a
-        stretch), so that full date may sit in the stretch unread: read the
-        last one there first, or the year would depend on where a chunk
-        boundary fell (a full-dated 2025 line, then glog lines, read as 2026
-        when the stretch is cut after the 2025 line).
-        """
-        if start <= lo or text[start] in _DATED_FIRST:
-            return value  # nothing before it in the stretch, or a full date of its own
-        times = self._times
-        if times.parse_dated(text[start:end]) is not None:
-            return value
-        hits = [m.start() + 1 for m in _DATED_HINT.finditer(text, lo - 1 if lo else 0, start)]
-        if lo == 0:
-            hits.insert(0, 0)
-        for at in reversed(hits):
-            stop = text.find("\n", at, start)
-            if times.parse_dated(text[at : start if stop == -1 else stop]) is not None:
-                again = times.parse(text[start:end])
-                return value if again is None else again
-        return value
-
-    def _latest(self, text: str, lo: int, hi: int) -> float | None:
-        """The timestamp of the last line starting in ``[lo, hi)`` that has one."""
-        parse = self._times.parse
-        end = hi - 1 if hi > lo and text[hi - 1 : hi] == "\n" else hi
-        # A few lines back first: timestamped logs have one on most lines.
-        for _ in range(_WALK_BACK_LINES):
-            if end < lo:
-                return None
-            start = text.rfind("\n", lo, end) + 1 or lo
-            value = parse(text[start:end])
-            if value is not None:
-                return self._dated_glog(text, lo, start, end, value)
-            end = start - 1
-        # Then only the lines that could hold one, in growing windows from
-        # the end so that a long stretch is searched in C, not line by line.
-        window = _HINT_WINDOW
-        while end >= lo:
-            floor = max(lo, end - window)
-            if floor > lo:
-                floor = text.rfind("\n", lo, floor) + 1 or lo
-            # Each hit is the newline before a line that may start with a
-            # timestamp; the line at ``floor`` is reached through its own.
-            hits = [m.start() + 1 for m in _TIME_HINT.finditer(text, floor - 1 if floor else 0, end)]
-            if floor == 0:
-                hits.insert(0, 0)
-            for start in reversed(hits):
-                line_end = text.find("\n", start, end)
-                stop = end if line_end == -1 else line_end
-                value = parse(text[start:stop])
-                if value is not None:
-                    return self._dated_glog(text, lo, start, stop, value)
-            end = floor - 1
-            window *= 4
-        return None
-

@@ -3,8 +3,8 @@
 The current run is profiled exactly as ``baseline save`` profiles a good
 one (the same window Monitor over its logs, GPU samples and probe lines,
 the warm-up left out but its speed kept, the fingerprint from ``--env`` or
-the job's process), then ranked against the baseline by the pure
-``detectors.diagnosis.rank_changes``. The symptoms it explains are the
+the job's process: ``baseline.profile.window_profile``), then ranked
+against the baseline by the pure ``detectors.diagnosis.rank_changes``. The symptoms it explains are the
 alerts that fired while the run was replayed against the baseline, plus
 what the profiles show (throughput 20% down, memory bands grown).
 
@@ -22,54 +22,26 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..monitor import Monitor
-
+from ..baseline.window import Window, capture_window, window_monitor
 from . import fail
-from .baseline_env import environment_fingerprint, probe_files, replay_probe_kwargs
-from .baseline_window import Window, _window_monitor, capture_window, median, replay_settings
+from .baseline_env import probe_files, replay_probe_kwargs, replay_settings
+from .baseline_show import printable
 from .common import expand_logs
-
-DEFAULT_BASELINE = "dflash-baseline.json"
-
-
-def current_profile(monitor: Monitor, fingerprint: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The replayed run's profile in the baseline file's shape; None without throughput."""
-    from ..profile import monitor_figures
-
-    window: Any = monitor  # baseline_window's WindowMonitor: the window's own figures, not on Monitor
-    first, last = window.kept_first, window.kept_last
-    if first is None or last is None:
-        return None
-    captured = monitor.capture_baseline(max(last - first, 0.0))
-    if captured is None:
-        return None
-    out = captured.to_dict()
-    interval = median(window.step_intervals) or median(window.step_seconds)
-    if interval is not None:
-        out["step_interval_s"] = interval
-    out.update(monitor_figures(monitor))
-    if fingerprint is not None:
-        out["fingerprint"] = fingerprint
-    return out
-
-
-def fired(monitor: Monitor) -> set[str]:
-    """Detector names of every alert that fired during the replay."""
-    return {a.detector for a in monitor.alerts.history if a.state == "firing"}
 
 
 def diff(args: argparse.Namespace) -> int:
-    from dflash_watch.detectors.diagnosis import Symptoms, rank_changes
-    from dflash_watch.detectors.diagnosis_profile import Profile
+    from dflash_watch.detectors.diagnosis import rank_changes
 
-    from ..baseline import load_baseline
+    from ..baseline.diagnose import fired_detectors, symptomatic
+    from ..baseline.environment import environment_fingerprint
+    from ..baseline.profile import window_profile
+    from ..baseline.store import DEFAULT_PATH, load_baseline
     from ..replay import ReplayInputError, check_inputs, replay
 
     config, tz, detector_config, pattern = replay_settings(args)
-    path = args.baseline or config.baseline_file or DEFAULT_BASELINE
+    path = args.baseline or config.baseline_file or DEFAULT_PATH
     baseline = load_baseline(path)
     logs = list(args.logs) or expand_logs(config.logs)
     if not logs:
@@ -80,7 +52,7 @@ def diff(args: argparse.Namespace) -> int:
     probe_kwargs = replay_probe_kwargs(probes)
 
     def replay_window(w: Window) -> Any:
-        monitor = _window_monitor(
+        monitor = window_monitor(
             w, detector_config=detector_config, baseline=baseline, tz=tz, progress_pattern=pattern,
             keep_lines=0, tokens_per_step=config.run.tokens_per_step,
             tokens_per_sample=config.run.tokens_per_sample,
@@ -95,18 +67,17 @@ def diff(args: argparse.Namespace) -> int:
         monitor, window = capture_window(replay_window, window)
     except ReplayInputError as exc:
         return fail(str(exc))
-    current = current_profile(monitor, fingerprint)
+    current = window_profile(monitor, fingerprint)
     if current is None:
         named = ", ".join(logs) if len(logs) <= 3 else f"{logs[0]} and {len(logs) - 1} more logs"
         return fail(f"no throughput in {named}: no progress line with a rate (tok/s, it/s, samples/s)")
-    firing = fired(monitor)
+    firing = fired_detectors(monitor)
     good = baseline.to_dict()
     if isinstance(good.get("fingerprint"), dict) and fingerprint is None:
         sys.stderr.write("dflash-watch: no environment of the current run (--env VENV, or the job running): "
                          "packages, environment and files are not compared\n")
     changes = rank_changes(good, current, firing)
-    symptoms = Symptoms.of(Profile.from_mapping(good), Profile.from_mapping(current), frozenset(firing))
-    unhealthy = any(getattr(symptoms, name) for name in symptoms.__slots__)
+    unhealthy = symptomatic(good, current, firing)
     if args.json:
         sys.stdout.write(json.dumps({"baseline": str(path), "changes": [c.to_dict() for c in changes]}) + "\n")
     else:
@@ -116,9 +87,7 @@ def diff(args: argparse.Namespace) -> int:
 
 def render(changes: list[Any], path: str, firing: list[str]) -> list[str]:
     """The changes for a person: one line each, most likely first, its next step under it."""
-    from .baseline import _printable
-
-    name = _printable(os.fspath(path))
+    name = printable(os.fspath(path))
     if not changes:
         return [f"no change from the good run in {name}"]
     head = f"what changed since {name}, most likely cause first"
@@ -127,8 +96,8 @@ def render(changes: list[Any], path: str, firing: list[str]) -> list[str]:
     lines = [head + ":"]
     width = len(str(len(changes)))
     for i, change in enumerate(changes, 1):
-        what = _printable(change.what) + (f" (GPU {change.gpu})" if change.gpu is not None
+        what = printable(change.what) + (f" (GPU {change.gpu})" if change.gpu is not None
                                           and change.what == "memory_flatness" else "")
-        lines.append(f"{i:>{width}}. {what}: {_printable(change.says)}")
-        lines.append(f"{'':>{width}}  next: {_printable(change.next_step)}")
+        lines.append(f"{i:>{width}}. {what}: {printable(change.says)}")
+        lines.append(f"{'':>{width}}  next: {printable(change.next_step)}")
     return lines

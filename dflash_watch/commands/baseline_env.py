@@ -1,10 +1,8 @@
-"""What ``baseline save`` and ``baseline diff`` read besides the logs: the
-environment's fingerprint and the probe files.
+"""What ``baseline save`` and ``baseline diff`` read besides the logs, from
+their arguments and the config: the replay settings and the probe files.
 
-The fingerprint comes from ``--env VENV`` when given, else from the
-configured tmux job's training process while it runs; a job that is not
-running (or no tmux) leaves it out, with a notice: a diff then compares
-only the run's figures.
+Argument handling only; which environment is fingerprinted (``--env`` or
+the job's process) is ``dflash_watch.baseline.environment``.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import glob
 import inspect
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from .common import SettingsError
@@ -22,44 +19,17 @@ from .common import SettingsError
 PROBE_DEFAULT = "dflash-probe-*.jsonl"
 
 
-def environment_fingerprint(env: str | None, config: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """(the fingerprint as JSON, the venv's path) from ``--env`` or the job."""
-    from ..fingerprint import FingerprintError, fingerprint_of_env, fingerprint_of_pid
+def replay_settings(args: Any) -> tuple[Any, Any, Any, Any]:
+    """(config, tz, detector config, progress pattern) for `baseline save`
+    and `baseline diff`: both replay logs the way the config says."""
+    from ..config import load_config
+    from .common import detector_config_from, parse_tz, progress_pattern_from
 
-    if env:
-        try:
-            fp = fingerprint_of_env(env, os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
-        except FingerprintError as exc:
-            raise SettingsError(str(exc)) from None
-        p = Path(env).expanduser()
-        venv = p if p.is_dir() else p.parent.parent
-        return fp.to_dict(), str(venv.resolve())
-    pid = _job_pid(config)
-    if pid is None:
-        return None, None
-    try:
-        return fingerprint_of_pid(pid).to_dict(), None
-    except FingerprintError as exc:
-        sys.stderr.write(f"dflash-watch: no environment fingerprint: {exc}\n")
-        return None, None
-
-
-def _job_pid(config: Any) -> int | None:
-    """The training process of the configured tmux job, None when it is not running."""
-    try:
-        from ..control.cli_actions import spec_from_run
-        from ..control.job import Job
-        from ..fingerprint import training_pid
-
-        job = Job(spec_from_run(config.run))
-        if not job.available:
-            return None
-        state = job.status()
-    except Exception:  # no tmux, no session, a bad [run] table: no job to read
-        return None
-    if not state.running:
-        return None
-    return training_pid(state.pids)
+    config = load_config(args.config)
+    tz_name = args.tz or config.tz
+    tz = parse_tz(tz_name)
+    detector_config = detector_config_from(config.detectors, tz_name if tz is not None else None)
+    return config, tz, detector_config, progress_pattern_from(config.progress_regex)
 
 
 def probe_files(args: argparse.Namespace, logs: list[str]) -> list[str]:

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from ..baseline import Baseline, BaselineError, load_baseline
+from ..baseline.store import Baseline, BaselineError, load_baseline
 from ..config import Config, ConfigError, load_config, with_overrides
 
 

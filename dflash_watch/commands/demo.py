@@ -58,7 +58,7 @@ def make_job(out: Path, speed: float, seed: int, use_tmux: bool = True,
 def run(args: argparse.Namespace) -> int:
     if args.speed < 0:
         return fail("--speed must be >= 0")
-    from ..baseline import load_baseline
+    from ..baseline.store import load_baseline
     from ..demo.staging import cache_env, rebuilt_fingerprint, stage
     from ..monitor import Monitor
 

@@ -34,7 +34,11 @@ class LiveSetup:
     outputs: list[Any] = field(default_factory=list)
 
     def close(self, timeout: float = 5.0) -> None:
-        """After the session stopped: let the outputs deliver what is pending."""
+        """After the session stopped: let the outputs deliver what is pending
+        (a stall alert still held for its stacks first, so it is not lost)."""
+        stacks = getattr(self.session, "stacks", None)
+        if stacks is not None:
+            stacks.flush(timeout)
         for output in self.outputs:
             try:
                 output.close(timeout)
@@ -43,7 +47,11 @@ class LiveSetup:
 
     def fresh(self, listener: Any) -> Any:
         """``listener`` for the alerts not already in the alert history when the
-        watcher started: a restart does not print them again (``history_replay``)."""
+        watcher started: a restart does not print them again (``history_replay``);
+        a stall alert waits (briefly) for the hung job's stacks (``StallStacks.hold``)."""
+        stacks = getattr(self.session, "stacks", None)
+        if stacks is not None:
+            listener = stacks.hold(listener)
         history = getattr(self.session, "_history", None)
         return listener if history is None else history.gate(listener)
 
@@ -153,7 +161,9 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
     # The alert history: written first, closed first (its own thread), and
     # the gate that keeps a restart from sending what it already holds.
     history = getattr(session, "_history", None)
-    sinks = start_sinks(settings, monitor, gate=history.gate if history is not None else None)
+    stacks = getattr(session, "stacks", None)
+    sinks = start_sinks(settings, monitor, gate=history.gate if history is not None else None,
+                        hold=stacks.hold if stacks is not None else None)
     try:
         metrics = start_metrics(args, settings, monitor, session, sinks=sinks)
     except Exception:
@@ -163,9 +173,9 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
         raise
     outputs = [o for o in (history, sinks, metrics) if o]
     if job is not None:
-        from ..baseline_auto import AutoBaseline
+        from ..baseline.auto import AutoBaseline
+        from ..baseline.saver import AutoBaselineSaver
         from ..control.spec import default_state_dir
-        from ..sources.auto_baseline import AutoBaselineSaver
         from ..sources.job_env import JobEnvironment
 
         outputs.append(JobEnvironment(monitor, job).start())

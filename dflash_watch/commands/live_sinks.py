@@ -14,12 +14,14 @@ if TYPE_CHECKING:
     from ..monitor import Monitor
 
 
-def start_sinks(settings: Any, monitor: Monitor, gate: Any = None) -> Any | None:
+def start_sinks(settings: Any, monitor: Monitor, gate: Any = None, hold: Any = None) -> Any | None:
     """A started dispatcher with ``close(timeout)``, or None without sinks.
 
     ``gate`` wraps the dispatcher's listener (the alert history's: a restart
     does not send again what the history already holds, but the sinks
-    recall the episodes it opened, so that their resolves match)."""
+    recall the episodes it opened, so that their resolves match). ``hold``
+    wraps it inside the gate (``StallStacks.hold``: a stall page carries
+    the hung job's stacks)."""
     alerts = getattr(settings.config, "alerts", None)
     sinks = alerts.sinks if alerts is not None else ()
     if not sinks:
@@ -27,5 +29,6 @@ def start_sinks(settings: Any, monitor: Monitor, gate: Any = None) -> Any | None
     from ..sinks.dispatch import Dispatcher
 
     dispatcher = Dispatcher(sinks, monitor.note).start()
-    monitor.subscribe(dispatcher.offer if gate is None else gate(dispatcher.offer, dispatcher.recall))
+    offer = dispatcher.offer if hold is None else hold(dispatcher.offer)
+    monitor.subscribe(offer if gate is None else gate(offer, dispatcher.recall))
     return dispatcher

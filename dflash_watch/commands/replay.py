@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from . import fail
-from .common import ClearError, load_run_settings, monitor_kwargs, probe_files
+from .common import ClearError, RunSettings, load_run_settings, monitor_kwargs, probe_files
+
+if TYPE_CHECKING:
+    from dflash_watch.detectors.base import Alert
+
+    from ..monitor import Monitor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,15 +39,15 @@ def run(args: argparse.Namespace) -> int:
         out = sys.stdout
         interactive = not args.json and out.isatty() and not getattr(args, "report", False)
         if interactive:
-            def emit(alert):  # noqa: ANN001 - the dashboard shows them
+            def emit(alert: Alert) -> None:  # the dashboard shows them
                 pass
         elif args.json:
-            def emit(alert):  # noqa: ANN001 - Alert
+            def emit(alert: Alert) -> None:
                 out.write(alert.to_json() + "\n")
         else:
             from ..report import format_alert
 
-            def emit(alert):  # noqa: ANN001
+            def emit(alert: Alert) -> None:
                 out.write(format_alert(alert, tz=settings.tz) + "\n")
 
         result = replay(
@@ -67,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dashboard(monitor, logs, settings) -> int:  # noqa: ANN001
+def _dashboard(monitor: Monitor, logs: list[str], settings: RunSettings) -> int:
     """The finished run in the dashboard: no job, no sources, just the view."""
     from ..sources.logtail import Chunk, read_chunks
     from ..tui.app import DashboardApp

@@ -21,10 +21,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .autorelaunch import STALL_SIGNATURE, AutoRelaunchConfig, AutoRelaunchPolicy
 from .state import incarnation
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 ACTIONS = ("alert", "abort", "relaunch")
 # How long a relaunch waits for the tick loop to report the aborted run's exit.
@@ -44,7 +47,7 @@ class OnStallConfig:
 class OnStall:
     """Call :meth:`step` on every tick (after ``Monitor.tick``), from one thread."""
 
-    def __init__(self, monitor: Any, job: Any, config: OnStallConfig,
+    def __init__(self, monitor: Monitor, job: Any, config: OnStallConfig,
                  policy: AutoRelaunchPolicy | None = None) -> None:
         self.monitor = monitor
         self.job = job

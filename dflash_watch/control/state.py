@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
+from typing import Literal
+
+# What the job is doing now: ``running`` in its pane, ``exited`` with a code,
+# ``killed`` by a signal, ``absent`` (no session, or never started).
+JobStatus = Literal["running", "exited", "killed", "absent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +23,7 @@ class JobState:
     ``asked``: the run ended because dflash-watch was asked to end it
     (``abort``, ``relaunch``), so its signal is no failure."""
 
-    state: str
+    state: JobStatus
     session: str
     code: int | None = None
     signal: int | None = None

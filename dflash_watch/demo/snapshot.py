@@ -31,7 +31,7 @@ class DemoSnapshot:
 
 
 def replayed_demo(out: Path, seconds: float = THROUGH_CRASH_S, seed: int = 7, tz: Any = None) -> DemoSnapshot:
-    from ..baseline import load_baseline
+    from ..baseline.store import load_baseline
     from ..monitor import Monitor
     from ..replay import replay
     from . import simulator

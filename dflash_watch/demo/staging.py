@@ -95,8 +95,8 @@ def good_profile(story: Story = STORY) -> dict[str, Any]:
 
 def stage(out: Path, story: Story = STORY) -> Staged:
     """Write both environments, the cold cache and the good run's baseline under ``out``."""
-    from ..baseline import Baseline, save_baseline
-    from ..fingerprint import fingerprint_of_env
+    from ..baseline.fingerprint import fingerprint_of_env
+    from ..baseline.store import Baseline, save_baseline
 
     good = _venv(out / "envs" / "good", GOOD_PACKAGES)
     now = _venv(out / "envs" / "rebuilt", NOW_PACKAGES)
@@ -117,7 +117,7 @@ def stage(out: Path, story: Story = STORY) -> Staged:
 
 def rebuilt_fingerprint(staged: Staged) -> dict[str, Any]:
     """The rebuilt environment as the diagnosis sees it (read now, like a real run's)."""
-    from ..fingerprint import fingerprint_of_env
+    from ..baseline.fingerprint import fingerprint_of_env
 
     fingerprint = fingerprint_of_env(staged.now_env, cache_dir=str(staged.now_cache)).to_dict()
     # The rebuilt run was started without the allocator setting the good run had.

@@ -6,9 +6,10 @@ references to frozen objects (the latest ``GpuSample`` per GPU, the
 detectors' ``LossState``, ``RankRow`` and ``GpuHealthState``);
 ``health_families`` builds the text after the lock is let go.
 
-The detectors' accessors (``DetectorSet.loss_state``, ``rank_table``,
-``gpu_health``) are read by name: a core without one exports nothing of
-that part rather than failing the scrape.
+The detectors' answers come from ``DetectorSet.loss_state``,
+``rank_table`` and ``gpu_health``, called as the dashboard calls them
+(``tui/health.py``). A run without one of those detectors answers None,
+``[]`` or ``{}``, and the families that would come from it are absent.
 
 Conventions (CONTRACTS section 10, Prometheus naming):
 
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -46,6 +47,42 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 THROTTLE_REASONS = ("thermal", "power_cap", "hw_slowdown", "power_brake", "sw_thermal")
 MHZ = 1e6
 
+if TYPE_CHECKING:
+    from dflash_watch.detectors.gpu_health import GpuHealthState
+    from dflash_watch.detectors.loss import LossState
+    from dflash_watch.detectors.straggler_ranks import RankRow
+
+    from ..monitor import Monitor
+
+# One gauge per rank each: (name, help, ``RankRow`` field); absent where the field is None.
+RANK_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("dflash_rank_step_seconds", "Latest step time per rank", "step_seconds"),
+    ("dflash_rank_compute_seconds", "Latest step's compute time per rank (where known)", "compute_seconds"),
+    ("dflash_rank_wait_seconds", "Latest step's time in collectives or waiting for data, per rank (where known)",
+     "wait_seconds"),
+    ("dflash_rank_last_step", "Latest step seen per rank", "last_step"),
+    ("dflash_rank_last_seen_timestamp_seconds", "Time a rank last reported, seconds since the epoch (log clock)",
+     "last_seen"),
+)
+# One flag per rank each, 0 or 1 for every rank: (name, help, ``RankRow`` field).
+RANK_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("dflash_rank_slow", "1 while the straggler detector holds this rank slow", "slow"),
+    ("dflash_rank_hung", "1 while the straggler detector holds this rank hung", "hung"),
+)
+# One gauge per GPU each: (name, help, ``GpuSample`` field, scale to the base unit).
+GPU_GAUGES: tuple[tuple[str, str, str, float], ...] = (
+    ("dflash_gpu_temperature_celsius", "GPU core temperature, latest sample", "temp_c", 1.0),
+    ("dflash_gpu_power_watts", "GPU power draw, latest sample", "power_w", 1.0),
+    ("dflash_gpu_power_limit_watts", "GPU enforced power limit", "power_limit_w", 1.0),
+    ("dflash_gpu_sm_clock_hertz", "SM clock, latest sample", "sm_clock_mhz", MHZ),
+    ("dflash_gpu_sm_clock_max_hertz", "SM clock's maximum", "sm_clock_max_mhz", MHZ),
+    ("dflash_gpu_retired_pages", "Memory pages retired by the driver", "retired_pages", 1.0),
+    ("dflash_gpu_pcie_link_gen", "PCIe link generation now", "pcie_gen", 1.0),
+    ("dflash_gpu_pcie_link_gen_max", "PCIe link generation the card and slot allow", "pcie_gen_max", 1.0),
+    ("dflash_gpu_pcie_link_width", "PCIe link width (lanes) now", "pcie_width", 1.0),
+    ("dflash_gpu_pcie_link_width_max", "PCIe link width (lanes) the card and slot allow", "pcie_width_max", 1.0),
+)
+
 
 @dataclass(frozen=True, slots=True)
 class HealthSnapshot:
@@ -53,24 +90,13 @@ class HealthSnapshot:
 
     # (gpu, latest GpuSample or None, lost) per GPU the Monitor knows.
     gpus: tuple[tuple[int, Any, bool], ...]
-    # The accessors' answers; ``has_*`` False when the core has no such accessor.
-    loss: Any = None
-    has_loss: bool = False
-    ranks: tuple[Any, ...] = ()
-    has_ranks: bool = False
-    gpu_health: tuple[tuple[int, Any], ...] = ()
-    has_gpu_health: bool = False
+    # The detectors' answers (``DetectorSet.loss_state``, ``rank_table``, ``gpu_health``).
+    loss: LossState | None = None
+    ranks: tuple[RankRow, ...] = ()
+    gpu_health: tuple[tuple[int, GpuHealthState], ...] = ()
 
 
-def _ask(detectors: Any, name: str) -> tuple[bool, Any]:
-    """``(present, answer)`` of an accessor of the DetectorSet, by name."""
-    fn = getattr(detectors, name, None)
-    if not callable(fn):
-        return False, None
-    return True, fn()
-
-
-def health_snapshot(monitor: Any) -> HealthSnapshot:
+def health_snapshot(monitor: Monitor) -> HealthSnapshot:
     """Copy what the health families need; call with ``monitor.lock`` held."""
     gpus = []
     for gpu in monitor.gpus.gpus:
@@ -80,14 +106,11 @@ def health_snapshot(monitor: Any) -> HealthSnapshot:
             last is not None and last.lost)
         gpus.append((gpu, last, lost))
     detectors = monitor.detectors
-    has_loss, loss = _ask(detectors, "loss_state")
-    has_ranks, ranks = _ask(detectors, "rank_table")
-    has_health, health = _ask(detectors, "gpu_health")
     return HealthSnapshot(
         gpus=tuple(gpus),
-        loss=loss, has_loss=has_loss,
-        ranks=tuple(ranks or ()), has_ranks=has_ranks,
-        gpu_health=tuple(sorted((health or {}).items())), has_gpu_health=has_health,
+        loss=detectors.loss_state(),
+        ranks=tuple(detectors.rank_table()),
+        gpu_health=tuple(sorted(detectors.gpu_health().items())),
     )
 
 
@@ -105,53 +128,36 @@ def _gauge(name: str, doc: str, value: float | None) -> Iterator[Metric]:
 
 
 def _loss(s: HealthSnapshot) -> Iterator[Metric]:
-    if not s.has_loss:
-        return
     st = s.loss
     if st is not None:
-        yield from _gauge("dflash_training_loss", "Latest training loss (NaN/Inf exported as such)",
-                          getattr(st, "loss", None))
-        yield from _gauge("dflash_grad_norm", "Latest gradient norm (NaN/Inf exported as such)",
-                          getattr(st, "grad_norm", None))
-        yield from _gauge("dflash_loss_scale", "Latest fp16 dynamic loss scale", getattr(st, "loss_scale", None))
+        yield from _gauge("dflash_training_loss", "Latest training loss (NaN/Inf exported as such)", st.loss)
+        yield from _gauge("dflash_grad_norm", "Latest gradient norm (NaN/Inf exported as such)", st.grad_norm)
+        yield from _gauge("dflash_loss_scale", "Latest fp16 dynamic loss scale", st.loss_scale)
         yield from _gauge("dflash_training_loss_timestamp_seconds",
-                          "Time of the latest training loss, seconds since the epoch (log clock)",
-                          getattr(st, "time", None))
+                          "Time of the latest training loss, seconds since the epoch (log clock)", st.time)
     yield CounterMetricFamily("dflash_loss_nan", "Training losses or grad norms seen NaN/Inf since the watcher started",
-                              value=float(getattr(st, "nan_total", 0) or 0))
+                              value=float(st.nan_total if st is not None else 0))
     yield CounterMetricFamily("dflash_loss_overflow", "fp16 loss-scale overflows (skipped steps) seen since the "
-                              "watcher started", value=float(getattr(st, "overflow_total", 0) or 0))
+                              "watcher started", value=float(st.overflow_total if st is not None else 0))
 
 
 def _ranks(s: HealthSnapshot) -> Iterator[Metric]:
-    if not s.has_ranks or not s.ranks:
+    if not s.ranks:
         return
-    fams = {
-        "step_seconds": GaugeMetricFamily("dflash_rank_step_seconds", "Latest step time per rank", labels=["rank"]),
-        "compute_seconds": GaugeMetricFamily("dflash_rank_compute_seconds",
-                                             "Latest step's compute time per rank (where known)", labels=["rank"]),
-        "wait_seconds": GaugeMetricFamily("dflash_rank_wait_seconds", "Latest step's time in collectives or "
-                                          "waiting for data, per rank (where known)", labels=["rank"]),
-        "last_step": GaugeMetricFamily("dflash_rank_last_step", "Latest step seen per rank", labels=["rank"]),
-        "last_seen": GaugeMetricFamily("dflash_rank_last_seen_timestamp_seconds",
-                                       "Time a rank last reported, seconds since the epoch (log clock)",
-                                       labels=["rank"]),
-    }
-    slow = GaugeMetricFamily("dflash_rank_slow", "1 while the straggler detector holds this rank slow", labels=["rank"])
-    hung = GaugeMetricFamily("dflash_rank_hung", "1 while the straggler detector holds this rank hung", labels=["rank"])
+    gauges = [(GaugeMetricFamily(name, doc, labels=["rank"]), field) for name, doc, field in RANK_GAUGES]
+    flags = [(GaugeMetricFamily(name, doc, labels=["rank"]), field) for name, doc, field in RANK_FLAGS]
     info = GaugeMetricFamily("dflash_rank_info", "1 per rank whose GPU is known (label gpu)", labels=["rank", "gpu"])
     for row in sorted(s.ranks, key=lambda r: r.rank):
         rank = str(int(row.rank))
-        for field, fam in fams.items():
-            value = getattr(row, field, None)
+        for fam, field in gauges:
+            value = getattr(row, field)
             if value is not None:
                 fam.add_metric([rank], float(value))
-        slow.add_metric([rank], 1.0 if getattr(row, "slow", False) else 0.0)
-        hung.add_metric([rank], 1.0 if getattr(row, "hung", False) else 0.0)
-        gpu = getattr(row, "gpu", None)
-        if gpu is not None:
-            info.add_metric([rank, str(int(gpu))], 1.0)
-    for fam in (*fams.values(), slow, hung, info):
+        for fam, field in flags:
+            fam.add_metric([rank], 1.0 if getattr(row, field) else 0.0)
+        if row.gpu is not None:
+            info.add_metric([rank, str(int(row.gpu))], 1.0)
+    for fam in (*(f for f, _ in gauges), *(f for f, _ in flags), info):
         if fam.samples:
             yield fam
 
@@ -163,33 +169,21 @@ def _per_gpu(name: str, doc: str, kind: type = GaugeMetricFamily) -> Any:
 def _gpus(s: HealthSnapshot) -> Iterator[Metric]:
     if not s.gpus:
         return
-    temp = _per_gpu("dflash_gpu_temperature_celsius", "GPU core temperature, latest sample")
-    power = _per_gpu("dflash_gpu_power_watts", "GPU power draw, latest sample")
-    limit = _per_gpu("dflash_gpu_power_limit_watts", "GPU enforced power limit")
-    clock = _per_gpu("dflash_gpu_sm_clock_hertz", "SM clock, latest sample")
-    clock_max = _per_gpu("dflash_gpu_sm_clock_max_hertz", "SM clock's maximum")
+    gauges = [(_per_gpu(name, doc), field, scale) for name, doc, field, scale in GPU_GAUGES]
     ratio = _per_gpu("dflash_gpu_sm_clock_ratio", "SM clock / its maximum (0..1)")
     throttle = GaugeMetricFamily("dflash_gpu_throttle", "1 while the clocks are held down for this reason",
                                  labels=["gpu", "reason"])
     ecc = _per_gpu("dflash_gpu_ecc_uncorrected", "Volatile uncorrected ECC errors, the driver's count since it "
                    "loaded (resets with the driver)", CounterMetricFamily)
     remap = _per_gpu("dflash_gpu_remap_pending", "1 while a row remap waits for a GPU reset")
-    retired = _per_gpu("dflash_gpu_retired_pages", "Memory pages retired by the driver")
-    gen = _per_gpu("dflash_gpu_pcie_link_gen", "PCIe link generation now")
-    gen_max = _per_gpu("dflash_gpu_pcie_link_gen_max", "PCIe link generation the card and slot allow")
-    width = _per_gpu("dflash_gpu_pcie_link_width", "PCIe link width (lanes) now")
-    width_max = _per_gpu("dflash_gpu_pcie_link_width_max", "PCIe link width (lanes) the card and slot allow")
     lost = _per_gpu("dflash_gpu_lost", "1 once the GPU fell off the bus or NVML reports it lost")
     for gpu, sample, is_lost in s.gpus:
         g = [str(gpu)]
         lost.add_metric(g, 1.0 if is_lost else 0.0)
         if sample is None or is_lost:  # a lost GPU's last reads are not its state now
             continue
-        for fam, value, scale in ((temp, sample.temp_c, 1.0), (power, sample.power_w, 1.0),
-                                  (limit, sample.power_limit_w, 1.0), (clock, sample.sm_clock_mhz, MHZ),
-                                  (clock_max, sample.sm_clock_max_mhz, MHZ), (retired, sample.retired_pages, 1.0),
-                                  (gen, sample.pcie_gen, 1.0), (gen_max, sample.pcie_gen_max, 1.0),
-                                  (width, sample.pcie_width, 1.0), (width_max, sample.pcie_width_max, 1.0)):
+        for fam, field, scale in gauges:
+            value = getattr(sample, field)
             if value is not None:
                 fam.add_metric(g, float(value) * scale)
         if sample.sm_clock_mhz is not None and sample.sm_clock_max_mhz:
@@ -202,8 +196,7 @@ def _gpus(s: HealthSnapshot) -> Iterator[Metric]:
             ecc.add_metric(g, float(sample.ecc_uncorrected))
         if sample.remap_pending is not None:
             remap.add_metric(g, 1.0 if sample.remap_pending else 0.0)
-    for fam in (temp, power, limit, clock, clock_max, ratio, throttle, ecc, remap, retired,
-                gen, gen_max, width, width_max, lost):
+    for fam in (*(f for f, _, _ in gauges), ratio, throttle, ecc, remap, lost):
         if fam.samples:
             yield fam
 
@@ -217,8 +210,6 @@ def _xid(s: HealthSnapshot) -> Iterator[Metric]:
     (all codes) is there at 0 for every GPU the Monitor or the detector knows, which is what
     the rule's ``increase()`` needs to see the first Xid.
     """
-    if not s.has_gpu_health:
-        return
     per_code = CounterMetricFamily("dflash_gpu_xid", "Xid errors seen since the watcher started, per code",
                                    labels=["gpu", "code"])
     total = CounterMetricFamily("dflash_gpu_xid_errors", "Xid errors seen since the watcher started, all codes",
@@ -228,17 +219,17 @@ def _xid(s: HealthSnapshot) -> Iterator[Metric]:
     for gpu in sorted({*states, *(gpu for gpu, _, _ in s.gpus)}):
         st = states.get(gpu)
         g = str(int(gpu))
-        n = int(getattr(st, "xid_total", 0) or 0)
+        n = int(st.xid_total) if st is not None else 0
         total.add_metric([g], float(n))
-        counts = getattr(st, "xid_counts", None)
+        counts = st.xid_counts if st is not None else None
         if isinstance(counts, Mapping):
             for code, k in sorted(counts.items()):
                 per_code.add_metric([g, str(int(code))], float(k))
         elif n:
             per_code.add_metric([g, "unknown"], float(n))
-        code = getattr(st, "last_xid", None)
-        if code is not None:
-            last.add_metric([g], float(code))
+        last_xid = st.last_xid if st is not None else None
+        if last_xid is not None:
+            last.add_metric([g], float(last_xid))
     for fam in (per_code, total, last):
         if fam.samples:
             yield fam

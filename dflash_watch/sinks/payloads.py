@@ -56,8 +56,26 @@ def alert_json(alert: Alert) -> bytes:
     return alert.to_json().encode("utf-8")
 
 
-def webhook(alert: Alert) -> Outgoing:
-    return Outgoing(alert_json(alert), (("Content-Type", JSON),))
+def rfc3339(t: float) -> str:
+    """``2025-11-29T10:00:00.250Z``: an epoch time as routers read it (UTC, milliseconds)."""
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def webhook(alert: Alert, host: str, start: float) -> Outgoing:
+    """The alert object of CONTRACTS section 2, every field as it is, plus what
+    a router needs (docs/contract-additions.md, section 10): ``host``,
+    ``startsAt`` (when the episode fired), ``endsAt`` (only once resolved)
+    and ``fingerprint``, the same for an episode's firing and its resolve.
+
+    The extra keys are spliced after the alert's own JSON so that its fields
+    keep their order and their escaping (``Alert.to_json``)."""
+    extra: dict[str, Any] = {"host": host, "startsAt": rfc3339(start)}
+    if alert.state == "resolved":
+        extra["endsAt"] = rfc3339(alert.time)
+    extra["fingerprint"] = dedup_key(alert, start, host)
+    text = alert.to_json()
+    body = text[:-1] + ", " + json.dumps(extra, separators=(", ", ": "))[1:]
+    return Outgoing(body.encode("utf-8"), (("Content-Type", JSON),))
 
 
 def slack_escape(text: str) -> str:

@@ -73,7 +73,7 @@ def _socket_reason(reason: Any, timeout: float) -> str:
 
 
 class HttpSender:
-    """webhook, slack, ntfy: a body built from the alert, POSTed to the sink's URL."""
+    """slack, ntfy: a body built from the alert alone, POSTed to the sink's URL."""
 
     unavailable: str | None = None
 
@@ -87,6 +87,35 @@ class HttpSender:
         except SinkConfigMissing as exc:
             raise DeliveryError(str(exc), retry=False) from None
         post(url, self.build(alert), timeout)
+
+
+class WebhookSender:
+    """A generic webhook: the alert object plus ``host``, ``startsAt``/``endsAt``
+    and a ``fingerprint`` per episode, so a router (Alertmanager-style) can
+    pair a resolve with its firing and tell the next episode apart."""
+
+    unavailable: str | None = None
+
+    def __init__(self, sink: SinkConfig) -> None:
+        self.sink = sink
+        self.starts = payloads.EpisodeStarts()
+        self.host = socket.gethostname()
+
+    def recall(self, alert: Alert) -> None:
+        """An episode sent before a restart (as ``PagerDutySender.recall``)."""
+        self.starts.start_of(alert)
+
+    def send(self, alert: Alert, timeout: float) -> None:
+        start = self.starts.start_of(alert)  # before anything can fail: a retry finds it
+        try:
+            url = self.sink.resolve_url()
+            post(url, payloads.webhook(alert, self.host, start), timeout)
+        except SinkConfigMissing as exc:
+            raise DeliveryError(str(exc), retry=False) from None
+        except DeliveryError:
+            if alert.state == "resolved":
+                self.starts.reopen(alert, start)
+            raise
 
 
 class PagerDutySender:
@@ -223,7 +252,7 @@ SenderFactory = Callable[[SinkConfig, frozenset[str]], Sender]
 SENDERS: dict[str, SenderFactory] = {
     "bell": lambda sink, hidden: BellSender(),
     "desktop": lambda sink, hidden: DesktopSender(hidden),
-    "webhook": lambda sink, hidden: HttpSender(sink, payloads.webhook),
+    "webhook": lambda sink, hidden: WebhookSender(sink),
     "slack": lambda sink, hidden: HttpSender(sink, payloads.slack),
     "ntfy": lambda sink, hidden: HttpSender(sink, lambda alert: payloads.ntfy(alert, sink.tags)),
     "pagerduty": lambda sink, hidden: PagerDutySender(sink),

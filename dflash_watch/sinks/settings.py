@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_watch.detectors.base import DETECTORS, SEVERITIES
+from dflash_watch.detectors.base import DETECTORS, SEVERITIES, Severity, State
 
 from ..checks import (
     NON_NEGATIVE,
@@ -22,7 +22,6 @@ from ..checks import (
     ConfigError,
     Range,
     bad,
-    hint,
     show,
     unknown,
 )
@@ -45,7 +44,7 @@ class SinkConfig:
     url_env: str | None = None
     routing_key_env: str | None = None
     argv: tuple[str, ...] = ()
-    min_severity: str = "info"
+    min_severity: Severity = "info"
     # None: every detector; else only these. ``exclude`` wins over both.
     detectors: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
@@ -92,7 +91,7 @@ class SinkConfig:
             raise SinkConfigMissing(f"${self.routing_key_env} is not set")
         return value
 
-    def wants(self, detector: str, severity: str, state: str) -> bool:
+    def wants(self, detector: str, severity: Severity, state: State) -> bool:
         """Whether an alert passes this sink's filters (rate limit aside)."""
         if state == "resolved" and not self.send_resolved:
             return False
@@ -160,13 +159,14 @@ def parse_sink(table: dict[str, Any], counts: dict[str, int] | None = None, posi
         raise ConfigError(f"[[alerts.sink]] {which} kind: {reason} (one of {', '.join(KINDS)})")
     index = counts.get(kind, 0)
     counts[kind] = index + 1
-    section = f"[alerts.sink {kind}[{index}]]"
+    place = f"alerts.sink {kind}[{index}]"  # as checks.where words it: [alerts.sink slack[0]] url
+    section = f"[{place}]"
     kw: dict[str, Any] = {"kind": kind, "name": f"{kind}[{index}]"}
     for key, value in table.items():
         if key == "kind":
             continue
         if key not in _KEYS:
-            raise _unknown_in(section, key)
+            raise unknown(place, key, _KEYS, many=len(_KEYS))
         if key in _RANGES:
             why = _RANGES[key].problem(value)
             if why:
@@ -185,10 +185,6 @@ def parse_sink(table: dict[str, Any], counts: dict[str, int] | None = None, posi
     sink = SinkConfig(**kw)
     _check(sink, section)
     return sink
-
-
-def _unknown_in(section: str, key: str) -> ConfigError:
-    return ConfigError(f"{section} {key}: unknown key ({hint(key, _KEYS, many=len(_KEYS))})")
 
 
 def _check(sink: SinkConfig, section: str) -> None:

@@ -34,7 +34,7 @@ class JobEnvironment:
         return self
 
     def read_once(self) -> dict[str, Any] | None:
-        from ..diagnose import job_fingerprint
+        from ..baseline.diagnose import job_fingerprint
 
         fingerprint = job_fingerprint(self.job)
         if fingerprint is not None:

@@ -10,10 +10,13 @@ only with up to ``poll_interval`` more latency.
 Rotation loses no byte the tailer could reach: the held descriptor is read
 to its end before the name's new file, and on while its writer may still
 write to it; files rotated in between two polls are read from their new
-names (``rotated``). A rename is the same writer going on, so its text
-stays one generation (one parser stream: a traceback that ended the old
-file is closed by the next record); truncation and deletion start a new
-generation, a new run perhaps.
+names (``rotated``). A name first seen after logrotate's ``create`` had
+renamed it (the watcher started before the log existed, or attached
+between the rename and the create) follows the newest rotated file too:
+its writer writes there until it reopens. A rename is the same writer
+going on, so its text stays one generation (one parser stream: a
+traceback that ended the old file is closed by the next record);
+truncation and deletion start a new generation, a new run perhaps.
 
 Bytes are split at the last ``b'\\n'`` of each read and decoded once per
 chunk, never per line: most lines of a training log say nothing, and a
@@ -30,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 from .chunks import Chunk, TailNotice, emit, read_chunks
 from .lines import LineSplitter
-from .rotated import Ident, Leftovers, Sibling, fresh_siblings, pruned_unread
+from .rotated import Ident, Leftovers, Sibling, fresh_siblings, newest_from_its_end, pruned_unread
 from .wakeups import Wakeups, has_magic
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
@@ -310,14 +313,28 @@ class LogTailer:
                                   "rotation deleted some rotated files before they could be read"))
 
     def _siblings(self, f: _Follower, since: int, skip: set[Ident]) -> list[Sibling]:
-        followed = {g.abspath for g in self._followers.values()}  # never another followed file
         skip |= f.left.idents()
         found = fresh_siblings(f.abspath, since, skip, f.left.read)
-        return [s for s in found if os.path.abspath(s.path) not in followed]
+        return [s for s in found if not self._followed(s.path)]
 
-    def _read_siblings(self, f: _Follower, found: list[Sibling], out: list[Chunk | TailNotice]) -> None:
+    def _followed(self, path: str) -> bool:
+        """Never read another followed file as a rotated copy (a glob may match both)."""
+        return os.path.abspath(path) in {g.abspath for g in self._followers.values()}
+
+    def _read_siblings(self, f: _Follower, found: list[Sibling], out: list[Chunk | TailNotice],
+                       *, follow_newest: bool = False) -> None:
+        """``follow_newest``: nothing of the name was held when it rotated (first
+        seen after the rename): its writer may still write to the newest rotated file."""
+        newest = found.pop() if follow_newest and found else None
         done, errors = f.left.read_whole(found, self._feed(f, out))
         out.extend(TailNotice(f.path, "rotated", f"{f.path}: read {p}, rotated in between") for p in done)
+        if newest is not None:
+            error = f.left.follow(newest, self._feed(f, out))
+            if error is not None:
+                errors.append(error)
+            else:
+                out.append(TailNotice(f.path, "rotated", f"{f.path}: following {newest.path}, rotated "
+                                      "before it was seen (its writer may still write to it)"))
         for message in errors:
             self._error(f, out, message)
 
@@ -347,7 +364,13 @@ class LogTailer:
         if f.gone or f.waiting_noted:
             # It came (back) while we were not holding it: it may have rotated
             # already, before we looked (a burst at the start of a run).
-            self._read_siblings(f, self._siblings(f, since, {ident}), out)
+            found = self._siblings(f, since, {ident})
+            if not found and not f.ever_opened:
+                # Attached between a rename and the create: the renamed file
+                # was written before we looked, and its writer may go on.
+                newest = newest_from_its_end(f.abspath, {ident} | f.left.idents(), f.left.read, self._chunk)
+                found = [newest] if newest is not None and not self._followed(newest.path) else []
+            self._read_siblings(f, found, out, follow_newest=True)
         f.fd = fd
         f.ident = ident
         f.offset = 0

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import atexit
 import enum
-import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -27,6 +25,7 @@ from dflash_watch.parsers.events import GpuLost, GpuProcess, GpuSample
 from ..procfs import proc_name
 from .kernel_xid import KMSG, KernelXidReader, PciKey, pci_key
 from .nvml_health import HEALTH_FIELDS, health_fields
+from .nvml_select import select_gpus
 from .nvml_xid import XidEventThread, XidInbox
 
 DEFAULT_INTERVAL = 1.0  # seconds between samples unless configured
@@ -125,81 +124,6 @@ class _Gpu:
     # Static health reads (see STATIC_EVERY) and the samples until the next.
     static: dict[str, object] = field(default_factory=dict)
     static_in: int = 0
-
-
-def select_gpus(
-    uuids: Sequence[str | None],
-    indices: Iterable[int] | None = None,
-    cuda_visible_devices: str | None = None,
-) -> tuple[list[int], list[str]]:
-    """Pick NVML indices to watch; return them and notices about what was skipped.
-
-    ``uuids[i]`` is the UUID of NVML device ``i``. Explicit ``indices`` win
-    over ``cuda_visible_devices``; None for both means every GPU. Integer
-    entries of CUDA_VISIBLE_DEVICES are read as NVML indices, which match
-    CUDA's only under CUDA_DEVICE_ORDER=PCI_BUS_ID (UUID entries are exact).
-    Unlike CUDA, a bad entry is skipped rather than ending the list: a
-    watcher should show more, not silently less. ``-1`` ends the list as in
-    CUDA. MIG instances cannot be sampled on their own: ``MIG-GPU-<uuid>/..``
-    maps to its parent GPU, a bare ``MIG-<uuid>`` is skipped, and a list of
-    nothing but unmappable MIG entries falls back to every GPU.
-    """
-    count = len(uuids)
-    notices: list[str] = []
-    if indices is not None:
-        chosen: list[int] = []
-        for i in indices:
-            if 0 <= i < count:
-                if i not in chosen:
-                    chosen.append(i)
-            else:
-                notices.append(f"GPU {i} does not exist ({count} GPUs); skipped")
-        return chosen, notices
-    if cuda_visible_devices is None:
-        return list(range(count)), notices
-    text = cuda_visible_devices.strip()
-    if not text:
-        return [], ["CUDA_VISIBLE_DEVICES is empty: no GPU selected"]
-    chosen = []
-    skipped_mig = False
-    for raw in text.split(","):
-        entry = raw.strip()
-        found: int | None = None
-        if entry.lstrip("-").isdigit():
-            number = int(entry)
-            if number < 0:
-                break
-            if number < count:
-                found = number
-            else:
-                notices.append(f"CUDA_VISIBLE_DEVICES entry {entry}: no such GPU ({count} GPUs); skipped")
-        elif entry.upper().startswith("MIG-GPU-"):
-            found = _match_uuid(uuids, entry[4:].split("/")[0], entry, notices)
-            if found is not None:
-                notices.append(f"CUDA_VISIBLE_DEVICES entry {entry}: MIG instance shown as its whole GPU {found}")
-        elif entry.upper().startswith("MIG-"):
-            skipped_mig = True
-            notices.append(f"CUDA_VISIBLE_DEVICES entry {entry}: MIG instances are not sampled; skipped")
-        elif entry.upper().startswith("GPU-"):
-            found = _match_uuid(uuids, entry, entry, notices)
-        elif entry:
-            notices.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} not understood; skipped")
-        if found is not None and found not in chosen:
-            chosen.append(found)
-    if not chosen and skipped_mig:
-        notices.append("CUDA_VISIBLE_DEVICES names only MIG instances: watching every GPU")
-        return list(range(count)), notices
-    return chosen, notices
-
-
-def _match_uuid(uuids: Sequence[str | None], prefix: str, entry: str, notices: list[str]) -> int | None:
-    prefix = prefix.lower()
-    hits = [i for i, u in enumerate(uuids) if u is not None and u.lower().startswith(prefix)]
-    if len(hits) == 1:
-        return hits[0]
-    why = "matches no GPU" if not hits else f"is ambiguous (GPUs {', '.join(map(str, hits))})"
-    notices.append(f"CUDA_VISIBLE_DEVICES entry {entry} {why}; skipped")
-    return None
 
 
 class GpuSampler:
@@ -598,82 +522,3 @@ def _describe(err: BaseException) -> str:
 
 def _text(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-class SamplerThread:
-    """Runs ``sampler.sample`` every ``interval`` seconds off the UI thread.
-
-    The schedule is fixed-rate on a monotonic clock (a slow sample does not
-    drift the ones after it; missed slots are skipped, not bunched), while
-    sample times come from ``clock`` so they share the data's clock.
-    Exceptions from the sampler or the callback are reported once and the
-    thread keeps going: the watcher outlives its plumbing.
-    """
-
-    def __init__(
-        self,
-        sampler: GpuSampler,
-        interval: float,
-        callback: Callable[[list[GpuSample | GpuLost]], object],
-        clock: Callable[[], float] = time.time,
-        on_error: Callable[[str], None] | None = None,
-    ) -> None:
-        if not interval > 0:
-            raise ValueError(f"sampling interval must be positive, got {interval}")
-        self.sampler = sampler
-        self.interval = float(interval)
-        self._callback = callback
-        self._clock = clock
-        self._on_error = on_error
-        self._reported: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
-        self.samples = 0
-        self.last_duration: float | None = None  # seconds the last sample() took
-
-    def start(self) -> SamplerThread:
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float | None = 5.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def _run(self) -> None:
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            started = time.perf_counter()
-            try:
-                batch = self.sampler.sample(self._clock())
-            except Exception as err:
-                self._report("sampler", err)
-                batch = []
-            self.last_duration = time.perf_counter() - started
-            self.samples += 1
-            if batch and not self._stop.is_set():
-                try:
-                    self._callback(batch)
-                except Exception as err:
-                    self._report("callback", err)
-            next_at += self.interval
-            now = time.monotonic()
-            if next_at < now:
-                next_at = now + self.interval - (now - next_at) % self.interval
-            self._stop.wait(next_at - now)
-
-    def _report(self, where: str, err: Exception) -> None:
-        key = f"{where}:{type(err).__name__}"
-        if key in self._reported:
-            return
-        self._reported.add(key)
-        message = f"GPU sampler {where} failed ({type(err).__name__}: {err}); sampling continues"
-        sink = self._on_error or getattr(self.sampler, "notify", None)
-        if sink is not None:
-            try:
-                sink(message)
-            except Exception:
-                pass

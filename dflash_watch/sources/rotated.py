@@ -18,7 +18,7 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .lines import LineSplitter
 
@@ -84,6 +84,34 @@ def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) ->
             break
         found = again
     return found
+
+
+def newest_from_its_end(abspath: str, skip: set[Ident], read: Read, chunk: int = 1 << 20) -> Sibling | None:
+    """The newest rotated copy of ``abspath`` whatever its age, to be read from
+    the start of its last line on (a live attach: its history is skipped).
+
+    A watcher that attached between logrotate's rename and its create sees
+    the renamed file with nothing written since it looked; the writer may
+    still hold it until it is told to reopen.
+    """
+    found = _siblings(abspath, 0, skip, read)
+    if not found:
+        return None
+    newest = found[-1]
+    lines = pos = start = 0
+    try:
+        with open(newest.path, "rb") as fh:
+            if (os.fstat(fh.fileno()).st_dev, os.fstat(fh.fileno()).st_ino) != newest.ident:
+                return None
+            while data := fh.read(chunk):
+                lines += data.count(b"\n")
+                last = data.rfind(b"\n")
+                if last >= 0:
+                    start = pos + last + 1
+                pos += len(data)
+    except OSError:
+        return None
+    return replace(newest, start=start, lineno=lines + 1)
 
 
 def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list[Sibling]:
@@ -257,6 +285,32 @@ class Leftovers:
             finally:
                 os.close(fd)
         return done, errors
+
+    def follow(self, sib: Sibling, feed: Feed) -> str | None:
+        """The newest rotated file, found when the name came (back) unheld: read it
+        to its end, then on, as a renamed file (``keep``). logrotate's ``create``
+        renames the log and makes a new one; the writer goes on writing to the
+        renamed file until it reopens (SIGHUP), and a watcher that first saw the
+        name after the rename must follow those lines too, not read them once.
+        Returns an error line, or None."""
+        try:
+            fd = os.open(sib.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None  # renamed again or pruned since listed
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != sib.ident:
+                os.close(fd)
+                return None  # the name moved on to another file meanwhile
+            splitter = LineSplitter(self.max_line, sib.lineno)
+            os.lseek(fd, sib.start, os.SEEK_SET)
+            while data := os.read(fd, self.chunk):
+                feed(splitter.feed(data))
+        except OSError as exc:
+            os.close(fd)
+            return f"{sib.path}: read failed: {exc.strerror or type(exc).__name__}"
+        self.keep(fd, sib.ident, splitter, feed)
+        return None
 
     def close(self) -> None:
         for r in self.renamed:

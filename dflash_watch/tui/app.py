@@ -22,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -34,15 +34,18 @@ from textual.widgets import Footer, Static
 
 from dflash_watch.detectors.base import Alert
 
-from ..baseline import save_baseline
+from ..baseline.guard import BASELINE_WINDOW_S
+from ..baseline.guard import refusal as baseline_refusal
+from ..baseline.store import save_baseline
 from ..report import format_rate
 from .banner import choose_banner
-from .baseline_guard import BASELINE_WINDOW_S
-from .baseline_guard import refusal as baseline_refusal
 from .health import DEFAULT_WINDOW_S, WINDOWS, window_label
 from .job_actions import JobActions
 from .reading import locked
 from .screens.diagnosis import DiagnosisScreen
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 from .screens.evidence import EvidenceScreen
 from .screens.help import HelpScreen
 from .text import plain, set_static, split_source
@@ -92,7 +95,7 @@ class DashboardApp(JobActions, App[int]):
 
     def __init__(
         self,
-        monitor: Any,
+        monitor: Monitor,
         *,
         job: Any = None,
         control_note: str | None = None,
@@ -247,7 +250,7 @@ class DashboardApp(JobActions, App[int]):
         self.alerts_panel.update_view(monitor)
         self._banner(firing)
 
-    def _update_loss(self, monitor: Any) -> None:
+    def _update_loss(self, monitor: Monitor) -> None:
         """The loss chart, shown once the run has logged a loss (a run without one keeps the old layout)."""
         with locked(monitor):
             has_loss = bool(monitor.loss.count or monitor.loss_nonfinite)
@@ -436,7 +439,7 @@ class DashboardApp(JobActions, App[int]):
         """Save the recent window as the baseline and judge the rest of this session by it.
 
         Refused (nothing saved, nothing applied) when the window was not
-        healthy: see ``baseline_guard``.
+        healthy: see ``baseline.guard``.
         """
         why = baseline_refusal(self.monitor, BASELINE_WINDOW_S)
         if why is not None:
@@ -455,8 +458,8 @@ class DashboardApp(JobActions, App[int]):
         """The recent window as the good run's profile: throughput and its
         spread, memory, padding, recompile and allocator figures, and the
         job's environment when the session has read it (`d` compares them)."""
-        from ..baseline import Baseline
-        from ..profile import profile_of_monitor
+        from ..baseline.profile import profile_of_monitor
+        from ..baseline.store import Baseline
 
         with self.monitor.lock:
             profile = profile_of_monitor(self.monitor, BASELINE_WINDOW_S, self.monitor.fingerprint)
@@ -493,7 +496,7 @@ class DashboardApp(JobActions, App[int]):
 
     @work(thread=True, exclusive=True, group="diagnose")
     def _diagnose(self) -> None:
-        from ..diagnose import job_fingerprint, live_diagnosis
+        from ..baseline.diagnose import job_fingerprint, live_diagnosis
 
         # The live session keeps the job's environment on the Monitor (read
         # off-thread, every few minutes); the screen's 5 s refresh reuses it

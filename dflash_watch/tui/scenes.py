@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..control.state import JobStatus
     from ..monitor import Monitor
 
 from dflash_watch.parsers.events import GpuProcess, GpuSample, ProcessExit
@@ -56,7 +57,7 @@ def _line(t: float, level: str, logger: str, message: str) -> str:
     return f"[{_stamp(t)}] [{level}] [{logger}] {message}"
 
 
-def job_state(state: str, started: float, now: float, code: int | None = None) -> Any:
+def job_state(state: JobStatus, started: float, now: float, code: int | None = None) -> Any:
     from ..control.job import JobState
 
     pids = (JOB_PID - 1, JOB_PID, JOB_PID + 3, JOB_PID + 4) if state == "running" else ()
@@ -67,7 +68,7 @@ def job_state(state: str, started: float, now: float, code: int | None = None) -
 
 def build(kind: str = "healthy", *, minutes: float = 20.0, seed: int = 7, baseline: bool = True) -> Scene:
     """Feed a fresh Monitor with ``minutes`` of a run; ``kind`` picks the story."""
-    from ..baseline import Baseline
+    from ..baseline.store import Baseline
     from ..monitor import Monitor
     from . import scene_health
 

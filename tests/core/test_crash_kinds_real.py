@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from dflash_watch.parsers.crash.signatures import ExcLine, agent_signal, classify, collective_timeout, scan_markers
 from dflash_watch.parsers.events import Frame
-from dflash_watch.parsers.signatures import ExcLine, agent_signal, classify, collective_timeout, scan_markers
 from tests.core.test_crash_incidents import alerts_of, events_of, verdicts
 
 SIGTERM = "torchrun_sigterm_to_agent_torch2.13.0.txt"

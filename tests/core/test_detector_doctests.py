@@ -11,10 +11,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # Every core module that shows an example runs it: a newcomer's docstring
 # example is checked without being listed anywhere.
+# (Subpackages too: ``parsers/progress/hints.py`` is ``dflash_watch.parsers.progress.hints``.)
 MODULES = sorted(
-    f"dflash_watch.{path.parent.name}.{path.stem}"
+    ".".join(("dflash_watch", *path.relative_to(ROOT).with_suffix("").parts)).removesuffix(".__init__")
     for package in ("detectors", "parsers")
-    for path in (ROOT / package).glob("*.py")
+    for path in (ROOT / package).rglob("*.py")
     if ">>>" in path.read_text(encoding="utf-8")
 )
 

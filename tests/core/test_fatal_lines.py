@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dflash_watch.parsers.child_report import ReportReader
+from dflash_watch.parsers.crash.child_report import ReportReader
+from dflash_watch.parsers.crash.tracebacks import TRIGGERS
 from dflash_watch.parsers.events import Crash
-from dflash_watch.parsers.tracebacks import TRIGGERS
 from tests.core.test_tracebacks import crashes, feed_lines, feed_text, lineno
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tracebacks"

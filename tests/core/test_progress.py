@@ -180,7 +180,7 @@ def test_fast_plans_answer_as_the_general_runner(line: str, rnd) -> None:
     values: zeros, huge steps, fractional "steps"): the fast path, taken
     when the shape has one, must give exactly what ``_run`` gives."""
     from dflash_watch.parsers.progress import _PLANS, line_shape, progress_fields, progress_values
-    from dflash_watch.parsers.progress_run import run
+    from dflash_watch.parsers.progress.run import run
 
     variant = "".join(rnd.choice("0123456789") if c.isdigit() else c for c in line)
     progress_values(line)  # plans the shape

@@ -25,8 +25,8 @@ from dflash_watch.parsers.progress import (
     progress_values,
     value_columns,
 )
-from dflash_watch.parsers.progress_fast import run_fast
-from dflash_watch.parsers.progress_run import run
+from dflash_watch.parsers.progress.fast import run_fast
+from dflash_watch.parsers.progress.run import run
 from tests.core.test_progress_rates import TABLE
 
 LINES = [line for line, _ in TABLE] + [

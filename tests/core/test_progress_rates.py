@@ -186,7 +186,7 @@ def test_values_are_progress_fields_after_source_but_clocked() -> None:
     names = tuple(f.name for f in fields(Progress))
     assert VALUES == tuple(n for n in names[2:] if n != "clocked")
     assert names[2 + FIELDS] == "clocked"
-    from dflash_watch.parsers.progress_redraws import ELAPSED
+    from dflash_watch.parsers.progress.redraws import ELAPSED
 
     assert VALUES[ELAPSED] == "elapsed_s"
     line = " 45%|████▌     | 450/1000 [05:45<12:07,  7.20it/s, loss=0.5, tok_s=2.02e+4]"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import doctest
 
-import dflash_watch.parsers.progress_hints as hints_module
-import dflash_watch.parsers.progress_redraws as redraws_module
+import dflash_watch.parsers.progress.hints as hints_module
+import dflash_watch.parsers.progress.redraws as redraws_module
 from dflash_watch.parsers.events import Progress
-from dflash_watch.parsers.progress_hints import LIGHTNING_HINT, SilentBarHint
-from dflash_watch.parsers.progress_redraws import VALUES, redraw_times, redraw_values
+from dflash_watch.parsers.progress.hints import LIGHTNING_HINT, SilentBarHint
+from dflash_watch.parsers.progress.redraws import VALUES, redraw_times, redraw_values
 from dflash_watch.parsers.stream import LogStream
 
 RATE = VALUES.index("rate")

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dflash_watch.parsers.crash.tracebacks import TRIGGERS
 from dflash_watch.parsers.progress import CANDIDATES
 from dflash_watch.parsers.scanner import HyperscanScanner, RegexScanner, build_scanner, make_scanner
-from dflash_watch.parsers.tracebacks import TRIGGERS
 
 LITERALS = tuple(TRIGGERS) + CANDIDATES
 

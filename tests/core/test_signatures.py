@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dflash_watch.parsers.events import Frame
-from dflash_watch.parsers.remedies import FX_TRACING, remedy
-from dflash_watch.parsers.signatures import (
+from dflash_watch.parsers.crash.remedies import FX_TRACING, remedy
+from dflash_watch.parsers.crash.signatures import (
     ChildReport,
     ExcLine,
     classify,
@@ -15,6 +14,7 @@ from dflash_watch.parsers.signatures import (
     signal_signature,
     traceback_signature,
 )
+from dflash_watch.parsers.events import Frame
 
 TRACER = (
     Frame("/venv/torch/fx/_symbolic_trace.py", 888, "module_call_wrapper"),

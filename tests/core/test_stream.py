@@ -279,7 +279,7 @@ def test_user_pattern_without_literals_sees_every_line() -> None:
 
 
 def test_integration_with_real_crash_assembler() -> None:
-    pytest.importorskip("dflash_watch.parsers.tracebacks")
+    pytest.importorskip("dflash_watch.parsers.crash.tracebacks")
     stream = LogStream("run.log", tz=UTC, default_year=2026)
     text = (
         "2026-11-29 10:00:00,000 - INFO - step 10 | loss 2.0 | 20.0 Ktok/s\n"

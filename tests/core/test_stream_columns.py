@@ -2,7 +2,7 @@
 
 The stream defers progress lines of a "lane" shape (built-in format, ISO
 stamp, nothing else on the line) and reads a run of them at once
-(``LogStream._read_lanes``). Every test here compares it with
+(``parsers.lanes.read_lanes``). Every test here compares it with
 ``LogStream(fast=False)``, the per-line reading of the chunk's own text
 (no ASCII view of wide chunks either), on logs built to hit the
 edges: minute and fraction-length changes, invalid dates, a second of 60,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
+from dflash_watch.parsers.crash.torchlog import RecompileBlock, clean_reason, strip_logger
+from dflash_watch.parsers.crash.tracebacks import CrashAssembler
 from dflash_watch.parsers.events import Crash, Recompile
-from dflash_watch.parsers.torchlog import RecompileBlock, clean_reason, strip_logger
-from dflash_watch.parsers.tracebacks import CrashAssembler
 
 
 def run(text: str) -> list:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dflash_watch.parsers.crash.signatures import COLLATERAL_CAUSES, WEAK_CAUSES
+from dflash_watch.parsers.crash.tracebacks import TRIGGERS, CrashAssembler
 from dflash_watch.parsers.events import Crash, Recompile
-from dflash_watch.parsers.signatures import COLLATERAL_CAUSES, WEAK_CAUSES
-from dflash_watch.parsers.tracebacks import TRIGGERS, CrashAssembler
 
 REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tracebacks"

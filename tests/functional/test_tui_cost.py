@@ -178,3 +178,66 @@ async def test_settle_gc_is_not_scheduled_in_a_headless_app(monkeypatch):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.2)
     assert calls == [] and gc.get_freeze_count() == 0
+
+
+def loss_lines(monitor: Monitor, first: int, n: int, t: float, loss: str | None = None) -> None:
+    text = "".join(f"[2025-11-29 10:00:{i % 60:02d},000] [INFO] [dflash.train] step {i}/1000 | "
+                   f"loss {loss or f'{2.0 - i / 1000:.3f}'} | 20.0 Ktok/s\n" for i in range(first, first + n))
+    monitor.feed_text("/runs/x/loss.log", text, first, t)
+
+
+async def test_a_loss_panel_is_not_repainted_for_a_title_that_did_not_change():
+    """Setting a border title repaints the whole panel, and with the header (repainted every
+    second) the box Textual repaints was then the top two thirds of the screen, every second."""
+    monitor = Monitor(tz=UTC)
+    loss_lines(monitor, 1, 20, T0)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: T0 + 20, chart_interval_s=3600.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        panel = app.loss_panel
+        assert panel.has_class("-shown")
+        repaints = []
+        real = panel.refresh
+
+        def counting(*regions, **kwargs):
+            repaints.append(kwargs)
+            return real(*regions, **kwargs)
+
+        panel.refresh = counting
+        for first in (21, 41, 61):
+            loss_lines(monitor, first, 20, T0 + first)
+            app.redraw(force=True)
+            await pilot.pause(0.05)
+        assert repaints == []
+        assert "loss 1.92" in str(panel._info.render())  # the reading above the chart still moves
+        loss_lines(monitor, 81, 1, T0 + 81, loss="nan")
+        app.redraw(force=True)
+        await pilot.pause(0.05)
+        assert repaints and "NaN at step 81" in str(panel.border_title)
+
+
+async def test_gpus_that_hold_the_same_memory_share_one_chart_build(monkeypatch):
+    """A data-parallel job's GPUs usually draw the same chart: plotext runs once for all of them."""
+    from collections import OrderedDict
+
+    from dflash_watch.tui.widgets import plot
+
+    monkeypatch.setattr(plot, "_SHARED", OrderedDict())  # no picture from an earlier test in this process
+    monitor = Monitor(tz=UTC)
+    now = flat_samples(monitor, T0, 700)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: now, chart_interval_s=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        app.redraw(force=True)  # the first offer with the tiles' size: picture keys
+        await pilot.pause(0.1)
+        tiles = list(app.query("GpuTile"))
+        built = [t.chart.builds for t in tiles]
+        plotted = sum(t.chart.plotted for t in tiles)
+        # All eight step up by 20 GiB together: eight new pictures, one plotext build.
+        monitor.feed_samples([GpuSample(now + 1, g, 90 * GIB, 96 * GIB, 0.97, ()) for g in range(8)])
+        app.redraw(force=True)
+        await pilot.pause(0.1)
+        assert [t.chart.builds for t in tiles] == [b + 1 for b in built]
+        assert sum(t.chart.plotted for t in tiles) == plotted + 1
+        charts = {str(t.chart.render()) for t in tiles}
+        assert len(charts) == 1 and "90.0 GiB" in charts.pop()

@@ -14,7 +14,7 @@ from dataclasses import replace
 from rich.console import Console
 from tui_helpers import make_app, scene
 
-from dflash_watch.diagnose import Diagnosis, live_diagnosis
+from dflash_watch.baseline.diagnose import Diagnosis, live_diagnosis
 from dflash_watch.tui.screens.diagnosis import DiagnosisScreen, diagnosis_text
 
 SIZE = (140, 45)
@@ -125,7 +125,7 @@ async def test_the_open_screen_follows_the_run():
 
 
 def _good_baseline_from_scratch(monitor):  # noqa: ANN001
-    from dflash_watch.baseline import Baseline
+    from dflash_watch.baseline.store import Baseline
 
     monitor.set_baseline(Baseline(21_500.0, {"padding_efficiency": 0.93}))
 

@@ -251,10 +251,64 @@ def test_every_binding_has_the_id_and_default_key_the_config_declares():
 
     from dflash_watch.keymap import KEY_BINDINGS
     from dflash_watch.tui.app import DashboardApp
+    from dflash_watch.tui.screens.diagnosis import DiagnosisScreen
+    from dflash_watch.tui.screens.evidence import EvidenceScreen
+    from dflash_watch.tui.widgets.log_panel import LogPanel
 
-    bindings = [b for b in DashboardApp.BINDINGS if isinstance(b, Binding)]
-    assert len(bindings) == len(DashboardApp.BINDINGS)
-    assert {b.id: b.key for b in bindings} == {name: spec.default for name, spec in KEY_BINDINGS.items()}
+    # Where each scope's bindings live: the app (and the log panel's filter), each modal screen.
+    homes = {"dashboard": [DashboardApp, LogPanel], "help": [HelpScreen], "confirm": [ConfirmScreen],
+             "evidence": [EvidenceScreen], "diagnosis": [DiagnosisScreen]}
+    for scope, classes in homes.items():
+        bindings = [b for cls in classes for b in cls.BINDINGS]
+        assert all(isinstance(b, Binding) and b.id for b in bindings), scope
+        declared = {name: spec.default for name, spec in KEY_BINDINGS.items() if spec.scope == scope}
+        assert {b.id: b.key for b in bindings if isinstance(b, Binding)} == declared, scope
+    assert {spec.scope for spec in KEY_BINDINGS.values()} == set(homes)
+
+
+def test_a_key_may_be_shared_across_scopes_but_not_within_one():
+    from dflash_watch.config import ConfigError, parse_config
+
+    assert parse_config({"keys": {"help_close": "escape,s"}}).keys == {"help_close": "escape,s"}  # s: start, elsewhere
+    with pytest.raises(ConfigError, match=r"\[keys\] confirm_yes = \"n\": n is also the key of confirm_no"):
+        parse_config({"keys": {"confirm_yes": "n"}})
+
+
+async def test_the_modal_screens_keys_are_rebound_and_help_shows_the_keys_in_use():
+    from dflash_watch.config import parse_config
+
+    keys = parse_config({"keys": {"abort": "ctrl+a", "help": "h", "help_close": "x", "confirm_yes": "j",
+                                  "filter": "backslash", "window_1h": "f2"}}).keys
+    app, _, job = make_app("healthy", keymap=keys)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("h")
+        await settle(app, pilot)
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        rows = dict((text, key) for key, text in help_screen.rows)
+        assert rows["abort: Ctrl-C, then SIGTERM after the grace period, then SIGKILL (asks first)"] == "^a"
+        assert rows["this help / close it"] == "h / x"
+        assert rows["filter the log view / clear the filter (Enter keeps it)"] == "\\ / esc"
+        assert rows[next(t for t in rows if t.startswith("chart window"))] == "1 f2 3 4"
+        assert rows[next(t for t in rows if t.startswith("start the job"))] == "s"  # not rebound: the default
+        await pilot.press("escape")  # help_close's old keys no longer close it
+        await settle(app, pilot)
+        assert app.screen is help_screen
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("ctrl+a")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        labels = {str(b.label) for b in app.screen.query("Button")}
+        assert labels == {"Cancel (n)", "Abort (j)"}, labels
+        await pilot.press("y")  # confirm_yes's old key: nothing
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen) and "abort" not in job.calls
+        await pilot.press("j")
+        await settle(app, pilot)
+        assert job.calls.count("abort") == 1
 
 
 async def test_a_rebound_key_triggers_its_action_and_the_old_key_no_longer_does():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from dflash_watch.baseline_auto import AutoBaseline
-from dflash_watch.sources.auto_baseline import AutoBaselineSaver
+from dflash_watch.baseline.auto import AutoBaseline
+from dflash_watch.baseline.saver import AutoBaselineSaver
 from dflash_watch.tui.scenes import build
 
 

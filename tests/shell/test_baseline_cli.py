@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_config import cli, one_line  # the command as a user runs it, HOME in the test's folder
 
-from dflash_watch.baseline import load_baseline
+from dflash_watch.baseline.store import load_baseline
 
 T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp()
 GIB = 1 << 30
@@ -181,7 +181,7 @@ def test_help_says_the_env_gives_the_package_fingerprint(tmp_path: Path) -> None
 
 def test_a_run_without_a_tokens_rate_keeps_its_own_unit() -> None:
     """tqdm prints it/s: the baseline keeps that rate and says its unit."""
-    from dflash_watch.commands.baseline import Window, _window_monitor, capture_window
+    from dflash_watch.baseline.window import Window, capture_window, window_monitor
     from dflash_watch.parsers.events import GpuSample, Progress
 
     def events(unit_of_second_half: str) -> list:
@@ -195,7 +195,7 @@ def test_a_run_without_a_tokens_rate_keeps_its_own_unit() -> None:
         return out
 
     def replay_window(window: Window):
-        monitor = _window_monitor(window, keep_lines=0)
+        monitor = window_monitor(window, keep_lines=0)
         monitor.feed_events(events("it/s"))
         monitor.finish()
         return monitor
@@ -207,7 +207,7 @@ def test_a_run_without_a_tokens_rate_keeps_its_own_unit() -> None:
     assert captured.extra["gpu_memory"]["0"]["level_bytes"] == 40 * GIB
     # The most common unit wins; the others are not mixed into it.
     def mixed(window: Window):
-        monitor = _window_monitor(window, keep_lines=0)
+        monitor = window_monitor(window, keep_lines=0)
         monitor.feed_events(events("samples/s")[:80])
         return monitor
 
@@ -219,8 +219,8 @@ def test_a_run_without_a_tokens_rate_keeps_its_own_unit() -> None:
 def test_a_failed_write_leaves_the_old_baseline_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Written beside the target and moved over it: a crash before the move
     leaves the old file as it was, and no temp file behind."""
-    import dflash_watch.baseline as baseline_module
-    from dflash_watch.baseline import Baseline, save_baseline
+    import dflash_watch.baseline.store as baseline_module
+    from dflash_watch.baseline.store import Baseline, save_baseline
 
     target = tmp_path / "b.json"
     target.write_text('{"version": 1, "throughput_tokens_per_s": 1.0}')
@@ -241,7 +241,7 @@ def test_a_failed_write_leaves_the_old_baseline_whole(tmp_path: Path, monkeypatc
 def test_auto_baseline_saves_a_healthy_steady_run_and_keeps_the_better_one(tmp_path: Path) -> None:
     """Healthy for healthy_for_s with a steady rate: saved once; a firing alert
     restarts the count; a slower run never replaces the saved one."""
-    from dflash_watch.baseline_auto import AutoBaseline, auto_baseline_path
+    from dflash_watch.baseline.auto import AutoBaseline, auto_baseline_path
     from dflash_watch.detectors.base import Alert
     from dflash_watch.monitor import Monitor
     from dflash_watch.parsers.events import Progress

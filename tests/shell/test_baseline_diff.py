@@ -136,14 +136,14 @@ def test_a_bad_baseline_is_one_line_from_the_real_command(tmp_path: Path) -> Non
 def test_a_crash_in_the_warm_up_still_counts_for_the_diff() -> None:
     """The window leaves the warm-up's rates and memory out, but an early
     FX-tracing crash is a symptom the diff must explain."""
-    from dflash_watch.commands.baseline_diff import fired
-    from dflash_watch.commands.baseline_window import Window, _window_monitor
+    from dflash_watch.baseline.diagnose import fired_detectors as fired
+    from dflash_watch.baseline.window import Window, window_monitor
     from dflash_watch.parsers.events import Crash, Progress
 
     events = [Progress(T0 + 3 * i, f"train.log:{i + 1}", step=i + 1, tokens_per_s=5000.0) for i in range(40)]
     events.insert(3, Crash(T0 + 7, "train.log:3", "fx_tracing", "fx_tracing", "NameError", "fx", "sig", None))
     for keep, expected in ((True, {"fx_tracing"}), (False, set())):
-        monitor = _window_monitor(Window(warmup_events=5, warmup_s=60.0, keep_crashes=keep), keep_lines=0)
+        monitor = window_monitor(Window(warmup_events=5, warmup_s=60.0, keep_crashes=keep), keep_lines=0)
         monitor.feed_events(events)
         monitor.finish()
         assert fired(monitor) & {"fx_tracing"} == expected
@@ -153,10 +153,10 @@ def test_a_crash_in_the_warm_up_still_counts_for_the_diff() -> None:
 def test_monitor_suspects_for_an_alert_come_from_the_live_figures() -> None:
     """What the Monitor attaches to a throughput_drop alert: the top causes of
     its own recent window against its baseline, symptoms left out."""
-    from dflash_watch.baseline import Baseline
+    from dflash_watch.baseline.profile import monitor_suspects
+    from dflash_watch.baseline.store import Baseline
     from dflash_watch.monitor import Monitor
     from dflash_watch.parsers.events import PaddingReport, Progress
-    from dflash_watch.profile import monitor_suspects
 
     good = Baseline(21500.0, {"padding_efficiency": 0.93})
     monitor = Monitor(keep_lines=0, baseline=good)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from dflash_watch import ingest as ingest_module
 from dflash_watch import replay as replay_module
 from dflash_watch.parsers import clock as clock_module
 from dflash_watch.parsers import step_clock as step_clock_module
@@ -117,7 +118,7 @@ def random_log(path: Path, seed: int, lines: int = 3000) -> Path:
 def check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = alerts(path)
     with monkeypatch.context() as m:
-        m.setattr(replay_module, "LogStream", functools.partial(LogStream, fast=False))
+        m.setattr(ingest_module, "LogStream", functools.partial(LogStream, fast=False))
         m.setattr(clock_module, "_at", _plain_at)
         m.setattr(step_clock_module, "_at", _plain_at)
         m.setattr(clock_module, "_in_order", lambda floor, events: False)
@@ -153,7 +154,7 @@ def stream_events(path: Path, seed: int) -> list[str]:
     (a chunk's first event may sit behind the clock the last one left)."""
     rng = random.Random(seed)
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    stream = replay_module.LogStream("log", replay=True)
+    stream = ingest_module.LogStream("log", replay=True)
     out: list[str] = []
     at = 0
     while at < len(lines):
@@ -172,7 +173,7 @@ def test_stream_events_in_random_chunks_are_the_per_event_ones(
     log = random_log(tmp_path / f"random-{seed}.log", seed + 100)
     fast = stream_events(log, seed)
     with monkeypatch.context() as m:
-        m.setattr(replay_module, "LogStream", functools.partial(LogStream, fast=False))
+        m.setattr(ingest_module, "LogStream", functools.partial(LogStream, fast=False))
         m.setattr(clock_module, "_at", _plain_at)
         m.setattr(step_clock_module, "_at", _plain_at)
         m.setattr(clock_module, "_in_order", lambda floor, events: False)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash_watch.fingerprint import FingerprintError, fingerprint_of_env, fingerprint_of_pid, training_pid
-from dflash_watch.fingerprint.cache import cache_size
+from dflash_watch.baseline.fingerprint import FingerprintError, fingerprint_of_env, fingerprint_of_pid, training_pid
+from dflash_watch.baseline.fingerprint.cache import cache_size
 
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 TORCH_VERSION_PY = """from typing import Optional

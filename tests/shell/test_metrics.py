@@ -122,7 +122,7 @@ def test_the_job_the_padding_and_the_baseline_when_known(serve) -> None:
             return 0.41
 
     m = _fed_monitor(WithPadding)
-    from dflash_watch.baseline import Baseline
+    from dflash_watch.baseline.store import Baseline
 
     m.set_baseline(Baseline(21500.0))
     m.set_job_state(JobState("running", "train", pid=123))

@@ -21,7 +21,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dflash_watch.baseline import Baseline
+from dflash_watch.baseline.store import Baseline
+from dflash_watch.detectors.registry import DetectorSet
 from dflash_watch.metrics.collector import build_registry
 from dflash_watch.metrics.health import THROTTLE_REASONS
 from dflash_watch.monitor import Monitor
@@ -197,25 +198,20 @@ def test_xid_counters_per_gpu_and_code_present_at_zero_before_the_first() -> Non
     assert ("dflash_gpu_last_xid", (("gpu", "0"),)) not in got
 
 
-class _OldCore:
-    """A DetectorSet without the issue-19 accessors (a core built before them)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def get(self, name: str) -> Any:
-        return self._inner.get(name)
-
-
-def test_a_core_without_the_accessors_exports_none_of_their_metrics() -> None:
+def test_a_run_without_the_health_detectors_exports_none_of_their_gauges() -> None:
+    """The accessors answer None, [] and {} without their detectors: absent series, no failed scrape."""
     m = Monitor()
     m.feed_samples([_healthy(T0, 0)])
     m.feed_text("/runs/a/train.log", STEP.format(s=0, n=1, loss=2.3, g=1.0), 1, T0 + 1)
-    m._detectors = _OldCore(m._detectors)  # type: ignore[assignment]
+    m._detectors = DetectorSet([d for d in m._detectors  # type: ignore[assignment]
+                                if d.name not in ("loss", "straggler", "gpu_health")])
     got, _ = _scrape(m)
     names = _names(got)
-    assert not {n for n in names if n.startswith(("dflash_loss", "dflash_training_loss", "dflash_grad_norm",
-                                                  "dflash_rank_", "dflash_gpu_xid", "dflash_gpu_last_xid"))}
+    assert not {n for n in names if n.startswith(("dflash_training_loss", "dflash_grad_norm", "dflash_rank_",
+                                                  "dflash_gpu_last_xid"))}
+    assert got[("dflash_loss_nan_total", ())] == 0  # counters stay there at 0 (increase() needs the first)
+    assert got[("dflash_gpu_xid_errors_total", (("gpu", "0"),))] == 0
+    assert not any(name == "dflash_gpu_xid_total" for name, _ in got)
     assert got[("dflash_gpu_temperature_celsius", (("gpu", "0"),))] == 71.0  # the samples' own fields stay
     assert got[("dflash_step", ())] == 1
 

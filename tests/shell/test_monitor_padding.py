@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_watch.baseline import Baseline
+from dflash_watch.baseline.store import Baseline
 from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.monitor import Monitor
 from dflash_watch.replay import replay

@@ -19,13 +19,9 @@ from fake_nvml import FakeGpu, FakeNvml, GiB  # noqa: E402
 
 from dflash_watch.parsers.events import GpuLost, GpuSample  # noqa: E402
 from dflash_watch.procfs import proc_tree  # noqa: E402
-from dflash_watch.sources.nvml import (  # noqa: E402
-    UNAVAILABLE_HINT,
-    GpuInfo,
-    GpuSampler,
-    SamplerThread,
-    select_gpus,
-)
+from dflash_watch.sources.nvml import UNAVAILABLE_HINT, GpuInfo, GpuSampler  # noqa: E402
+from dflash_watch.sources.nvml_select import select_gpus  # noqa: E402
+from dflash_watch.sources.nvml_thread import SamplerThread  # noqa: E402
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dflash_watch.baseline import Baseline
+from dflash_watch.baseline.store import Baseline
 from dflash_watch.control.state import JobState
 from dflash_watch.metrics.collector import build_registry
 from dflash_watch.monitor import Monitor

@@ -30,8 +30,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed; real tracebacks need it")
 
+from dflash_watch.parsers.crash.tracebacks import CrashAssembler  # noqa: E402
 from dflash_watch.parsers.events import Crash  # noqa: E402
-from dflash_watch.parsers.tracebacks import CrashAssembler  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tracebacks"
 ROOT = Path(__file__).resolve().parents[2]

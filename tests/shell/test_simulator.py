@@ -305,7 +305,7 @@ def test_signal_stops_a_live_run_promptly(tmp_path: Path, signum: int, code: int
 
 def test_log_stream_reads_progress_and_the_fx_crash(first_launch) -> None:
     stream = pytest.importorskip("dflash_watch.parsers.stream")
-    pytest.importorskip("dflash_watch.parsers.tracebacks")
+    pytest.importorskip("dflash_watch.parsers.crash.tracebacks")
     out, _ = first_launch
 
     parser = stream.LogStream("train.log", tz=UTC)  # the child ran with TZ=UTC

@@ -106,6 +106,7 @@ def test_every_kind_has_one_sender_and_no_kind_falls_through() -> None:
             for kind in KINDS}
     assert made["bell"] is senders.BellSender and made["command"] is senders.CommandSender
     assert made["pagerduty"] is senders.PagerDutySender and made["desktop"] is senders.DesktopSender
-    assert {made[k] for k in ("webhook", "slack", "ntfy")} == {senders.HttpSender}
+    assert made["webhook"] is senders.WebhookSender
+    assert {made[k] for k in ("slack", "ntfy")} == {senders.HttpSender}
     with pytest.raises(ConfigError, match=r"sink x\[0\]: kind \"bel\" is not a sink kind \(known: bell"):
         SinkConfig("bel", "x[0]")

@@ -8,6 +8,7 @@ Timings are asserted relative to the hang, with generous margins.
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 from loopback_http import LoopbackServer, refused_url
@@ -25,8 +26,35 @@ def test_webhook_gets_the_contract_alert_object_as_json() -> None:
         (got,) = server.wait_for(1)
         assert d.close(2.0) == {}
     assert got.headers["Content-Type"] == "application/json"
-    assert json.loads(got.body) == a.to_dict()
+    body = json.loads(got.body)
+    assert {k: body[k] for k in a.to_dict()} == a.to_dict()  # every field of section 2, as it is
+    assert list(body)[:len(a.to_dict())] == list(a.to_dict())  # ...first, in its order
+    assert body["host"] == socket.gethostname()
+    assert body["startsAt"] == "2025-11-29T10:00:00.250Z" and "endsAt" not in body
     assert notes.items == []
+
+
+def test_webhook_episodes_carry_starts_ends_and_one_fingerprint_each() -> None:
+    """Routing (Alertmanager-style): the firing and the resolve of one episode
+    share a fingerprint, the resolve says when it ended, the next episode of
+    the same condition is a new fingerprint."""
+    with LoopbackServer() as server:
+        d = dispatcher({"kind": "webhook", "url": server.url, **FAST}, notes=Notes())
+        t0 = 1764410400.25
+        for a in (alert("stall", severity="warning", t=t0),
+                  alert("stall", "resolved", severity="warning", t=t0 + 90),
+                  alert("stall", severity="warning", t=t0 + 600),
+                  alert("crash", gpu=1, kind="cuda_oom", t=t0 + 601)):
+            d.offer(a)
+        fired, resolved, again, other = (json.loads(r.body) for r in server.wait_for(4))
+        assert d.close(2.0) == {}
+    assert fired["startsAt"] == resolved["startsAt"] == "2025-11-29T10:00:00.250Z"
+    assert "endsAt" not in fired and resolved["endsAt"] == "2025-11-29T10:01:30.250Z"
+    assert resolved["state"] == "resolved" and resolved["time"] == t0 + 90  # the alert object stays
+    assert fired["fingerprint"] == resolved["fingerprint"]
+    assert again["fingerprint"] != fired["fingerprint"] and again["startsAt"] == "2025-11-29T10:10:00.250Z"
+    assert other["fingerprint"] not in (fired["fingerprint"], again["fingerprint"])
+    assert all(b["host"] == socket.gethostname() for b in (fired, resolved, again, other))
 
 
 def test_500_then_200_is_retried_and_delivered_once() -> None:

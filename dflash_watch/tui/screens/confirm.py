@@ -15,6 +15,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from ...keymap import keys_of
+
 
 class ConfirmScreen(ModalScreen[bool]):
     DEFAULT_CSS = """
@@ -29,8 +31,8 @@ class ConfirmScreen(ModalScreen[bool]):
     ConfirmScreen Button { margin-left: 2; }
     """
     BINDINGS = [
-        Binding("y", "answer(True)", "yes", show=True),
-        Binding("n,escape", "answer(False)", "no", show=True),
+        Binding("y", "answer(True)", "yes", show=True, id="confirm_yes"),
+        Binding("n,escape", "answer(False)", "no", show=True, id="confirm_no"),
     ]
 
     def __init__(self, title: str, body: Text, yes_label: str = "Yes (y)") -> None:
@@ -44,8 +46,13 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Static(Text(self.title_text), classes="confirm-title")
             yield Static(self.body, classes="confirm-body")
             with Horizontal():
-                yield Button("Cancel (n)", id="no", variant="primary")
-                yield Button(self.yes_label, id="yes", variant="error")
+                yield Button(f"Cancel ({self._key('confirm_no')})", id="no", variant="primary")
+                yield Button(self.yes_label.removesuffix(" (y)") + f" ({self._key('confirm_yes')})", id="yes",
+                             variant="error")
+
+    def _key(self, binding_id: str) -> str:
+        """A binding's first key as ``[keys]`` rebound it (the buttons name it)."""
+        return self.app.get_key_display(Binding(keys_of(binding_id, self.app._keymap)[0], ""))
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

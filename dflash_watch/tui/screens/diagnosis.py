@@ -27,7 +27,7 @@ from textual.widgets import Static
 
 from dflash_watch.detectors.diagnosis_rules import size
 
-from ...diagnose import Diagnosis
+from ...baseline.diagnose import Diagnosis
 from ...report import format_rate
 from ..text import plain
 
@@ -153,7 +153,7 @@ class DiagnosisScreen(ModalScreen[None]):
     }
     DiagnosisScreen Static { height: auto; }
     """
-    BINDINGS = [Binding("escape,q,d", "close", "close", show=True)]
+    BINDINGS = [Binding("escape,q,d", "close", "close", show=True, id="diagnosis_close")]
 
     def __init__(self, diagnosis: Diagnosis, refresh: Any = None, refresh_s: float = 5.0,
                  firing: Collection[str] | None = None) -> None:

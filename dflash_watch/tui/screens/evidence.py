@@ -104,7 +104,7 @@ class EvidenceScreen(ModalScreen[None]):
     }
     EvidenceScreen Static { height: auto; }
     """
-    BINDINGS = [Binding("escape,q,enter", "dismiss_screen", "close", show=True)]
+    BINDINGS = [Binding("escape,q,enter", "dismiss_screen", "close", show=True, id="evidence_close")]
 
     def __init__(self, alert: Alert, tz: Any = None, jumped: str | None = None) -> None:
         super().__init__()

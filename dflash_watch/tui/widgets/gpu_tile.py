@@ -200,7 +200,9 @@ class GpuTile(Vertical):
             if len(view.times) == 0 or view.last_time is None:
                 chart.set_plot(("empty",), None)
             else:
-                chart.set_plot(self._chart_key(view), self._drawer(view))
+                key = self._chart_key(view)
+                # A picture key is the same chart on any tile: GPUs that hold the same memory share one build.
+                chart.set_plot(key, self._drawer(view), share="gpu-memory" if key[0] == "picture" else None)
 
     def _show_text(self, view: GpuView, compact: bool) -> None:
         self.set_class(view.badge != "flat" or bool(view.flags), "-alerting")

@@ -39,7 +39,7 @@ def log_hint(monitor: Monitor, logs_configured: bool) -> Text:
 
 
 class LogPanel(Vertical):
-    BINDINGS = [Binding("escape", "clear_filter", "clear filter", show=False)]
+    BINDINGS = [Binding("escape", "clear_filter", "clear filter", show=False, id="clear_filter")]
     DEFAULT_CSS = """
     LogPanel { border: round $panel-lighten-2; }
     /* One line, no border, focused or not: Input:focus brings back a tall

@@ -9,24 +9,18 @@ of the chart, the first one named in the title ("NaN at step 1234").
 from __future__ import annotations
 
 import math
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Static
 
 from ..health import DEFAULT_WINDOW_S, loss_state, window_label
 from ..reading import locked
 from ..text import fmt_clock, set_static
-from .plot import PlotextChart
+from .series import SeriesPanel, binned
 
 if TYPE_CHECKING:
     from ...monitor import Monitor
-
-WHOLE_RUN_S = 1e12  # ``SeriesHistory.window`` of "everything it holds"
 
 
 def nonfinite_name(value: float) -> str:
@@ -43,36 +37,14 @@ def loss_title(bad: list[tuple[float, int | None, float]], window: float | None)
     return title
 
 
-class LossPanel(Vertical):
-    DEFAULT_CSS = """
-    LossPanel { border: round $panel-lighten-2; padding: 0 1; }
-    LossPanel > .loss-info { height: 1; }
-    LossPanel > PlotextChart { height: 1fr; }
-    """
-
+class LossPanel(SeriesPanel):
     def __init__(self, *, tz: Any = None, chart_interval_s: float = 5.0, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.tz = tz
-        self.chart_interval_s = chart_interval_s
-        self.window_s: float | None = DEFAULT_WINDOW_S
-        self._last_chart = -1e18
-        self._seen: tuple | None = None
-        self.border_title = "loss"
-        self._info = Static("", classes="loss-info")
-        self._chart = PlotextChart(placeholder="no loss in the log yet")
+        super().__init__(title="loss", placeholder="no loss in the log yet", window_s=DEFAULT_WINDOW_S, tz=tz,
+                         chart_interval_s=chart_interval_s, id=id)
         self.nonfinite: list[tuple[float, int | None, float]] = []  # marked in the window shown (tests read it)
 
-    def compose(self) -> ComposeResult:
-        yield self._info
-        yield self._chart
-
-    def set_window(self, window_s: float | None) -> None:
-        self.window_s = window_s
-        self._seen = None
-        self._last_chart = -1e18
-
     def update_view(self, monitor: Monitor) -> None:
-        span = self.window_s if self.window_s is not None else WHOLE_RUN_S
+        span = self.span_s
         with locked(monitor):
             series = monitor.loss
             count = series.count
@@ -81,14 +53,13 @@ class LossPanel(Vertical):
             end = max((t for t in (series.last_time, bad_all[-1][0] if bad_all else None) if t is not None),
                       default=None)
             state = loss_state(monitor)
-            due = time.monotonic() - self._last_chart >= self.chart_interval_s
             last = series.last_value if count else None
             last_time = series.last_time
             key = (count, end, bad_total, self.window_s)
-            window = series.window(span, end) if count and due and key != self._seen and end is not None else None
+            window = series.window(span, end) if count and end is not None and self.chart_wanted(key) else None
         bad = [b for b in bad_all if end is not None and b[0] >= end - span]
         self.nonfinite = bad
-        self.border_title = loss_title(bad, self.window_s)
+        self.retitle(loss_title(bad, self.window_s))
         self.set_class(bool(bad), "-alerting")
         info = Text(no_wrap=True, overflow="ellipsis")
         if bad and (last is None or bad[-1][0] >= (last_time or -math.inf)):
@@ -103,15 +74,12 @@ class LossPanel(Vertical):
         if bad_total:  # steps, not reports: every rank's copy of a step's NaN is one
             info.append(f"  {bad_total} non-finite step{'s' if bad_total != 1 else ''}", style="red")
         set_static(self._info, info)
-        chart = self._chart
         if count == 0 and not bad:
-            chart.set_plot(("empty",), None)
+            self.show_empty()
             return
         if end is None or (window is None and count) or key == self._seen:
             return
-        self._seen = key
-        self._last_chart = time.monotonic()
-        chart.set_plot(key, self._drawer(window, end, bad, span))
+        self.offer(key, self._drawer(window, end, bad, span))
 
     def _drawer(self, window, end: float, bad: list[tuple[float, int | None, float]], span: float):
         tz = self.tz
@@ -127,13 +95,7 @@ class LossPanel(Vertical):
             width_s = max(end - start, 60.0)
             top, bottom = 1.0, 0.0
             if len(times):
-                edges = np.linspace(end - width_s, end, points + 1)
-                idx = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, points - 1)
-                sums = np.bincount(idx, weights=means, minlength=points)
-                counts = np.bincount(idx, minlength=points)
-                keep = counts > 0
-                xs = ((edges[:-1] + edges[1:]) / 2)[keep] - end
-                ys = sums[keep] / counts[keep]
+                xs, ys = binned(times, means, end, width_s, points)
                 lo, hi = float(ys.min()), float(ys.max())
                 pad = max((hi - lo) * 0.1, abs(hi) * 0.01, 1e-6)
                 bottom, top = lo - pad, hi + pad

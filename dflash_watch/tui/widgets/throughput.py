@@ -10,21 +10,16 @@ the alert: the chart cannot cry wolf where the detector stays quiet.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Static
 
 from dflash_watch.parsers.events import TOK_S
 
 from ..health import window_label
 from ..reading import current_rate, locked
 from ..text import fmt_clock, fmt_rate_unit, set_static
-from .plot import PlotextChart
+from .series import SeriesPanel, binned
 
 if TYPE_CHECKING:
     from ...monitor import Monitor
@@ -32,36 +27,13 @@ if TYPE_CHECKING:
 WINDOW_S = 3600.0
 
 
-class ThroughputPanel(Vertical):
-    DEFAULT_CSS = """
-    ThroughputPanel { border: round $panel-lighten-2; padding: 0 1; }
-    ThroughputPanel > .tp-info { height: 1; }
-    ThroughputPanel > PlotextChart { height: 1fr; }
-    """
-
+class ThroughputPanel(SeriesPanel):
     def __init__(self, *, tz: Any = None, chart_interval_s: float = 5.0, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.tz = tz
-        self.chart_interval_s = chart_interval_s
-        self._last_chart = -1e18
-        self._seen: tuple | None = None
-        self.border_title = "throughput"
-        # Held, not queried on every redraw.
-        self._info = Static("", classes="tp-info")
-        self._chart = PlotextChart(placeholder="no rate in the log yet: the chart starts with the first "
-                                   "progress line that reports one (tok/s, it/s, samples/s; or set "
-                                   "progress_regex in the config)")
+        super().__init__(title="throughput", window_s=WINDOW_S, tz=tz, chart_interval_s=chart_interval_s, id=id,
+                         placeholder="no rate in the log yet: the chart starts with the first "
+                         "progress line that reports one (tok/s, it/s, samples/s; or set "
+                         "progress_regex in the config)")
         self.unit = TOK_S  # the unit shown last (tests read it)
-        self.window_s: float | None = WINDOW_S  # None: the whole run (the window keys set it)
-
-    def set_window(self, window_s: float | None) -> None:
-        self.window_s = window_s
-        self._seen = None
-        self._last_chart = -1e18
-
-    def compose(self) -> ComposeResult:
-        yield self._info
-        yield self._chart
 
     def update_view(self, monitor: Monitor, firing: list) -> None:
         drop = next((a for a in firing if a.detector == "throughput_drop"), None)
@@ -72,10 +44,9 @@ class ThroughputPanel(Vertical):
             last_value, unit, baseline = current_rate(monitor)
             chart_baseline = baseline  # the series is in ``unit`` whenever it has points
             frac = float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3))
-            due = time.monotonic() - self._last_chart >= self.chart_interval_s
-            span = self.window_s if self.window_s is not None else 1e12
+            span = self.span_s
             key = (count, last_time, chart_baseline, drop is not None, self.window_s)
-            window = series.window(span) if count and due and key != self._seen else None
+            window = series.window(span) if count and self.chart_wanted(key) else None
         self.unit = unit
         info = Text(no_wrap=True, overflow="ellipsis")
         info.append(fmt_rate_unit(last_value, unit), style="bold")
@@ -90,17 +61,14 @@ class ThroughputPanel(Vertical):
             info.append("  DROP", style="bold white on red")
         set_static(self._info, info)
         self.set_class(drop is not None, "-alerting")
-        chart = self._chart
         if count == 0:
-            chart.set_plot(("empty",), None)
+            self.show_empty()
             return
         if window is None or last_time is None:  # a series with points has a last time
             return
-        self._seen = key
-        self._last_chart = time.monotonic()
         # The default window goes unsaid; another one is named (``1``-``4`` pick it).
-        self.border_title = "throughput" if self.window_s == WINDOW_S else f"throughput ({window_label(self.window_s)})"
-        chart.set_plot(key, self._drawer(window, last_time, chart_baseline, frac, span))
+        self.retitle("throughput" if self.window_s == WINDOW_S else f"throughput ({window_label(self.window_s)})")
+        self.offer(key, self._drawer(window, last_time, chart_baseline, frac, span))
 
     def _drawer(self, window, end: float, baseline: float | None, frac: float, window_s: float = WINDOW_S):
         times, lows, highs, means = window
@@ -110,13 +78,7 @@ class ThroughputPanel(Vertical):
             points = max(8, (width - 8) * 2)
             start = max(float(times[0]), end - window_s)
             span = max(end - start, 60.0)
-            edges = np.linspace(end - span, end, points + 1)
-            idx = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, points - 1)
-            sums = np.bincount(idx, weights=means, minlength=points)
-            counts = np.bincount(idx, minlength=points)
-            keep = counts > 0
-            xs = ((edges[:-1] + edges[1:]) / 2)[keep] - end
-            ys = sums[keep] / counts[keep]
+            xs, ys = binned(times, means, end, span, points)
             top = max(float(ys.max()), baseline or 0.0) * 1.1
             fig.plot(xs.tolist(), ys.tolist(), marker="braille", color="green")
             if baseline:

@@ -1,0 +1,71 @@
+"""The Monitor's recent raw lines per log file, for the log view.
+
+A mixin of ``Monitor`` (it shares its lock): the rings are a view's
+concern, not the detectors', and a catch-up reads thousands of chunks of
+which only the last one's lines are ever shown, so that chunk is kept
+whole and split only when a view reads (``lines``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+
+class RecentLines:
+    """Per file, the last ``keep_lines`` lines as (line number, text); 0 keeps none (replay)."""
+
+    # The Monitor's: held by every writer, and by a view while it copies.
+    _lock: threading.RLock
+
+    def _init_lines(self, keep_lines: int) -> None:
+        self.keep_lines = keep_lines
+        self._lines: dict[str, deque[tuple[int, str]]] = {}
+        # Per file, the last chunk that alone fills its ring, not yet split
+        # into lines (text, its first line number, its line count): a
+        # catch-up reads thousands of such chunks, and only the last one's
+        # lines are ever shown. ``lines`` splits it when a view reads.
+        self._unsplit: dict[str, tuple[str, int, int]] = {}
+
+    @property
+    def lines(self) -> dict[str, deque[tuple[int, str]]]:
+        """Recent raw lines per file for the log view: (line number, text), oldest first."""
+        with self._lock:
+            for path in list(self._unsplit):
+                self._split_pending(path)
+            return self._lines
+
+    def _keep_chunk(self, path: str, text: str, first_lineno: int, count: int) -> None:
+        """A chunk of ``count`` complete lines (counted in C by the caller):
+        only the last ``keep_lines`` of them are split off, and not before a
+        view asks when the chunk alone fills the ring."""
+        if self.keep_lines and count >= self.keep_lines:
+            self._unsplit[path] = (text, first_lineno, count)
+        elif self.keep_lines and count:
+            self.remember_lines(path, (text[:-1] if text.endswith("\n") else text).split("\n"), first_lineno)
+
+    def _split_pending(self, path: str) -> None:
+        pending = self._unsplit.pop(path, None)
+        if pending is None:
+            return
+        text, first_lineno, count = pending
+        tail = text[:-1] if text.endswith("\n") else text
+        lines = tail.rsplit("\n", self.keep_lines)[-self.keep_lines :]
+        self.remember_lines(path, lines, first_lineno + count - len(lines))
+
+    def remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
+        self._split_pending(path)
+        ring = self._lines.get(path)
+        if ring is None:
+            ring = self._lines[path] = deque(maxlen=self.keep_lines)
+        if len(lines) > self.keep_lines:
+            first_lineno += len(lines) - self.keep_lines
+            lines = lines[-self.keep_lines :]
+        if not any("\r" in line for line in lines):  # the common case, at C speed
+            ring.extend(zip(range(first_lineno, first_lineno + len(lines)), lines))
+            return
+        for lineno, line in enumerate(lines, first_lineno):
+            # A tqdm line redrawn with '\r' shows its last state, as a terminal would.
+            if "\r" in line:
+                line = line.rstrip("\r").rsplit("\r", 1)[-1]
+            ring.append((lineno, line))

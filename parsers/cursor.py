@@ -1,0 +1,62 @@
+"""Where the reading of one chunk stands (``LogStream.feed``).
+
+A chunk is read in one pass, and three things move along it: the clock
+(``clock``: the latest timestamp among the lines before ``covered``), the
+line count (the line starting at ``count_pos`` is number ``count_no``) and
+the run of progress lines set aside to be read together as columns
+(``parsers.lanes``). They live here, in one small object per feed, so that
+the pieces of the pass (``LogStream``'s loop, ``read_lanes``, ``LineTimes``)
+share them without a dozen parameters and tuples of state handed back.
+
+The inner loops never touch it per line: they keep the run lists in locals
+(the lists are cleared in place, never replaced) and the cursor is read
+only where a line makes an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .events import Event
+from .progress.fast import FastPlan
+
+
+class Lane(NamedTuple):
+    """A shape whose progress lines are read as columns: its fast plan, the
+    fraction digits of the stamp its lines start with, and the TimeParser
+    method that reads a run of those stamps (``iso_run`` or ``us_run``)."""
+
+    fast: FastPlan
+    frac_len: int
+    run: Callable[[list[str], int], list[float]]
+
+
+@dataclass(slots=True)
+class Cursor:
+    """The reading state of one ``feed``: its text, its events, its clock,
+    its line count and its run of set-aside progress lines."""
+
+    text: str  # the chunk, cleaned (no ANSI, NUL or CRLF)
+    view: str  # ``text``, or its ASCII view: newlines are counted here
+    has_cr: bool  # the chunk holds a '\r' (tqdm redraws)
+    fallback_time: float  # dates events before any timestamp was seen
+    events: list[Event]
+    clock: float | None  # the latest timestamp of the lines before ``covered``
+    covered: int = 0
+    count_pos: int = 0  # the line starting here ...
+    count_no: int = 1  # ... is this line number
+    # The run: progress lines waiting to be read together, in the file's
+    # order; a lane (``Lane``) or, for a plain progress line, its shape.
+    run_lines: list[str] = field(default_factory=list)
+    run_starts: list[int] = field(default_factory=list)
+    run_ends: list[int] = field(default_factory=list)
+    run_lanes: list[Lane | bytes] = field(default_factory=list)
+
+    def clear_run(self) -> None:
+        """Empty the run in place: the loop holds its lists in locals."""
+        self.run_lines.clear()
+        self.run_starts.clear()
+        self.run_ends.clear()
+        self.run_lanes.clear()

@@ -1,0 +1,149 @@
+"""Columns: many progress lines of one shape at once.
+
+A training log prints the same progress line thousands of times; the
+stream hands a run of lines of one shape here and gets columns back, each
+number converted by ``map`` in C instead of a Python call per line. Same
+values as ``fast.run_fast`` line by line; where any line would
+leave the fast path (a value check fails), the answer is None and the
+stream reads those lines one at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from typing import Any
+
+from ..events import IT_S, SAMPLES_S, TOK_S
+from .fast import INF, FastPlan
+from .plans import PLAN_LINE_MAX, plan_of
+
+# One column: an entry per line, or a ``repeat`` of one value.
+Column = Iterable[Any]
+# ``value_columns``: steps, totals, tokens_per_s, losses, metrics,
+# step_seconds, rates, rate_units, elapsed.
+Columns = tuple[Column, Column, Column, Column, Column, Column, Column, Column, Column]
+# ``progress_columns``: the first six.
+FieldColumns = tuple[Column, Column, Column, Column, Column, Column]
+
+
+def column_plan(line: str, shape: bytes) -> FastPlan | None:
+    """The fast plan of ``line``'s shape when its lines can be read as
+    columns: built-in formats, no rank prefix inside, and a step, loss,
+    tokens/s or samples/s on every line (so no line of the shape reads as None)."""
+    if len(line) > PLAN_LINE_MAX:
+        return None
+    rank_at, ops, fast = plan_of(line, shape)
+    if not ops or fast is None or rank_at >= 0:
+        return None
+    if fast.step < 0 and fast.loss < 0 and fast.tokens < 0 and fast.samples < 0:
+        return None
+    return fast
+
+
+def _whole(value: float) -> bool:
+    return math.isfinite(value) and value >= 0 and value == int(value)
+
+
+def _whole_positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0 and value == int(value)
+
+
+def _rate_ok(value: float) -> bool:
+    return value >= 0 and value != INF  # NaN fails the first test
+
+
+def _scaled(column: tuple[str, ...], scale: float) -> list[float]:
+    values = list(map(float, column))
+    # x * 1.0 is x for every float (NaN, -0.0 and inf included).
+    return values if scale == 1.0 else [v * scale for v in values]
+
+
+def _counts(column: tuple[str, ...], digits_only: bool, ok: Callable[[float], bool]) -> list[int] | None:
+    """Steps or totals: int() of plain digits; else whole floats that pass
+    ``ok``, or None when one does not."""
+    if digits_only:
+        return list(map(int, column))
+    values = list(map(float, column))
+    return list(map(int, values)) if all(map(ok, values)) else None
+
+
+def _per_second(seconds: Iterable[float]) -> list[float | None]:
+    return [1.0 / s if s else None for s in seconds]
+
+
+def _it_s(rate: float | None) -> str | None:
+    return None if rate is None else IT_S
+
+
+def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
+    """``(steps, totals, tokens_per_s, losses, metrics, step_seconds, rates,
+    rate_units, elapsed)`` of ``lines``, all of one shape whose
+    ``column_plan`` is ``fast``: each a list with one entry per line, or a
+    ``repeat`` of one value where the shape has no such field. None where
+    ``run_fast`` would fall back on any line. Entry i of every column is
+    ``run_fast``'s value of line i."""
+    cols = list(zip(*map(fast.cut, lines)))
+    none = repeat(None)
+    steps: Column = none
+    totals: Column = none
+    tokens: Column = none
+    losses: Column = none
+    seconds: Column = none
+    metrics: Column = repeat(())
+    samples: Column = none
+    i = fast.step
+    if i >= 0:
+        counted = _counts(cols[i], fast.step_is_int, _whole)
+        if counted is None:
+            return None
+        steps = counted
+    i = fast.total
+    if i >= 0:
+        counted = _counts(cols[i], fast.total_is_int, _whole_positive)
+        if counted is None:
+            return None
+        totals = counted
+        if fast.total_is_int:
+            totals = [v or None for v in counted]  # "step 3/0": no total
+    i = fast.tokens
+    if i >= 0:
+        tokens = _scaled(cols[i], fast.tokens_scale)
+        if not all(map(_rate_ok, tokens)):
+            return None
+    i = fast.loss
+    if i >= 0:
+        losses = _scaled(cols[i], fast.loss_scale)
+    i = fast.seconds
+    if i >= 0:
+        scale, unit = fast.seconds_scale, fast.seconds_unit
+        seconds = [float(x) * scale * unit for x in cols[i]]  # run_fast's order
+        if not all(map(_rate_ok, seconds)):
+            return None
+    i = fast.samples
+    if i >= 0:
+        samples = _scaled(cols[i], fast.samples_scale)
+        if not all(map(_rate_ok, samples)):
+            return None
+    if fast.metrics:
+        pairs = [list(zip(repeat(name), _scaled(cols[j], scale))) for name, j, scale in fast.metrics]
+        metrics = list(zip(*pairs))
+    # run_fast's rate: tokens/s, else samples/s, else 1 / step time.
+    rates: Column = none
+    units: Column = none
+    if fast.tokens >= 0:
+        rates, units = tokens, repeat(TOK_S)
+    elif fast.samples >= 0:
+        rates, units = samples, repeat(SAMPLES_S)
+    elif fast.seconds >= 0:
+        rates = _per_second(seconds)
+        units = list(map(_it_s, rates))
+    return steps, totals, tokens, losses, metrics, seconds, rates, units, none
+
+
+def progress_columns(fast: FastPlan, lines: list[str]) -> FieldColumns | None:
+    """``(steps, totals, tokens_per_s, losses, metrics, step_seconds)``:
+    the first six of ``value_columns``, the stream's columns before rates."""
+    columns = value_columns(fast, lines)
+    return None if columns is None else columns[:6]
