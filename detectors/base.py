@@ -96,7 +96,12 @@ class Alert:
 
     @property
     def key(self) -> tuple[str, int | None, str | None]:
-        """What makes two alerts the same episode (firing then resolved)."""
+        """What makes two alerts the same episode (firing then resolved).
+
+        No ``rank``: a detector holds one ``Episode`` per kind, so two ranks
+        never fire the same (detector, kind) at once (straggler's ``slow``
+        names a second rank only after the first resolved; ``hung`` is
+        another kind), and one rank's resolve must close its firing."""
         return (self.detector, self.gpu, self.kind)
 
     def to_dict(self) -> dict[str, Any]:

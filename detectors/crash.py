@@ -73,6 +73,7 @@ from .crash_incident import (
     ends_workers,
     is_collateral,
     is_report,
+    may_promote,
     message_key,
     restarted,
     same_class,
@@ -81,6 +82,7 @@ from .crash_incident import (
     weigh,
     weight,
 )
+from .crash_steps import LINES_KEEP, STREAMS_MAX, StepLines, line_of
 from .crash_text import KIND_LABELS, describe, incident_alert
 
 __all__ = ["CrashDetector", "CrashEpisode", "KIND_LABELS", "describe", "message_key", "signature_of"]
@@ -91,9 +93,7 @@ SURVIVED_ALERTS_MAX = 32
 _SURVIVED_KEEP = 256
 # Bounds of the detector's memory.
 _KEYS_MAX = 256
-_STREAMS_MAX = 256
 _PAST_KEEP = 32
-_PROGRESS_KEEP = 16
 _WATCH_KEEP = 8
 # Progress of the crash's own stream within this long (data time) after the
 # crash was first seen means the program caught it and went on. Short: a
@@ -114,7 +114,8 @@ class CrashDetector(DetectorBase):
     accepts = (Crash, Tick, Quiet, Progress)
     timed = True  # deadline() can be set: the set asks it after each event it gets
 
-    def __init__(self, config: DetectorConfig | None = None, name: str = "crash") -> None:
+    def __init__(self, config: DetectorConfig | None = None, name: str = "crash", *,
+                 steps: StepLines | None = None, records_steps: bool = True) -> None:
         self.config = config or DetectorConfig()
         self.name = name
         self._open: OrderedDict[str, Incident] = OrderedDict()
@@ -128,8 +129,12 @@ class CrashDetector(DetectorBase):
         self._watch: dict[tuple[str, int | None], list[Incident]] = {}
         # (file, rank) -> its last few progress lines as (line, step, time):
         # survival of a caught traceback, and a restart between two crashes.
-        self._progress: OrderedDict[tuple[str, int | None], deque[tuple[int, int | None, float]]]
-        self._progress = OrderedDict()
+        # Shared by the two crash detectors of a set, recorded by the first
+        # (``records_steps``; ``crash_steps``): it reads them only on a
+        # Crash, after both have been sent every earlier step line.
+        self._steps = steps if steps is not None else StepLines()
+        self._progress = self._steps.seen
+        self._records_steps = records_steps or steps is None
         # file -> its last lines where torch elastic said a worker group was
         # gone, as (line, its report?): ``crash_incident.restarted``.
         self._ends: OrderedDict[str, deque[tuple[int, bool]]] = OrderedDict()
@@ -184,15 +189,13 @@ class CrashDetector(DetectorBase):
 
     def _saw_progress(self, p: Progress) -> None:
         # Once per training step: keep it to a split, a lookup and an append.
-        file, _, number = p.source.rpartition(":")
-        line = int(number) if number.isdigit() else -1
-        key = (file, p.rank)
-        seen = self._progress.get(key)
-        if seen is None:
-            seen = self._progress[key] = deque(maxlen=_PROGRESS_KEEP)
-            if len(self._progress) > _STREAMS_MAX:
-                self._progress.popitem(last=False)
-        seen.append((line, p.step, p.time))
+        if self._records_steps:
+            key, line = self._steps.add(p)
+        elif self._held or self._watch:
+            file, line = line_of(p.source)
+            key = (file, p.rank)
+        else:
+            return  # another detector records the line; nothing here to weigh
         if self.name != "crash":
             return  # fx_tracing keeps progress only to tell a relaunch apart
         if self._held:
@@ -229,8 +232,8 @@ class CrashDetector(DetectorBase):
             file, _, line = stream_of(c)
             ends = self._ends.get(file)
             if ends is None:
-                ends = self._ends[file] = deque(maxlen=_PROGRESS_KEEP)
-                if len(self._ends) > _STREAMS_MAX:
+                ends = self._ends[file] = deque(maxlen=LINES_KEEP)
+                if len(self._ends) > STREAMS_MAX:
                     self._ends.popitem(last=False)
             ends.append((line, is_report(c)))
         sig = signature_of(c)
@@ -252,7 +255,7 @@ class CrashDetector(DetectorBase):
         if is_collateral(c):
             if (
                 recent is not None and not recent.sent and recent.root_collateral
-                and weight(c) > weight(recent.root) and (recent.silent or self._may_promote(recent, c))
+                and weight(c) > weight(recent.root) and (recent.silent or may_promote(recent, c))
             ):
                 # Only the agent's own lines or its report so far (a rank's
                 # traceback is held until its end is known): a consequence
@@ -265,7 +268,7 @@ class CrashDetector(DetectorBase):
                 self._remember(recent, sig, alias)
                 return
         elif recent is not None and not recent.sent and (
-            (recent.root_collateral and self._may_promote(recent, c))
+            (recent.root_collateral and may_promote(recent, c))
             or (c.kind == "host_oom" and recent.root.kind == "killed")
         ):
             # The root cause after its consequences (or the OOM killer's line
@@ -325,19 +328,6 @@ class CrashDetector(DetectorBase):
     def _restarted(self, inc: Incident, c: Crash) -> bool:
         return restarted(inc, c, self._progress, self._ends.get(inc.file, ()))
 
-    @staticmethod
-    def _may_promote(inc: Incident, c: Crash) -> bool:
-        """Can ``c`` be the root cause of ``inc``, whose consequences reached
-        us first? From the same file only if printed before all of them (a
-        rank's traceback is held until its end is known, so torch elastic's
-        lines after it may be read first); a crash printed after torch
-        elastic's report is the next stage's. From another file, yes while
-        no report has closed the incident."""
-        file, _, line = stream_of(c)
-        if file == inc.file:
-            return line < inc.first_line
-        return inc.report is None
-
     def _remember(self, inc: Incident, *keys: str) -> None:
         for key in keys:
             self._open[key] = inc
@@ -385,7 +375,7 @@ class CrashDetector(DetectorBase):
             watched = self._watch.setdefault(key, [])
             watched.append(inc)
             del watched[:-_WATCH_KEEP]
-            if len(self._watch) > _STREAMS_MAX:
+            if len(self._watch) > STREAMS_MAX:
                 self._watch.pop(next(iter(self._watch)))
         if inc.survived is not None and inc.survivable(self.name):
             first = self._survived.get(inc.signature)

@@ -229,6 +229,19 @@ def weight(c: Crash) -> int:
     return 2 if c.kind == "nccl_timeout" else 1
 
 
+def may_promote(inc: Incident, c: Crash) -> bool:
+    """Can ``c`` be the root cause of ``inc``, whose consequences reached
+    us first? From the same file only if printed before all of them (a
+    rank's traceback is held until its end is known, so torch elastic's
+    lines after it may be read first); a crash printed after torch
+    elastic's report is the next stage's. From another file, yes while
+    no report has closed the incident."""
+    file, _, line = stream_of(c)
+    if file == inc.file:
+        return line < inc.first_line
+    return inc.report is None
+
+
 # Per (file, rank): its last progress lines as (line, step, data time).
 ProgressSeen = Mapping[tuple[str, int | None], Iterable[tuple[int, int | None, float]]]
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..parsers.events import Event, GpuSample, Progress
-from .base import Alert, Episode
+from .base import Alert, Episode, Handler
 from .config import DetectorConfig, fmt_bytes, fmt_clock, fmt_duration, fmt_gib
 from .memory import ARMED, RELAUNCH, GpuPhase, MemoryDetector, MemoryModel
 
@@ -75,6 +75,13 @@ class MemoryVolatility(MemoryDetector):
         self._min_turns = self.config.volatility_min_turns
         self._window = self.config.volatility_window_s
         self._resolve_s = self.config.volatility_resolve_s
+
+    def fast_routes(self) -> dict[type[Event], Handler]:
+        return {Progress: self._on_progress}
+
+    def _on_progress(self, p: Progress) -> list[Alert]:
+        self.memory.progress(p)
+        return []
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is not GpuSample:

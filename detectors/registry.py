@@ -20,6 +20,7 @@ from .base import EVENT_TYPES, Alert, Detector, Handler
 from .config import DetectorConfig
 from .counters import RankRises
 from .crash import CrashDetector, CrashEpisode
+from .crash_steps import StepLines
 from .gpu_health import GpuHealth, GpuHealthState
 from .loss import LossDetector, LossState
 from .memory import MemoryModel
@@ -75,14 +76,17 @@ def build_detectors(
     # sample is worked out once, and what one learns (warm-up over, a
     # relaunch) the others know.
     memory = MemoryModel(config)
+    steps = StepLines()
     return [
         MemoryVolatility(config, memory=memory),
         MemoryGrowth(config, memory=memory),
         MemoryPressure(config, memory=memory),
         ThroughputDrop(config, baseline_tokens_per_s=figures.tokens_per_s),
         Stall(config),
-        CrashDetector(config, name="fx_tracing"),
-        CrashDetector(config, name="crash"),
+        # One record of the step lines for both (``crash_steps``): the
+        # first of the two in this order records it.
+        CrashDetector(config, name="fx_tracing", steps=steps),
+        CrashDetector(config, name="crash", steps=steps, records_steps=False),
         RecompileDetector(config, baseline_per_hour=figures.recompiles_per_hour),
         PaddingDetector(config, baseline_efficiency=figures.padding_efficiency),
         AllocThrash(config, baseline_per_hour=figures.alloc_retries_per_hour),

@@ -304,6 +304,7 @@ class LiveSession:
         fresh = not self.from_start
         while not self._stop.is_set():
             covered = rounds.begin()
+            began = time.monotonic()
             grew = False
             for item in tailer.poll():
                 if isinstance(item, Chunk) and item.partial:
@@ -336,8 +337,17 @@ class LiveSession:
             rounds.end(covered)
             # While data flows, rounds are a little shorter: the first empty
             # one tells that the log went quiet, at most two such rounds
-            # (0.8 s) after its last write.
-            rounds.sleep(self.tail_poll_s if announced else min(self.tail_poll_s, _FLOWING_POLL_S))
+            # (0.8 s) after its last write. And they start that far apart,
+            # not that long after the last one ended: a round that read for
+            # longer found the log grown meanwhile, and the next starts at
+            # once. Else a log written near the rate we read it (50k
+            # lines/s) falls far behind: each round reads more, then idles
+            # the whole pause on top (lag ~ pause / (1 - rate / capacity)).
+            pause = self.tail_poll_s if announced else min(self.tail_poll_s, _FLOWING_POLL_S)
+            if grew:
+                pause -= time.monotonic() - began
+            if pause > 0:
+                rounds.sleep(pause)
 
     def _tail_samples(self) -> None:
         from .sources.logtail import Chunk

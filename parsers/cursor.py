@@ -33,6 +33,18 @@ class Lane(NamedTuple):
     run: Callable[[list[str], int], list[float]]
 
 
+class Ranked(NamedTuple):
+    """A shape of lines with a rank prefix (``[rank5]:``) whose text after
+    it is read as columns by ``lane``: from ``cut`` on, the rank in
+    ``line[rank_at:rank_end]``. Ranks of other widths share the one lane
+    of their text's shape, so their lines are read together."""
+
+    lane: Lane
+    cut: int
+    rank_at: int
+    rank_end: int
+
+
 @dataclass(slots=True)
 class Cursor:
     """The reading state of one ``feed``: its text, its events, its clock,
@@ -48,11 +60,12 @@ class Cursor:
     count_pos: int = 0  # the line starting here ...
     count_no: int = 1  # ... is this line number
     # The run: progress lines waiting to be read together, in the file's
-    # order; a lane (``Lane``) or, for a plain progress line, its shape.
+    # order; a lane (``Lane`` or ``Ranked``) or, for a plain progress
+    # line, its shape.
     run_lines: list[str] = field(default_factory=list)
     run_starts: list[int] = field(default_factory=list)
     run_ends: list[int] = field(default_factory=list)
-    run_lanes: list[Lane | bytes] = field(default_factory=list)
+    run_lanes: list[Lane | Ranked | bytes] = field(default_factory=list)
 
     def clear_run(self) -> None:
         """Empty the run in place: the loop holds its lists in locals."""

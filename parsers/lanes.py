@@ -9,15 +9,17 @@ by one: same values, same order (tests/core/test_stream_columns.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import accumulate, repeat
+from itertools import accumulate, compress, repeat
+from operator import eq, is_not
 from typing import Any
 
-from .cursor import Cursor, Lane
+from .cursor import Cursor, Lane, Ranked
 from .events import Progress
 from .line_times import LineTimes
 from .progress import ProgressPattern, column_plan, progress_values, value_columns
 from .progress.ops import Values
 from .progress.redraws import redraw_values
+from .ranks import rank_span, split_rank
 from .timestamps import TimeParser
 
 # Lane lines in a row below this are read one by one: columns cost more
@@ -25,13 +27,27 @@ from .timestamps import TimeParser
 _COLUMNS_MIN = 2
 
 
-def lane_of(line: str, shape: bytes, times: TimeParser) -> Lane | None:
+def lane_of(line: str, shape: bytes, times: TimeParser, bodies: dict[bytes, Lane | None]) -> Lane | Ranked | None:
     """The column reading of ``line``'s shape, if its lines can have one
     (the stream has checked that they are progress and nothing else): no
-    rank prefix, no '\\r', dated by a zone-less ISO stamp or a US one
-    (``11/29/2026 10:00:00``, Python logging's) at the start."""
-    if shape[:1] == b"[" or b"\r" in shape:
+    '\\r', dated by a zone-less ISO stamp or a US one (``11/29/2026
+    10:00:00``, Python logging's) at the start, or right after an ASCII
+    rank prefix (``[rank5]:``, read as ``split_rank`` would). ``bodies``:
+    the lanes of ranked lines' texts by shape, one lane for all ranks."""
+    if b"\r" in shape:
         return None
+    if shape[:1] == b"[":
+        span = rank_span(line)
+        if span is None or not line[: span[2]].isascii():
+            return None
+        rank_at, rank_end, cut = span
+        body_shape = shape[cut:]
+        if body_shape in bodies:
+            lane = bodies[body_shape]
+        else:
+            found = lane_of(line[cut:], body_shape, times, bodies)
+            lane = bodies[body_shape] = found if type(found) is Lane else None
+        return None if lane is None else Ranked(lane, cut, rank_at, rank_end)
     frac_len = TimeParser.iso_layout(shape)
     run = times.iso_run
     if frac_len is None:
@@ -48,8 +64,10 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     by one (same values, same order), onto ``cur.events``; the cursor's
     clock and line count moved past them, its run emptied.
 
-    A run holds lane lines (their ``Lane``) and plain progress lines between
-    them (their shape, bytes), read on their own in their place. Each lane's
+    A run holds lane lines (their ``Lane``, or a ``Ranked`` for a line with
+    a rank prefix: read after it, in the lane of its text, so that ranks of
+    every width make one stretch) and plain progress lines between them
+    (their shape, bytes), read on their own in their place. Each lane's
     numbers are read as columns once for the whole run (``map`` in C; entry
     i is line i's value whatever lines sit beside it), and sliced for each
     stretch of it; where any of its lines leaves the fast path, each stretch
@@ -60,14 +78,21 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     not parse) and the rest of its stretch are read one at a time, exactly
     as ``feed`` reads any progress line.
     """
-    lines, starts, ends, lanes = cur.run_lines, cur.run_starts, cur.run_ends, cur.run_lanes
+    lines, starts, ends = cur.run_lines, cur.run_starts, cur.run_ends
     events = cur.events
     progress = dating.progress
     prefix = dating.prefix
     total = len(lines)
     found: Values | None
     columns: Sequence[Any] | None
-    groups = _groups(lines, lanes)
+    ranked: list[Lane | Ranked | bytes] = cur.run_lanes
+    lanes: list[Lane | bytes] = ranked  # type: ignore[assignment]
+    bodies = lines  # each line's text after its rank prefix
+    if Ranked in set(map(type, ranked)):
+        # Ranked lines go by the lane of their text: all ranks together.
+        lanes = [lane.lane if isinstance(lane, Ranked) else lane for lane in ranked]
+        bodies = [line[p.cut :] if isinstance(p, Ranked) else line for line, p in zip(lines, ranked)]
+    groups = _groups(bodies, lanes)
     # Every run line's number at once: newlines counted between them in C.
     numbers = list(
         accumulate(map(cur.view.count, repeat("\n"), [cur.count_pos, *starts[:-1]], starts), initial=cur.count_no)
@@ -91,7 +116,12 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
         while j < total and lanes[j] is lane:
             j += 1
         fast, frac_len, run = lane
-        stretch = lines[i:j] if i or j < total else lines
+        stretch = bodies[i:j] if i or j < total else bodies
+        ranks: Any = repeat(None)
+        is_ranked = type(ranked[i]) is Ranked
+        if is_ranked:  # their ranks, read where the shape puts them
+            prefixes: list[Ranked] = ranked[i:j]  # type: ignore[assignment]
+            ranks = [int(line[p.rank_at : p.rank_end]) for line, p in zip(lines[i:j], prefixes)]
         group = groups[id(lane)]
         whole, taken = group
         group[1] = taken + j - i
@@ -112,7 +142,7 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
             sources = [prefix + str(number) for number in numbers[i : i + done]]
             events.extend(
                 map(
-                    Progress, times, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
+                    Progress, times, sources, steps, totals, tokens, losses, ranks, metrics, seconds,
                     repeat(True), *after,
                 )
             )
@@ -121,6 +151,12 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
             cur.covered = ends[i + done - 1] + 1
         for m in range(i + done, j):
             line = lines[m]
+            if is_ranked:  # as the stream reads a ranked line on its own
+                rank, body = split_rank(line)
+                found = progress_values(body, rank)
+                if found is not None:
+                    events.append(progress(found, cur, starts[m], ends[m], line, numbers[m], body))
+                continue
             found = progress_values(line)
             if found is not None:
                 events.append(progress(found, cur, starts[m], ends[m], line, numbers[m]))
@@ -134,16 +170,13 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
 
 def _groups(lines: list[str], lanes: list[Lane | bytes]) -> dict[int, list[Any]]:
     """Each lane of the run (by id) -> [its lines' columns or None (read per
-    stretch), how many of its lines were taken so far]."""
-    members: dict[int, tuple[Lane, list[str]]] = {}
-    for m, lane in enumerate(lanes):
-        if not isinstance(lane, bytes):
-            member = members.get(id(lane))
-            if member is None:
-                members[id(lane)] = (lane, [lines[m]])
-            else:
-                member[1].append(lines[m])
-    return {
-        key: [value_columns(lane.fast, group_lines) if len(group_lines) > 1 else None, 0]
-        for key, (lane, group_lines) in members.items()
-    }
+    stretch), how many of its lines were taken so far]. A run holds a few
+    lanes: each one's lines are picked out in C (``compress``)."""
+    ids = list(map(id, lanes))
+    out: dict[int, list[Any]] = {}
+    # The lanes by id, plain lines (bytes) left out in C.
+    found: dict[int, Any] = dict(compress(zip(ids, lanes), map(is_not, map(type, lanes), repeat(bytes))))
+    for key, lane in found.items():
+        group_lines = list(compress(lines, map(eq, ids, repeat(key))))
+        out[key] = [value_columns(lane.fast, group_lines) if len(group_lines) > 1 else None, 0]
+    return out

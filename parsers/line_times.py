@@ -47,23 +47,30 @@ class LineTimes:
         self.own_count = 0
         self.prefix = prefix
 
-    def progress(self, found: Values, cur: Cursor, start: int, end: int, line: str, lineno: int) -> Progress:
+    def progress(
+        self, found: Values, cur: Cursor, start: int, end: int, line: str, lineno: int, body: str | None = None
+    ) -> Progress:
         """The Progress of a line read on its own (``progress_values``'
         ``found``), dated by ``time_at``."""
         own_before = self.own_count
-        time = self.time_at(cur, start, end, line)
+        time = self.time_at(cur, start, end, line, body)
         own = self.own_count > own_before
         # The values after step_seconds are the fields after ``clocked``.
         return Progress(time, self.prefix + str(lineno), *found[:FIELDS], own, *found[FIELDS:])
 
-    def time_at(self, cur: Cursor, start: int, end: int, line: str) -> float:
+    def time_at(self, cur: Cursor, start: int, end: int, line: str, body: str | None = None) -> float:
         """The time of ``line`` (``cur.text[start:end]``): its own timestamp,
         else the latest one on the uncovered lines before it, else the
-        cursor's clock, else its fallback time. Moves the cursor's clock."""
+        cursor's clock, else its fallback time. Moves the cursor's clock.
+        ``body``: for a line that starts with '[', the text after its rank
+        prefixes if the caller split them already (split once)."""
         if cur.covered <= start:
             # Most event lines carry a full date of their own, which wins over
             # the lines before it: then those need not be parsed at all.
-            own = self.times.parse_dated(line)
+            if body is None:
+                own = self.times.parse_dated(line)
+            else:
+                own = self.times.parse_split(body, True)
             if own is not None:
                 self.own_count += 1
                 cur.clock = own

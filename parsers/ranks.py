@@ -36,6 +36,19 @@ def split_rank(line: str) -> tuple[int | None, str]:
     return rank, line
 
 
+def rank_span(line: str) -> tuple[int, int, int] | None:
+    """Where ``split_rank`` finds the rank of ``line`` and where its text
+    starts: ``(rank start, rank end, text start)``, or None without a
+    prefix. Lines of one shape (``parsers.progress.line_shape``) with an
+    ASCII prefix share these, so a column reading splits a shape once."""
+    match = _PREFIX.match(line) if line.startswith("[") else None
+    if match is None:
+        return None
+    group = 1 if match.group(1) is not None else 2
+    rest = len(split_rank(line)[1])
+    return match.start(group), match.end(group), len(line) - rest
+
+
 def has_rank_prefix(line: str) -> bool:
     """True when the line starts with a recognised rank prefix."""
     return line.startswith("[") and _PREFIX.match(line) is not None

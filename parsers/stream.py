@@ -30,7 +30,7 @@ from datetime import tzinfo
 from typing import Protocol
 
 from .clock import EventClock, placed
-from .cursor import Cursor, Lane
+from .cursor import Cursor, Lane, Ranked
 from .events import Crash, Event, Overflow, PaddingReport, Progress, Recompile
 from .health_lines import LITERALS as HEALTH_LITERALS
 from .health_lines import health_line
@@ -173,7 +173,9 @@ class LogStream:
         self._fast = fast
         # Literals with an ASCII digit cannot be told from a line's shape.
         # line shape -> (flags of its literals, its column reading or None)
-        self._flag_cache: dict[bytes, tuple[int, Lane | None]] = {}
+        self._flag_cache: dict[bytes, tuple[int, Lane | Ranked | None]] = {}
+        # Lanes of ranked lines' texts by shape (``lanes.lane_of``).
+        self._body_lanes: dict[bytes, Lane | None] = {}
         self._shape_triggers = tuple(t for t in self._triggers if not _has_digit(t))
         self._digit_triggers = tuple(t for t in self._triggers if _has_digit(t))
         self._shape_progress: tuple[str, ...] | None = None
@@ -344,6 +346,7 @@ class LogStream:
                 if entry is None:
                     if len(flag_cache) >= _SHAPES_MAX:
                         flag_cache.clear()
+                        self._body_lanes.clear()
                     flags = self._shape_flags(line, shape)
                     entry = flag_cache[shape] = (flags, self._lane(line, shape, flags))
                 flags, lane = entry
@@ -390,11 +393,14 @@ class LogStream:
         line_time: float | None = None
         rank: int | None = None
         body = line
+        split: str | None = None  # the text after the rank prefixes, once split
         if line[:1] == "[" and flags & (_PROGRESS | _PADDING):
-            # The line's one rank split (``parsers.ranks``): progress and
-            # padding read its rank and the text after the prefix (the
-            # crash assembler and the health readers split their own).
+            # The line's one rank split (``parsers.ranks``): progress,
+            # padding and the line's own stamp read its rank and the text
+            # after the prefix (the crash assembler and the health readers
+            # split their own).
             rank, body = split_rank(line)
+            split = body
         if flags & _PROGRESS:
             if cur.has_cr and "\r" in line:
                 # A tqdm bar redrawn in place: every state it showed is
@@ -404,18 +410,22 @@ class LogStream:
                     append(event)
                     line_time = event.time
             else:
-                if line[:1] == "[":
-                    found_one = progress_values(body, rank, self._pattern)
+                if split is not None:
+                    # The body's shape is the tail of the line's when the
+                    # prefix is ASCII (one byte a character).
+                    cut = len(line) - len(body)
+                    body_shape = shape[cut:] if shape is not None and line[:cut].isascii() else None
+                    found_one = progress_values(body, rank, self._pattern, body_shape)
                 else:
                     found_one = progress_values(line, None, self._pattern, shape)
                 if found_one is not None:
-                    event = dating.progress(found_one, cur, start, end, line, lineno)
+                    event = dating.progress(found_one, cur, start, end, line, lineno, split)
                     append(event)
                     line_time = event.time
         if flags & _PADDING and line_time is None:
             efficiency = padding_line(line)
             if efficiency is not None:
-                line_time = dating.time_at(cur, start, end, line)
+                line_time = dating.time_at(cur, start, end, line, split)
                 append(PaddingReport(line_time, efficiency, self._prefix + str(lineno), rank))
         if flags & _HEALTH:
             health = self._health(line, lineno)
@@ -491,12 +501,14 @@ class LogStream:
             return text
         return text.encode("ascii", "replace").decode("ascii")
 
-    def _lane(self, line: str, shape: bytes, flags: int) -> Lane | None:
+    def _lane(self, line: str, shape: bytes, flags: int) -> Lane | Ranked | None:
         """The column reading of ``line``'s shape, if its lines can have one:
         progress in a built-in format and nothing else (``lanes.lane_of``)."""
         if not self._fast or flags & ~_PADDING != _PROGRESS or self._pattern is not None:
             return None
-        return lane_of(line, shape, self._times)
+        if flags != _PROGRESS and line[:1] == "[":
+            return None  # a ranked line read on its own reads padding too
+        return lane_of(line, shape, self._times, self._body_lanes)
 
     def _shape_flags(self, line: str, shape: bytes) -> int:
         """What every line of ``line``'s shape holds, as far as its shape tells.

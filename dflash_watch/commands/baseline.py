@@ -132,9 +132,9 @@ def _save(args: argparse.Namespace) -> int:
                             **probe_kwargs).notices
         return monitor
 
-    from .baseline_env import probe_files
+    from .common import find_probe_files
 
-    probes = probe_files(args, logs)
+    probes = find_probe_files(getattr(args, "probe", None) or (), logs, must_match=True)
     probe_kwargs = replay_probe_kwargs(probes)
     try:
         check_inputs([*logs, *samples, *probes])

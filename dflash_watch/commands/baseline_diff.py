@@ -26,9 +26,9 @@ from typing import Any
 
 from ..baseline.window import Window, capture_window, window_monitor
 from . import fail
-from .baseline_env import probe_files, replay_probe_kwargs, replay_settings
+from .baseline_env import replay_probe_kwargs, replay_settings
 from .baseline_show import printable
-from .common import expand_logs
+from .common import expand_logs, find_probe_files
 
 
 def diff(args: argparse.Namespace) -> int:
@@ -47,7 +47,7 @@ def diff(args: argparse.Namespace) -> int:
     if not logs:
         return fail("no logs of the current run: name them (baseline diff LOG ...) or set logs in the config")
     samples = list(args.gpu_samples)
-    probes = probe_files(args, logs)
+    probes = find_probe_files(getattr(args, "probe", None) or (), logs, must_match=True)
     fingerprint, _ = environment_fingerprint(args.env, config)
     probe_kwargs = replay_probe_kwargs(probes)
 

@@ -1,5 +1,8 @@
 """What ``baseline save`` and ``baseline diff`` read besides the logs, from
-their arguments and the config: the replay settings and the probe files.
+their arguments and the config: the replay settings and how probe files
+are handed to ``replay``. Which probe files: ``common.find_probe_files``
+(with ``must_match``, and not in the job's working directory, whose probe
+files are the current run's, not the saved one's).
 
 Argument handling only; which environment is fingerprinted (``--env`` or
 the job's process) is ``dflash_watch.baseline.environment``.
@@ -7,16 +10,9 @@ the job's process) is ``dflash_watch.baseline.environment``.
 
 from __future__ import annotations
 
-import argparse
-import glob
 import inspect
-import os
 import sys
 from typing import Any
-
-from .common import SettingsError
-
-PROBE_DEFAULT = "dflash-probe-*.jsonl"
 
 
 def replay_settings(args: Any) -> tuple[Any, Any, Any, Any]:
@@ -30,26 +26,6 @@ def replay_settings(args: Any) -> tuple[Any, Any, Any, Any]:
     tz = parse_tz(tz_name)
     detector_config = detector_config_from(config.detectors, tz_name if tz is not None else None)
     return config, tz, detector_config, progress_pattern_from(config.progress_regex)
-
-
-def probe_files(args: argparse.Namespace, logs: list[str]) -> list[str]:
-    """``--probe`` files and globs, else ``dflash-probe-*.jsonl`` beside the logs."""
-    named = list(getattr(args, "probe", None) or [])
-    out: list[str] = []
-    if named:
-        for pattern in named:
-            path = os.path.expanduser(pattern)
-            if glob.has_magic(path):
-                matches = sorted(glob.glob(path))
-                if not matches:
-                    raise SettingsError(f"--probe {pattern!r} matches no file")
-                out.extend(matches)
-            else:
-                out.append(path)
-    else:
-        for directory in sorted({os.path.dirname(os.path.abspath(p)) for p in logs}):
-            out.extend(sorted(glob.glob(os.path.join(glob.escape(directory), PROBE_DEFAULT))))
-    return list(dict.fromkeys(out))
 
 
 def replay_probe_kwargs(probes: list[str]) -> dict[str, Any]:

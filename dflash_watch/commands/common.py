@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,9 +106,29 @@ def probe_files(settings: RunSettings, logs: list[str] | tuple[str, ...] | None 
     """``probe_patterns`` as the files they name now. A ``--probe`` name
     without a wildcard is kept (a missing file is the reader's error to
     report); the default places may hold nothing, and that is fine."""
-    from ..sources.probes import expand
+    config = settings.config
+    return find_probe_files(settings.probes, config.logs if logs is None else logs, config.run.cwd)
 
-    return expand(probe_patterns(settings, logs))
+
+def find_probe_files(named: Sequence[str], logs: Sequence[str], cwd: str | None = None, *,
+                     must_match: bool = False) -> list[str]:
+    """The one probe-file discovery (``discover`` then ``expand``) for every
+    command: ``--probe`` files and globs, else ``dflash-probe-*.jsonl``
+    beside the logs (and in ``cwd``, the job's working directory, when given).
+
+    ``must_match``: a ``--probe`` glob that names no file is a usage error
+    (``baseline save``/``diff`` profile exactly what they were given)."""
+    import glob
+    import os
+
+    from ..sources.probes import discover, expand
+
+    if must_match:
+        for pattern in named:
+            path = os.path.expanduser(pattern)
+            if glob.has_magic(path) and not glob.glob(path):
+                raise SettingsError(f"--probe {pattern!r} matches no file")
+    return expand(discover(named, logs, cwd))
 
 
 def monitor_kwargs(settings: RunSettings) -> dict[str, Any]:
@@ -138,6 +159,18 @@ def expand_logs(patterns: tuple[str, ...] | list[str]) -> list[str]:
     return paths
 
 
+def wants_job(args: argparse.Namespace, config: Config) -> bool:
+    """Job control when the user named a job: a command, or a session of their own.
+
+    Here, not in live_setup: ``state_dir_problem`` asks it too, and
+    live_setup imports this module (one home, no import circle)."""
+    from ..control.cli_actions import DEFAULT_SESSION
+
+    run = config.run
+    return bool(getattr(args, "cmd", None) or getattr(args, "session", None) or run.command
+                or run.session != DEFAULT_SESSION)
+
+
 def state_dir_problem(args: argparse.Namespace) -> str | None:
     """Why the state dir (``[run] state_dir``, else ``$XDG_STATE_HOME/dflash-watch``)
     cannot hold the job's files, as one line; None when it can.
@@ -160,9 +193,7 @@ def state_dir_problem(args: argparse.Namespace) -> str | None:
     except ConfigError:
         return None  # the command reports the config itself, in its words
     if getattr(args, "command", None) in ("watch", "headless"):
-        from .live_setup import _wants_job
-
-        if not _wants_job(args, config):
+        if not wants_job(args, config):
             return None  # no job to control: watching alone keeps no state
     configured = config.run.state_dir
     where = ("[run] state_dir" if configured else

@@ -12,12 +12,10 @@ import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .common import SettingsError, load_run_settings, monitor_kwargs, probe_patterns
+from .common import SettingsError, load_run_settings, monitor_kwargs, probe_patterns, wants_job
 
 if TYPE_CHECKING:
     from ..monitor import Monitor
-
-DEFAULT_SESSION = "dflash-train"
 
 
 @dataclass(slots=True)
@@ -56,13 +54,6 @@ class LiveSetup:
         return listener if history is None else history.gate(listener)
 
 
-def _wants_job(args: argparse.Namespace, config: Any) -> bool:
-    """Job control when the user named a job: a command, or a session of their own."""
-    run = config.run
-    return bool(getattr(args, "cmd", None) or getattr(args, "session", None) or run.command
-                or run.session != DEFAULT_SESSION)
-
-
 def _gpu_holders(monitor: Monitor):
     """(gpu, pid, used_bytes, name) from the Monitor's latest samples, for the relaunch preflight."""
 
@@ -79,7 +70,7 @@ def _gpu_holders(monitor: Monitor):
 
 def build_job(args: argparse.Namespace, config: Any, monitor: Monitor) -> tuple[Any, str | None]:
     """(job, why there is no job control) for a live view."""
-    if not _wants_job(args, config):
+    if not wants_job(args, config):
         return None, None
     from ..control.cli_actions import UsageError, spec_from_args
     from ..control.job import Job

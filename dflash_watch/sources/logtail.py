@@ -32,8 +32,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from .chunks import Chunk, TailNotice, emit, read_chunks
+from .follower import Follower
 from .lines import LineSplitter
-from .rotated import Ident, Leftovers, Sibling, fresh_siblings, newest_from_its_end, pruned_unread
+from .rotated import Ident, Sibling, fresh_siblings, newest_from_its_end, pruned_unread
 from .wakeups import Wakeups, has_magic
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
@@ -43,36 +44,6 @@ _Split = tuple[str, int, list[tuple[int, int]]]  # what LineSplitter.feed return
 # Chunks read per file per poll.  More data stays for the next poll (``wait``
 # then returns at once), so a 10 GB backlog never lands in one list.
 _POLL_CHUNKS = 8
-
-
-class _Follower:
-    """One followed name and the incarnation (inode) currently open for it."""
-
-    __slots__ = (
-        "path", "abspath", "fd", "ident", "offset", "splitter", "generation",
-        "attach_at_end", "announce", "ever_opened", "waiting_noted", "gone", "error", "skip_nul",
-        "last_byte", "left", "looked_ns", "rotated_away",
-    )
-
-    def __init__(self, path: str, max_line: int, chunk: int, attach_at_end: bool, announce: bool) -> None:
-        self.path = path
-        self.abspath = os.path.abspath(path)
-        self.fd: int | None = None
-        self.ident: tuple[int, int] = (0, 0)
-        self.offset = 0
-        self.splitter = LineSplitter(max_line)
-        self.generation = 0
-        self.attach_at_end = attach_at_end
-        self.announce = announce  # say 'appeared' when first opened
-        self.ever_opened = False
-        self.waiting_noted = False
-        self.gone = False  # the name vanished while we still hold the old descriptor
-        self.error: str | None = None  # last reported reason, to report each reason once
-        self.skip_nul = False  # after copytruncate a non-O_APPEND writer leaves a NUL hole
-        self.last_byte = b""  # the byte before ``offset`` as we read it: a changed one means rewritten
-        self.left = Leftovers(chunk, max_line)  # renamed files still read, files read to their end
-        self.looked_ns = time.time_ns()  # wall time of the last look: rotated files since then are new
-        self.rotated_away = False  # let go by rotation (not deletion): the next file goes on the stream
 
 
 def _reason(exc: OSError) -> str:
@@ -102,7 +73,7 @@ class LogTailer:
         # the poll. A run flushing ten times a second then costs the
         # watchdog threads nothing: the kernel never sends those events.
         self._wake_on_writes = wake_on_writes
-        self._followers: dict[str, _Follower] = {}
+        self._followers: dict[str, Follower] = {}
         self._globs: list[str] = []
         self._globs_noted: set[str] = set()
         self._first_poll = True
@@ -158,7 +129,7 @@ class LogTailer:
         self._closed = True
         self._wakeups.close()
         for f in self._followers.values():
-            self._close_fd(f)
+            f.close_fd()
             f.left.close()
 
     def __enter__(self) -> LogTailer:
@@ -180,7 +151,7 @@ class LogTailer:
         key = os.path.normpath(path)
         if key in self._followers:
             return
-        f = _Follower(path, self._max_line, self._chunk, attach_at_end, announce)
+        f = Follower(path, self._max_line, self._chunk, attach_at_end, announce)
         self._followers[key] = f
         self._wakeups.files.add(f.abspath)
 
@@ -197,7 +168,7 @@ class LogTailer:
 
     # ---- one file ----------------------------------------------------
 
-    def _poll_one(self, f: _Follower, out: list[Chunk | TailNotice]) -> None:
+    def _poll_one(self, f: Follower, out: list[Chunk | TailNotice]) -> None:
         since, f.looked_ns = f.looked_ns, time.time_ns()
         if f.left.renamed:
             f.left.read_renamed(self._feed(f, out), writer_moved=f.fd is not None and f.offset > 0)
@@ -218,7 +189,7 @@ class LogTailer:
             return
         if f.fd is not None and (st.st_dev, st.st_ino) != f.ident:
             self._replaced(f, out, since, (st.st_dev, st.st_ino))
-        elif f.fd is not None and self._rewritten(f, st.st_size):
+        elif f.fd is not None and f.rewritten(st.st_size):
             self._end_incarnation(f, out)
             os.lseek(f.fd, 0, os.SEEK_SET)
             f.offset = 0
@@ -229,26 +200,14 @@ class LogTailer:
         f.gone = False  # (it may have been renamed back)
         self._read(f, out, budget=_POLL_CHUNKS)
 
-    def _rewritten(self, f: _Follower, size: int) -> bool:
-        """copytruncate: the file shrank, or (a writer without O_APPEND refilled it past
-        our offset before we looked) the byte we last read is no longer there."""
-        if size < f.offset:
-            return True
-        if size == f.offset or f.offset == 0:
-            return False
-        try:
-            return os.pread(f.fd, 1, f.offset - 1) != f.last_byte  # type: ignore[arg-type]
-        except OSError:
-            return False
-
-    def _name_missing(self, f: _Follower, out: list[Chunk | TailNotice], since: int) -> None:
+    def _name_missing(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> None:
         if f.fd is not None:
-            deleted = self._nlink(f) == 0
+            deleted = f.nlink() == 0
             # A renamed file may still get lines until its writer reopens the name: keep
             # following it.  A deleted one is drained and closed, or we would pin its disk space.
             self._read(f, out, budget=None if deleted else _POLL_CHUNKS)
             if deleted:
-                old = self._fstat(f)
+                old = f.fstat()
                 found = self._siblings(f, since, {f.ident})
                 if found:  # rotated away and pruned by rotation, not deleted by a person
                     self._switch(f, out, old, found, keep_old=False)
@@ -257,7 +216,7 @@ class LogTailer:
                     message = f"{f.path} deleted; waiting for it to come back"
                     out.append(TailNotice(f.path, "deleted", message))
                     self._end_incarnation(f, out)
-                    self._close_fd(f)
+                    f.close_fd()
                 f.gone = True
                 return
             if not f.gone:
@@ -270,7 +229,7 @@ class LogTailer:
                 f.announce = True
                 out.append(TailNotice(f.path, "waiting", f"waiting for {f.path} to appear"))
 
-    def _replaced(self, f: _Follower, out: list[Chunk | TailNotice], since: int, new: Ident) -> None:
+    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], since: int, new: Ident) -> None:
         """The name now points at another inode: finish the old one, then switch.
 
         Renamed (rotation: RotatingFileHandler, logrotate's ``create``, ``mv``),
@@ -281,17 +240,17 @@ class LogTailer:
         relaunch), the new file is a new generation.
         """
         self._read(f, out, budget=None)
-        old = self._fstat(f)
+        old = f.fstat()
         found = self._siblings(f, since, {f.ident, new})
         if (old is not None and old.st_nlink) or found:
             self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0)
             out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
             return
         self._end_incarnation(f, out)
-        self._close_fd(f)
+        f.close_fd()
         out.append(TailNotice(f.path, "recreated", f"{f.path} recreated; reading the new file"))
 
-    def _switch(self, f: _Follower, out: list[Chunk | TailNotice], old: os.stat_result | None,
+    def _switch(self, f: Follower, out: list[Chunk | TailNotice], old: os.stat_result | None,
                 found: list[Sibling], *, keep_old: bool) -> None:
         """Rotation: the held file (read to its end) is read on while it may grow,
         then the files rotated in between are read whole, oldest first; the next
@@ -302,7 +261,7 @@ class LogTailer:
         else:
             self._out(f, f.splitter.finish(), out)
             f.left.done(f.ident, f.fd, f.offset, f.splitter.lineno)
-            self._close_fd(f)
+            f.close_fd()
         f.fd = None
         f.splitter = LineSplitter(self._max_line)
         f.gone = True
@@ -312,7 +271,7 @@ class LogTailer:
             out.append(TailNotice(f.path, "lost", f"{f.path} rotated faster than it was read: "
                                   "rotation deleted some rotated files before they could be read"))
 
-    def _siblings(self, f: _Follower, since: int, skip: set[Ident]) -> list[Sibling]:
+    def _siblings(self, f: Follower, since: int, skip: set[Ident]) -> list[Sibling]:
         skip |= f.left.idents()
         found = fresh_siblings(f.abspath, since, skip, f.left.read)
         return [s for s in found if not self._followed(s.path)]
@@ -321,7 +280,7 @@ class LogTailer:
         """Never read another followed file as a rotated copy (a glob may match both)."""
         return os.path.abspath(path) in {g.abspath for g in self._followers.values()}
 
-    def _read_siblings(self, f: _Follower, found: list[Sibling], out: list[Chunk | TailNotice],
+    def _read_siblings(self, f: Follower, found: list[Sibling], out: list[Chunk | TailNotice],
                        *, follow_newest: bool = False) -> None:
         """``follow_newest``: nothing of the name was held when it rotated (first
         seen after the rename): its writer may still write to the newest rotated file."""
@@ -338,16 +297,16 @@ class LogTailer:
         for message in errors:
             self._error(f, out, message)
 
-    def _feed(self, f: _Follower, out: list[Chunk | TailNotice]) -> Callable[[_Split | None], None]:
+    def _feed(self, f: Follower, out: list[Chunk | TailNotice]) -> Callable[[_Split | None], None]:
         return lambda res: self._out(f, res, out)
 
-    def _end_incarnation(self, f: _Follower, out: list[Chunk | TailNotice]) -> None:
+    def _end_incarnation(self, f: Follower, out: list[Chunk | TailNotice]) -> None:
         self._out(f, f.splitter.finish(), out)
         f.generation += 1
         f.splitter = LineSplitter(self._max_line)
         f.gone = False
 
-    def _open(self, f: _Follower, out: list[Chunk | TailNotice], since: int) -> bool:
+    def _open(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> bool:
         try:
             fd = os.open(f.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -383,25 +342,10 @@ class LogTailer:
         f.waiting_noted = f.rotated_away = False
         if f.attach_at_end:
             f.attach_at_end = False
-            self._seek_to_last_line(f)
+            f.seek_to_last_line(self._chunk)
         return True
 
-    def _seek_to_last_line(self, f: _Follower) -> None:
-        """Live attach: skip history but keep true line numbers and the line being written."""
-        assert f.fd is not None
-        lines = pos = start = 0
-        while data := os.read(f.fd, self._chunk):
-            lines += data.count(b"\n")
-            last = data.rfind(b"\n")
-            if last >= 0:
-                start = pos + last + 1
-            pos += len(data)
-        os.lseek(f.fd, start, os.SEEK_SET)
-        f.offset = start
-        f.last_byte = b"\n" if start else b""
-        f.splitter.lineno = lines + 1
-
-    def _read(self, f: _Follower, out: list[Chunk | TailNotice], budget: int | None) -> None:
+    def _read(self, f: Follower, out: list[Chunk | TailNotice], budget: int | None) -> None:
         assert f.fd is not None
         reads = 0
         while True:
@@ -430,32 +374,12 @@ class LogTailer:
                 self._backlog = True
                 return
 
-    def _out(self, f: _Follower, res: _Split | None, out: list[Chunk | TailNotice]) -> None:
+    def _out(self, f: Follower, res: _Split | None, out: list[Chunk | TailNotice]) -> None:
         if res is not None:
             self._cut_count += len(res[2])
             out.extend(emit(f.path, f.generation, res, self._max_line))
 
-    def _fstat(self, f: _Follower) -> os.stat_result | None:
-        try:
-            return os.fstat(f.fd) if f.fd is not None else None
-        except OSError:
-            return None
-
-    def _nlink(self, f: _Follower) -> int:
-        try:
-            return os.fstat(f.fd).st_nlink if f.fd is not None else 0
-        except OSError:
-            return 0
-
-    def _close_fd(self, f: _Follower) -> None:
-        if f.fd is not None:
-            try:
-                os.close(f.fd)
-            except OSError:
-                pass
-            f.fd = None
-
-    def _error(self, f: _Follower, out: list[Chunk | TailNotice], reason: str) -> None:
+    def _error(self, f: Follower, out: list[Chunk | TailNotice], reason: str) -> None:
         if f.error != reason:
             f.error = reason
             out.append(TailNotice(f.path, "error", f"{f.path}: {reason}"))

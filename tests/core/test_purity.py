@@ -152,12 +152,7 @@ def test_the_package_carries_the_core_and_the_top_level_does_not() -> None:
 # ``if TYPE_CHECKING:`` never run and are not arrows.
 
 # Circles through function-level imports that are known and owned elsewhere.
-KNOWN_LAZY_CIRCLES: set[frozenset[str]] = {
-    # commands/common.py's ``default_state_dir`` asks live_setup's private
-    # ``_wants_job``; live_setup and live_metrics import common at module level.
-    frozenset({"dflash_watch.commands.common", "dflash_watch.commands.live_metrics",
-               "dflash_watch.commands.live_setup"}),
-}
+KNOWN_LAZY_CIRCLES: set[frozenset[str]] = set()
 
 
 def _module_files(root: Path) -> dict[str, Path]:

@@ -172,6 +172,39 @@ def test_a_log_stamped_the_us_way_is_read_as_columns_and_agrees(monkeypatch: pyt
     assert calls == []  # every line was read as columns
 
 
+def test_rank_prefixed_lines_of_every_rank_width_are_read_as_columns_and_agree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torchrun's ``[rank5]:`` before each step line (issue 20's many-ranks
+    log): ranks of one and two digits share the lane of the text after the
+    prefix, so the lines are read as columns together, with the per-line
+    reading's ranks, times and values; a value the columns cannot take
+    (nan steps, a bad stamp) falls back to the per-line reading."""
+    rnd = random.Random(11)
+    lines = []
+    for i in range(3000):
+        rank = rnd.choice([0, 3, 12, 63, 7])
+        sep = " " if rank == 7 else ""
+        step = "7.5" if i == 1200 else str(i // 8)
+        day = "31" if i == 2000 else "29"  # 11/31: no such day, the stamp fails
+        lines.append(
+            f"[rank{rank}]:{sep}11/{day}/2026 10:{i // 600:02d}:{i // 10 % 60:02d},{rnd.randrange(1000):03d}"
+            f" - INFO - train - step {step}/80000 | loss {2 + rnd.random():.4f} | {21 + rnd.random():.1f} Ktok/s"
+        )
+        if i % 7 == 3:
+            lines.append(f"11/29/2026 10:{i // 600:02d}:{i // 10 % 60:02d} - INFO - data - loaded shard {i}")
+    text = "\n".join(lines) + "\n"
+    want = replay(text, False, [40_000, 41_000])
+    calls = []
+    real = stream_module.progress_values
+    monkeypatch.setattr(stream_module, "progress_values", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    got = replay(text, True, [40_000, 41_000])
+    assert got == want
+    assert sum(1 for e in want[0] if e.startswith("Progress(")) >= 2999
+    assert "rank=63" in "".join(want[0]) and "rank=7," in "".join(want[0])
+    assert calls == []  # no line was read on its own by the stream
+
+
 def test_us_layout_reads_the_stamp_from_the_shape() -> None:
     layout = TimeParser.us_layout
     assert layout(b"00/00/0000 00:00:00 - INFO - x") == 0

@@ -161,3 +161,52 @@ def test_minute_cache_answers_as_a_fresh_parser() -> None:
             )
             for _ in range(2):  # the second time through the cache
                 assert cached.parse(line) == TimeParser(tz=tz).parse(line), line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "11/29/2026 10:00:5",  # one seconds digit: no stamp
+        "11/29/2026 10:00:5 x",
+        "11/29/2026 10:00:059",  # three: no stamp either
+        "11/29/2026 10:00:61",
+        "11/29/2026 10:00:07",
+        "11/29/2026 10:00:07.5 x",
+        "11/29/2026 10:00:07,123456789 x",
+        "11/29/2026 10:00:07.1234567890 x",  # ten fraction digits: no fraction
+        "11/29/2026 10:00:07. x",
+        "11/29/2026 10:00:0\u0663",  # an Arabic-Indic digit is no second
+        "1/29/2026  10:00:07.25",
+    ],
+)
+def test_a_us_stamp_in_the_minute_just_read_reads_as_on_its_own(line: str) -> None:
+    """``_us`` adds seconds to the minute it read last (no regex), and
+    must answer exactly what a parser that never saw that minute answers."""
+    warm = TimeParser(tz=UTC)
+    warm.parse(line[:16] + ":00 - INFO - before")
+    cold = TimeParser(tz=UTC)
+    assert warm.parse(line) == cold.parse(line)
+    assert warm.year == cold.year or cold.parse(line) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2026-11-29 10:00:5",
+        "2026-11-29 10:00:5 x",
+        "2026-11-29 10:00:07",
+        "2026-11-29 10:00:07.5",
+        "2026-11-29 10:00:07,123456 msg",
+        "2026-11-29 10:00:07Z",
+        "2026-11-29 10:00:07+02:00 msg",
+        "2026-11-29 10:00:61",
+    ],
+)
+def test_an_iso_stamp_in_the_minute_just_read_reads_as_on_its_own(line: str) -> None:
+    """``_iso``'s fast path adds seconds to the minute it read last; a
+    one-digit seconds field at the end of a line ("10:00:5") is no stamp to
+    the regex, so it must be none after a stamp of that minute too."""
+    warm = TimeParser(tz=UTC)
+    warm.parse(line[:16] + ":00 - INFO - before")
+    cold = TimeParser(tz=UTC)
+    assert warm.parse(line) == cold.parse(line)

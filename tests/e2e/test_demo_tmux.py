@@ -2,7 +2,7 @@
 
 1. The README's first Quick start command, run as written (install, then
    the demo): the dashboard paints, `q` leaves, nothing of the demo stays.
-2. The demo's story at 60x: the FX-tracing crash shows on screen, `r`
+2. The demo's story at 90x: the FX-tracing crash shows on screen, `r`
    relaunches, the job is running again with a healthy phase.
 """
 
@@ -164,7 +164,7 @@ def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly() -> None:
 
 
 def test_demo_story_crash_then_one_key_relaunch() -> None:
-    pane = Pane("python3 -m dflash_watch.cli demo --speed 60")
+    pane = Pane("python3 -m dflash_watch.cli demo --speed 90")
     demo = DemoProcesses(pane)
     try:
         pane.wait_for(r"VOLATILE", timeout=90)

@@ -158,11 +158,15 @@ def test_settle_gc_exempts_what_exists_from_full_collections():
 
     app = DashboardApp(Monitor(tz=UTC), tz=UTC)
     before = gc.get_freeze_count()
+    threshold = gc.get_threshold()
     try:
         app.settle_gc()
         assert gc.get_freeze_count() > before
+        # Young collections are rarer: a frame's thousands of short-lived strips are freed by count.
+        assert gc.get_threshold()[0] >= 10_000 and gc.get_threshold()[1:] == threshold[1:]
     finally:
         gc.unfreeze()
+        gc.set_threshold(*threshold)
 
 
 async def test_settle_gc_is_not_scheduled_in_a_headless_app(monkeypatch):
@@ -241,3 +245,87 @@ async def test_gpus_that_hold_the_same_memory_share_one_chart_build(monkeypatch)
         assert sum(t.chart.plotted for t in tiles) == plotted + 1
         charts = {str(t.chart.render()) for t in tiles}
         assert len(charts) == 1 and "90.0 GiB" in charts.pop()
+
+
+async def test_tile_text_is_not_rebuilt_for_bytes_it_does_not_show(monkeypatch):
+    """Used memory moves by a few MiB at every sample while the tile still reads "70.0/96.0G":
+    eight tiles' text was rebuilt every second for the same picture. A change it shows still lands."""
+    from dflash_watch.tui.widgets.gpu_tile import GpuTile
+
+    monitor = Monitor(tz=UTC)
+    now = flat_samples(monitor, T0, 30)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: now, chart_interval_s=3600.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        built = []
+        real = GpuTile._show_text
+        monkeypatch.setattr(GpuTile, "_show_text", lambda self, *a: (built.append(self.gpu), real(self, *a))[1])
+        for k in range(1, 4):  # a few MiB up and down, the job's own bytes with them
+            level = 70 * GIB + k * 3 * 2**20
+            monitor.feed_samples([GpuSample(now + k, g, level, 96 * GIB, 0.97, (GpuProcess(4242, level - GIB, "python", job=True),))
+                                  for g in range(8)])
+            app.redraw(force=True)
+            await pilot.pause(0.05)
+        assert built == []
+        monitor.feed_samples([GpuSample(now + 5, 3, 70 * GIB + 200 * 2**20, 96 * GIB, 0.97,
+                                        (GpuProcess(4242, 69 * GIB, "python", job=True),))])
+        app.redraw(force=True)
+        await pilot.pause(0.05)
+        tile = app.query_one("#gpu-3")
+        assert built == [3] and "70.2/96.0G" in str(tile.info.render())
+
+
+async def test_a_new_plain_log_row_is_built_once_as_shown_and_reads_the_same():
+    """At 100 lines/s every row on screen is new at every redraw: a plain ASCII row is built
+    as one cropped and padded strip, equal to what the general path (three strips) gives."""
+    from rich.style import Style
+
+    from dflash_watch.tui.widgets.log_view import LogView
+
+    monitor = Monitor(tz=UTC)
+    log_lines(monitor, 1, 50, T0)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        view = app.query_one("#log-view")
+        texts = ["", "plain", "x" * 300, "ERROR bad", "WARNING w", "Traceback (most recent call last):",
+                 '  File "a.py", line 1, in f', "    f()", "ValueError: bad", "tab\there", "wide 日本語",
+                 "\x1b[31mred\x1b[0m", "bell\x07", "é", "a" * 110, "a" * 111, "a" * 112]
+        view.set_lines(LOG, [(1000 + i, t) for i, t in enumerate(texts)])
+        fitted = 0
+        for width in (5, 6, 7, 40, 116, 117, 118, 200):
+            for base in (Style(), view.rich_style):
+                for lineno, text in view.lines:
+                    fast = view._fitted_strip(lineno, text, width, base)
+                    slow = view._render_strip(lineno, text).crop_extend(0, width, base)
+                    if fast is not None:
+                        fitted += 1
+                        assert list(fast) == list(slow) and fast.cell_length == slow.cell_length, (width, text)
+        assert fitted > 100
+        general = []
+        real = LogView._render_strip
+        view._render_strip = lambda *a: (general.append(a), real(view, *a))[1]
+        log_lines(monitor, 51, 100, T0)
+        app.log_panel.update_view(monitor)
+        await pilot.pause(0.1)
+        assert "prefetched batch 150" in screen_text(app).splitlines()[-1]
+        assert general == []  # every new row took the one-strip path
+
+
+async def test_a_followed_log_that_is_laid_out_schedules_no_callback_per_redraw():
+    monitor = Monitor(tz=UTC)
+    log_lines(monitor, 1, 100, T0)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        view = app.query_one("#log-view")
+        later = []
+        real = view.call_after_refresh
+        view.call_after_refresh = lambda *a, **k: (later.append(a), real(*a, **k))[1]
+        for first in (101, 201, 301):
+            log_lines(monitor, first, 100, T0)
+            app.log_panel.update_view(monitor)
+            await pilot.pause(0.05)
+        assert later == []
+        assert view.scroll_y == view.max_scroll_y
+        assert "prefetched batch 400" in screen_text(app).splitlines()[-1]

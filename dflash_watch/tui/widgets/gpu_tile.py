@@ -25,6 +25,7 @@ from .plot import PlotextChart
 
 CHART_WINDOW_S = 600.0
 BAR_CELLS = 10
+COMPACT_BAR_CELLS = 6  # the bar of a compact (one-line) tile
 AXIS_PCT_WIDTH = 34  # charts at least this wide also label their ticks in % of the card
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
@@ -61,9 +62,16 @@ class GpuView:
 
     @property
     def key(self) -> tuple:
-        """Everything the tile's text shows (the chart has its own key: ``GpuTile._chart_key``)."""
-        return (self.used, self.total, self.util, self.processes, self.lost, self.badge, self.job_pids,
-                self.temp_c, self.power_w, self.power_limit_w, self.throttle, self.xid, self.ecc)
+        """Everything the tile's text shows, as it shows it (the chart has its own key: ``GpuTile._chart_key``).
+
+        Displayed values, not raw ones: used memory, power and the holders'
+        bytes move a little at every sample while the tile still reads
+        "70.0/96.0G", and rebuilding eight tiles' text every second for an
+        equal picture was a visible share of the dashboard's CPU.
+        """
+        return (memory_shown(self.used, self.total), util_shown(self.util),
+                holders_shown(self.processes, self.job_pids), self.lost, self.badge, self.badge_style, health_shown(self),
+                self.throttle, self.xid, self.ecc)
 
     @property
     def has_health(self) -> bool:
@@ -81,6 +89,16 @@ class GpuView:
         return out
 
 
+def health_shown(view: GpuView) -> tuple[str | None, bool, str | None]:
+    """The temperature, whether it is hot, and the power, as ``health_text`` writes them."""
+    temp = None if view.temp_c is None else f"{view.temp_c:.0f}°C"
+    power = None
+    if view.power_w is not None:
+        limit = f"/{view.power_limit_w:.0f}" if view.power_limit_w else ""
+        power = f"{view.power_w:.0f}{limit}W"
+    return temp, view.temp_c is not None and view.temp_c >= 85, power
+
+
 def health_text(view: GpuView) -> Text:
     """The card's flags (Xid, ECC in red, throttle reasons in yellow), then ``72°C 412/700W``.
 
@@ -89,14 +107,27 @@ def health_text(view: GpuView) -> Text:
     for flag in view.flags:
         out.append(flag, style="bold white on red" if flag.startswith(("XID", "ECC")) else "bold black on yellow")
         out.append(" ")
-    if view.temp_c is not None:
-        hot = view.temp_c >= 85
-        out.append(f"{view.temp_c:.0f}°C", style="bold red" if hot else "")
-    if view.power_w is not None:
+    temp, hot, power = health_shown(view)
+    if temp is not None:
+        out.append(temp, style="bold red" if hot else "")
+    if power is not None:
         out.append(" " if out else "")
-        limit = f"/{view.power_limit_w:.0f}" if view.power_limit_w else ""
-        out.append(f"{view.power_w:.0f}{limit}W")
+        out.append(power)
     return out
+
+
+def memory_shown(used: int | None, total: int | None) -> tuple:
+    """Used and total GiB, the share and the compact bar (eighths, colour), as the tile writes them."""
+    if not used or not total:
+        return fmt_gib(used), fmt_gib(total), None
+    frac = used / total
+    bar = min(1.0, max(0.0, frac))
+    return (fmt_gib(used), fmt_gib(total), f" {frac:4.0%}", round(bar * COMPACT_BAR_CELLS * 8),
+            "red" if bar >= 0.95 else "yellow" if bar >= 0.85 else "green")
+
+
+def util_shown(util: float | None) -> str | None:
+    return None if util is None else f"{util * 100:3.0f}"
 
 
 def usage_bar(used: int | None, total: int | None, cells: int = BAR_CELLS) -> Text:
@@ -110,23 +141,38 @@ def usage_bar(used: int | None, total: int | None, cells: int = BAR_CELLS) -> Te
     return Text.assemble("▕", (body.ljust(cells), style), "▏")
 
 
-def processes_text(view: GpuView) -> Text:
-    procs = view.processes
+def holders_shown(procs: tuple[GpuProcess, ...] | None, job_pids: frozenset[int]) -> tuple[str, ...] | None:
+    """The holders' line as words: the job's part, then everyone else's; None: not available."""
     if procs is None:
-        return Text("processes: not available", style="dim")
+        return None
     if not procs:
-        return Text("no processes", style="dim")
-    mine, others = split_holders(procs, view.job_pids)
-    out = Text(no_wrap=True, overflow="ellipsis")
+        return ()
+    mine, others = split_holders(procs, job_pids)
+    job = ""
     if mine:
         count = f" ×{len(mine)}" if len(mine) > 1 else ""
-        out.append(f"job{count} {fmt_gib(sum(p.used_bytes for p in mine))}G", style="green")
+        job = f"job{count} {fmt_gib(sum(p.used_bytes for p in mine))}G"
+    rest = ""
     if len(others) == 1:
-        out.append(" + " if out else "")
-        out.append(f"{others[0].pid} {fmt_gib(others[0].used_bytes)}G", style="magenta")
+        rest = f"{others[0].pid} {fmt_gib(others[0].used_bytes)}G"
     elif others:
+        rest = f"{len(others)} others {fmt_gib(sum(p.used_bytes for p in others))}G"
+    return job, rest
+
+
+def processes_text(view: GpuView) -> Text:
+    shown = holders_shown(view.processes, view.job_pids)
+    if shown is None:
+        return Text("processes: not available", style="dim")
+    if not shown:
+        return Text("no processes", style="dim")
+    job, rest = shown
+    out = Text(no_wrap=True, overflow="ellipsis")
+    if job:
+        out.append(job, style="green")
+    if rest:
         out.append(" + " if out else "")
-        out.append(f"{len(others)} others {fmt_gib(sum(p.used_bytes for p in others))}G", style="magenta")
+        out.append(rest, style="magenta")
     return out
 
 
@@ -160,6 +206,7 @@ class GpuTile(Vertical):
         super().__init__(id=f"gpu-{gpu}", classes="gpu-tile")
         self.gpu = gpu
         self.view: GpuView | None = None
+        self._text_key: tuple | None = None  # ``view.key`` of the text shown
         self.compact = False
         self.border_title = f"GPU {gpu}"
         self._title: Text | None = None
@@ -188,7 +235,9 @@ class GpuTile(Vertical):
         ``wants_chart_data`` (copying eight windows every redraw for a
         chart offered new data every 5 s was most of the panel's cost).
         """
-        changed = self.view is None or view.key != self.view.key or compact != self.compact
+        key = view.key
+        changed = key != self._text_key or compact != self.compact
+        self._text_key = key
         self.view = view
         self.compact = compact
         if changed:
@@ -225,7 +274,7 @@ class GpuTile(Vertical):
         if compact:
             util = "  -%" if view.util is None else f"{view.util * 100:3.0f}%"
             line = Text.assemble(
-                (f"GPU{view.gpu:<2}", "bold"), usage_bar(view.used, view.total, 6),
+                (f"GPU{view.gpu:<2}", "bold"), usage_bar(view.used, view.total, COMPACT_BAR_CELLS),
                 f"{used:>10} {util} ", (view.badge, view.badge_style),
                 no_wrap=True, overflow="ellipsis",
             )

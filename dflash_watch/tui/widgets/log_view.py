@@ -201,12 +201,15 @@ class LogView(ScrollView, can_focus=True):
         width = max(width, self._width)
         self._width = width
         size = Size(width, len(self.shown))
+        laid_out = bool(self.scrollable_content_region.height)
         if size != self.virtual_size:
-            self._resize_virtual(size)
+            laid_out = self._resize_virtual(size) and laid_out
         if self.following:
             self._to_end()
-            # The first layout may not have happened yet: settle once it has.
-            self.call_after_refresh(self._to_end)
+            if not laid_out:
+                # The first layout (or the one a new width asked for) is still to come:
+                # settle once it has. Not at every redraw: a callback a second for nothing.
+                self.call_after_refresh(self._to_end)
         elif anchor is not None:
             for row, i in enumerate(self.shown):
                 if self.lines[i][0] >= anchor:
@@ -214,7 +217,7 @@ class LogView(ScrollView, can_focus=True):
                     break
         self.refresh()
 
-    def _resize_virtual(self, size: Size) -> None:
+    def _resize_virtual(self, size: Size) -> bool:
         """Set the scrollable size; without a screen layout when only the height grew or shrank.
 
         Assigning ``virtual_size`` asks for a layout of the whole screen.
@@ -223,7 +226,7 @@ class LogView(ScrollView, can_focus=True):
         per redraw, twice the cost of the paint itself. A layout is only
         needed when the scrollbar appears or goes, or the width changes:
         otherwise the view's own size is fixed, so only the scrollbar needs
-        the new height.
+        the new height. True when done without a layout (the scroll range is already right).
         """
         old = self.virtual_size
         rows = self.scrollable_content_region.height
@@ -233,8 +236,9 @@ class LogView(ScrollView, can_focus=True):
             self.vertical_scrollbar.window_virtual_size = size.height
             if self.scroll_y > self.max_scroll_y:  # fewer rows than before: stay within them
                 self.scroll_y = self.max_scroll_y
-            return
+            return True
         self.virtual_size = size
+        return False
 
     def _top_lineno(self) -> int | None:
         row = int(self.scroll_y)
@@ -300,14 +304,45 @@ class LogView(ScrollView, can_focus=True):
         if row >= len(self.shown):
             return Strip.blank(width, base)
         lineno, text = self.lines[self.shown[row]]
-        key = (lineno, text, self.filter_text, lineno == self.marked)
+        scroll_x = int(self.scroll_x)
+        marked = lineno == self.marked
+        # The cache holds rows as shown (cropped and padded): a row painted
+        # again costs a lookup, a new one builds one strip, not three.
+        key = (lineno, text, self.filter_text, marked, scroll_x, width, base)
         strip = self._cache.get(key)
         if strip is None:
-            strip = self._render_strip(lineno, text)
+            strip = None if scroll_x or marked or self.filter_text else self._fitted_strip(lineno, text, width, base)
+            if strip is None:
+                strip = self._render_strip(lineno, text).crop_extend(scroll_x, scroll_x + width, base)
             self._cache[key] = strip
             if len(self._cache) > 512:
                 self._cache.popitem(last=False)
-        return strip.crop_extend(int(self.scroll_x), int(self.scroll_x) + width, base)
+        return strip
+
+    def _fitted_strip(self, lineno: int, text: str, width: int, base: Style) -> Strip | None:
+        """What ``_render_strip(...).crop_extend(0, width, base)`` gives, built as one strip.
+
+        Only for a line of printable ASCII (one cell per character), not
+        filtered, not marked, not scrolled sideways: most lines of a log. At
+        100 lines/s every row on screen is new at every redraw, and the
+        general path builds three strips a row (Textual's strips are not
+        cheap: each carries seven caches). None: take the general path.
+        """
+        number = f"{lineno:>{self._gutter - 1}} "
+        shown = strip_control_codes(plain(text))
+        if width <= len(number) or not (shown.isascii() and shown.isprintable()):
+            return None
+        cls = self.classes_by_lineno.get(lineno, NORMAL)
+        style = STYLES[cls] if cls != NORMAL and shown else None
+        room = width - len(number)
+        segments = [Segment(number, _GUTTER)]
+        if len(shown) > room:
+            segments.append(Segment(shown[:room], style))
+        else:
+            segments.append(Segment(shown, style))
+            if len(shown) < room:
+                segments.append(Segment(" " * (room - len(shown)), base))
+        return Strip(segments, width)
 
     def _render_strip(self, lineno: int, text: str) -> Strip:
         cls = self.classes_by_lineno.get(lineno, NORMAL)
