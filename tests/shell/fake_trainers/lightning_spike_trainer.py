@@ -16,9 +16,14 @@ import argparse
 import sys
 import time
 
-import lightning as L
-import torch
-from lightning.pytorch.callbacks import TQDMProgressBar
+import pytest
+
+# A script the tests run in a child, but importable too: without the
+# frameworks (a venv with only the README's install) it skips, never breaks
+# collection.
+L = pytest.importorskip("lightning")
+torch = pytest.importorskip("torch")
+TQDMProgressBar = pytest.importorskip("lightning.pytorch.callbacks").TQDMProgressBar
 
 
 class Tiny(L.LightningModule):
