@@ -327,7 +327,8 @@ class LogTailer:
             if not found and not f.ever_opened:
                 # Attached between a rename and the create: the renamed file
                 # was written before we looked, and its writer may go on.
-                newest = newest_from_its_end(f.abspath, {ident} | f.left.idents(), f.left.read, self._chunk)
+                newest = newest_from_its_end(f.abspath, {ident} | f.left.idents(), f.left.read, self._chunk,
+                                             watched_ns=f.watched_ns)
                 found = [newest] if newest is not None and not self._followed(newest.path) else []
             self._read_siblings(f, found, out, follow_newest=True)
         f.fd = fd

@@ -32,6 +32,9 @@ _PACKED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4", ".Z")
 # ``time.time_ns()``): a file written just after a look can carry a time
 # just before it.
 SLACK_NS = 50_000_000
+# How long before the watcher's first look a rotated copy may have been
+# renamed (or last written) and still be the file a writer goes on writing.
+RENAMED_WITHIN_NS = 60_000_000_000
 
 Ident = tuple[int, int]
 # What tells a file read before from a new one that got its inode number
@@ -86,15 +89,19 @@ def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) ->
     return found
 
 
-def newest_from_its_end(abspath: str, skip: set[Ident], read: Read, chunk: int = 1 << 20) -> Sibling | None:
-    """The newest rotated copy of ``abspath`` whatever its age, to be read from
-    the start of its last line on (a live attach: its history is skipped).
+def newest_from_its_end(abspath: str, skip: set[Ident], read: Read, chunk: int = 1 << 20, *,
+                        watched_ns: int) -> Sibling | None:
+    """The newest rotated copy of ``abspath``, renamed or written shortly
+    before the watcher first looked (``watched_ns``), to be read from the
+    start of its last line on (a live attach: its history is skipped).
 
     A watcher that attached between logrotate's rename and its create sees
     the renamed file with nothing written since it looked; the writer may
-    still hold it until it is told to reopen.
+    still hold it until it is told to reopen. A rename and a write both set
+    a file's ctime: a copy left by an earlier run (a rerun in the same
+    folder, the common case) has an old one and is never taken for it.
     """
-    found = _siblings(abspath, 0, skip, read)
+    found = [s for s in _siblings(abspath, 0, skip, read) if s.ctime_ns >= watched_ns - RENAMED_WITHIN_NS]
     if not found:
         return None
     newest = found[-1]

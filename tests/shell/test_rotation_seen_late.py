@@ -34,7 +34,7 @@ WRITER = textwrap.dedent('''
     log = logging.getLogger("train")
     log.setLevel(logging.INFO)
     fmt = logging.Formatter("%(asctime)s - %(levelname)s - %(name)s - %(message)s")
-    handler = logging.FileHandler(path)
+    handler = logging.FileHandler(path, delay=True)  # created by the first line, as the run does
     handler.setFormatter(fmt)
     log.addHandler(handler)
     for cmd in sys.stdin:
@@ -42,7 +42,7 @@ WRITER = textwrap.dedent('''
         if cmd == "reopen":  # logrotate's SIGHUP
             log.removeHandler(handler)
             handler.close()
-            handler = logging.FileHandler(path)
+            handler = logging.FileHandler(path, delay=True)  # created by the first line, as the run does
             handler.setFormatter(fmt)
             log.addHandler(handler)
         elif cmd == "crash":
@@ -152,3 +152,28 @@ def test_headless_attached_between_rename_and_create_alerts_the_crash_in_the_ren
     crashes = [a for a in map(json.loads, out.splitlines()) if a["detector"] == "crash"]
     assert [(a["kind"], a["state"]) for a in crashes] == [("cuda_error", "firing")], early + err
     assert crashes[0]["source"].startswith("train.log:"), crashes[0]
+
+
+def test_a_rotated_copy_left_by_an_earlier_run_is_not_followed_into_the_new_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rerun in the same folder: ``train.log.1`` is yesterday's, its last
+    line unfinished. When the new run creates ``train.log`` the watcher must
+    not take the old copy for a renamed file its writer still writes to.
+    (A file's ctime cannot be set back; the window is shortened instead.)"""
+    from dflash_watch.sources import rotated
+
+    log, old = tmp_path / "train.log", tmp_path / "train.log.1"
+    old.write_text("step 1 | loss 2.0\nstep 2 unfinished", encoding="utf-8")
+    monkeypatch.setattr(rotated, "RENAMED_WITHIN_NS", 300_000_000)
+    time.sleep(0.6)  # the old copy was renamed and last written before the window
+    items: list[Chunk | TailNotice] = []
+    with LogTailer([str(log)], use_watchdog=False) as t:
+        items += t.poll()
+        log.write_text("step 1 | loss 3.0\n", encoding="utf-8")  # the new run
+        for _ in range(4):
+            items += t.poll()
+            time.sleep(0.8)
+    texts = [c.text for c in items if isinstance(c, Chunk)]
+    assert not any("unfinished" in x or "loss 2.0" in x for x in texts), texts
+    assert not any(isinstance(n, TailNotice) and "following" in n.message for n in items)
+    assert any("loss 3.0" in x for x in texts), texts
