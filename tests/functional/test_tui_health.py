@@ -177,14 +177,18 @@ async def test_80x24_keeps_the_log_and_alerts_with_a_straggler() -> None:
 
 
 async def test_window_keys_widen_the_memory_charts_too(monkeypatch) -> None:
-    from dflash_watch.tui.widgets.gpu_tile import GpuTile
+    from dflash_watch.tui.widgets.gpu_tile import GpuTile, memory_plot
 
     spans: list[float] = []  # GPU 0's chart window, each time the panel offers one
+    drawn: list[float] = []  # how far back the drawn chart's oldest column is
     show = GpuTile.show
 
     def spy(self, view, compact, chart_due):  # type: ignore[no-untyped-def]
         if view.gpu == 0 and len(view.times) > 1:
             spans.append(float(view.times[-1] - view.times[0]))
+            plot = memory_plot(view, 60)
+            assert plot is not None
+            drawn.append(-min(plot.xs))
         return show(self, view, compact, chart_due)
 
     monkeypatch.setattr(GpuTile, "show", spy)
@@ -195,6 +199,7 @@ async def test_window_keys_widen_the_memory_charts_too(monkeypatch) -> None:
         await pilot.press("4")
         await settle(app, pilot)
         assert app.gpu_panel.window_s is None and spans[-1] >= 30 * 60
+        assert drawn[-1] >= 30 * 60  # the picture reaches back too, not only the data handed over
         await pilot.press("1")
         await settle(app, pilot)
-        assert spans[-1] <= 660.0
+        assert spans[-1] <= 660.0 and drawn[-1] <= 600.0

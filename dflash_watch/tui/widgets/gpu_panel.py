@@ -21,6 +21,7 @@ from ..health import gpu_health
 from ..reading import job_pids, locked, memory_badge
 from ..text import set_static
 from .gpu_tile import CHART_WINDOW_S, GpuTile, GpuView
+from .series import WHOLE_RUN_S
 
 if TYPE_CHECKING:
     from ...monitor import Monitor
@@ -47,7 +48,6 @@ def gpu_hint(monitor: Monitor) -> Text:
 
 
 # "The whole run": a span longer than any run (the series' coarsest tier holds it).
-_WHOLE_RUN_S = 1e12
 
 
 class GpuPanel(VerticalScroll):
@@ -95,8 +95,11 @@ class GpuPanel(VerticalScroll):
                 last = history.last(gpu)
                 tile = self._tiles.get(gpu)
                 wanted = chart_due or tile is None or tile.wants_chart_data
+                span = self.window_s
                 if wanted and series is not None and series.count:
-                    times, lows, highs, _ = series.window(_WHOLE_RUN_S if self.window_s is None else self.window_s)
+                    times, lows, highs, _ = series.window(WHOLE_RUN_S if span is None else span)
+                    if span is None:  # the whole run: as far as the samples go back
+                        span = max(CHART_WINDOW_S, float(series.last_time - times[0])) if len(times) else CHART_WINDOW_S
                 else:
                     times = lows = highs = _EMPTY
                 badge, style, _ = memory_badge(firing, gpu)
@@ -125,7 +128,7 @@ class GpuPanel(VerticalScroll):
                     temp_c=last.temp_c if last else None,
                     power_w=last.power_w if last else None,
                     power_limit_w=last.power_limit_w if last else None,
-                    throttle=throttle, xid=xid, ecc=ecc,
+                    throttle=throttle, xid=xid, ecc=ecc, window_s=span or CHART_WINDOW_S,
                 ))
         if hint.display != (not views):
             hint.display = not views

@@ -59,6 +59,9 @@ class GpuView:
     throttle: tuple[str, ...] = ()
     xid: int | None = None  # the last Xid seen on this GPU
     ecc: int | None = None  # uncorrected ECC errors
+    # The chart's span in seconds (the window keys: 10 min, 1 h, 6 h, the
+    # whole run as far as the samples go back).
+    window_s: float = CHART_WINDOW_S
 
     @property
     def key(self) -> tuple:
@@ -176,11 +179,12 @@ def processes_text(view: GpuView) -> Text:
     return out
 
 
-def envelope(times: np.ndarray, lows: np.ndarray, highs: np.ndarray, end: float, points: int) -> tuple[list[float], list[float], list[float]]:
+def envelope(times: np.ndarray, lows: np.ndarray, highs: np.ndarray, end: float, points: int,
+             window_s: float = CHART_WINDOW_S) -> tuple[list[float], list[float], list[float]]:
     """Per-column min and max over the window: one-sample spikes survive downsampling."""
     if len(times) == 0:
         return [], [], []
-    start = end - CHART_WINDOW_S
+    start = end - window_s
     edges = np.linspace(start, end, points + 1)
     idx = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, points - 1)
     lo = np.full(points, np.inf)
@@ -312,7 +316,7 @@ class GpuTile(Vertical):
             if plot.both:
                 fig.plot(xs, lo, marker="braille", color=colour)
             fig.ylim(y0, y1)
-            fig.xlim(-CHART_WINDOW_S, 0)
+            fig.xlim(-view.window_s, 0)
             fig.yticks(plot.ticks, plot.labels)
             fig.xticks([])
             fig.frame(False)
@@ -356,7 +360,7 @@ def memory_plot(view: GpuView, width: int) -> MemoryPlot | None:
     if view.last_time is None or len(view.times) == 0:
         return None
     points = max(4, (width - 6) * 2)
-    xs, lo, hi = envelope(view.times, view.lows, view.highs, view.last_time, points)
+    xs, lo, hi = envelope(view.times, view.lows, view.highs, view.last_time, points, view.window_s)
     if not xs:
         return None
     ymin, ymax = min(lo), max(hi)
