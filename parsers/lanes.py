@@ -14,8 +14,9 @@ from operator import eq, is_not
 from typing import Any
 
 from .cursor import Cursor, Lane, Ranked
-from .events import Progress
+from .events import PaddingReport, Progress
 from .line_times import LineTimes
+from .padding import padding_line
 from .progress import ProgressPattern, column_plan, progress_values, value_columns
 from .progress.ops import Values
 from .progress.redraws import redraw_values
@@ -150,16 +151,19 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
             cur.clock = times[-1]
             cur.covered = ends[i + done - 1] + 1
         for m in range(i + done, j):
+            # As the stream reads a lane line on its own (``_line_events``):
+            # its progress, else its padding (a lane may hold ``pad_eff``).
             line = lines[m]
-            if is_ranked:  # as the stream reads a ranked line on its own
-                rank, body = split_rank(line)
-                found = progress_values(body, rank)
-                if found is not None:
-                    events.append(progress(found, cur, starts[m], ends[m], line, numbers[m], body))
-                continue
-            found = progress_values(line)
+            rank, body = split_rank(line) if is_ranked else (None, line)
+            split = body if is_ranked else None
+            found = progress_values(body, rank)
             if found is not None:
-                events.append(progress(found, cur, starts[m], ends[m], line, numbers[m]))
+                events.append(progress(found, cur, starts[m], ends[m], line, numbers[m], split))
+                continue
+            efficiency = padding_line(line)
+            if efficiency is not None:
+                at = dating.time_at(cur, starts[m], ends[m], line, split)
+                events.append(PaddingReport(at, efficiency, prefix + str(numbers[m]), rank))
         i = j
     cur.count_pos = starts[-1]
     cur.count_no = numbers[-1]

@@ -506,8 +506,6 @@ class LogStream:
         progress in a built-in format and nothing else (``lanes.lane_of``)."""
         if not self._fast or flags & ~_PADDING != _PROGRESS or self._pattern is not None:
             return None
-        if flags != _PROGRESS and line[:1] == "[":
-            return None  # a ranked line read on its own reads padding too
         return lane_of(line, shape, self._times, self._body_lanes)
 
     def _shape_flags(self, line: str, shape: bytes) -> int:

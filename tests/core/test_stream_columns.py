@@ -321,3 +321,22 @@ def test_a_literal_outside_ascii_is_found_in_a_wide_chunk() -> None:
     stream = LogStream("t.log", assembler_factory=Assembler)
     stream.feed("█ noise\nОшибка: CUDA\n", 1, 0.0)
     assert stream._assembler.seen == ["Ошибка: CUDA"]
+
+
+@pytest.mark.parametrize("ranked", [False, True], ids=["plain", "ranked"])
+def test_a_lane_line_whose_values_fail_still_reads_its_padding(ranked: bool) -> None:
+    """A step line with ``pad_eff`` whose step or rate fails the value check
+    (a fractional step, tok/s nan) is no progress: read on its own it still
+    reports its padding, and so must it when its lane's columns give it up."""
+    prefix = "[rank1]:" if ranked else ""
+    lines = []
+    for i in range(300):
+        ts = f"2025-11-29 10:{i // 60:02d}:{i % 60:02d},000"
+        step = f"{i}.5" if i % 3 == 0 else str(i)
+        rate = "nan" if i % 7 == 0 else ("1e400" if i % 5 == 0 else "21.5")
+        lines.append(f"{prefix}{ts} - INFO - train - step {step}/500000 | {rate} Ktok/s | pad_eff 0.93")
+    text = "\n".join(lines) + "\n"
+    want = replay(text, False, [5_000, 20_000])
+    got = replay(text, True, [5_000, 20_000])
+    assert sum(e.startswith("PaddingReport(") for e in want[0]) > 20
+    assert got == want
