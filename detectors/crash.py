@@ -82,7 +82,7 @@ from .crash_incident import (
     weigh,
     weight,
 )
-from .crash_steps import LINES_KEEP, STREAMS_MAX, StepLines, line_of
+from .crash_steps import LINES_KEEP, STREAMS_MAX, StepLines
 from .crash_text import KIND_LABELS, describe, incident_alert
 
 __all__ = ["CrashDetector", "CrashEpisode", "KIND_LABELS", "describe", "message_key", "signature_of"]
@@ -115,7 +115,7 @@ class CrashDetector(DetectorBase):
     timed = True  # deadline() can be set: the set asks it after each event it gets
 
     def __init__(self, config: DetectorConfig | None = None, name: str = "crash", *,
-                 steps: StepLines | None = None, records_steps: bool = True) -> None:
+                 steps: StepLines | None = None) -> None:
         self.config = config or DetectorConfig()
         self.name = name
         self._open: OrderedDict[str, Incident] = OrderedDict()
@@ -129,12 +129,11 @@ class CrashDetector(DetectorBase):
         self._watch: dict[tuple[str, int | None], list[Incident]] = {}
         # (file, rank) -> its last few progress lines as (line, step, time):
         # survival of a caught traceback, and a restart between two crashes.
-        # Shared by the two crash detectors of a set, recorded by the first
-        # (``records_steps``; ``crash_steps``): it reads them only on a
-        # Crash, after both have been sent every earlier step line.
+        # Shared by the two crash detectors of a set, each line recorded once
+        # (``crash_steps``): it reads them only on a Crash, after both have
+        # been sent every earlier step line.
         self._steps = steps if steps is not None else StepLines()
         self._progress = self._steps.seen
-        self._records_steps = records_steps or steps is None
         # file -> its last lines where torch elastic said a worker group was
         # gone, as (line, its report?): ``crash_incident.restarted``.
         self._ends: OrderedDict[str, deque[tuple[int, bool]]] = OrderedDict()
@@ -188,14 +187,9 @@ class CrashDetector(DetectorBase):
         return out
 
     def _saw_progress(self, p: Progress) -> None:
-        # Once per training step: keep it to a split, a lookup and an append.
-        if self._records_steps:
-            key, line = self._steps.add(p)
-        elif self._held or self._watch:
-            file, line = line_of(p.source)
-            key = (file, p.rank)
-        else:
-            return  # another detector records the line; nothing here to weigh
+        # Once per training step: a split, a lookup and an append (the
+        # second crash detector of a set is answered from the first's).
+        key, line = self._steps.add(p)
         if self.name != "crash":
             return  # fx_tracing keeps progress only to tell a relaunch apart
         if self._held:

@@ -83,10 +83,10 @@ def build_detectors(
         MemoryPressure(config, memory=memory),
         ThroughputDrop(config, baseline_tokens_per_s=figures.tokens_per_s),
         Stall(config),
-        # One record of the step lines for both (``crash_steps``): the
-        # first of the two in this order records it.
+        # One record of the step lines for both (``crash_steps``), each
+        # line recorded once whichever of the two sees it first.
         CrashDetector(config, name="fx_tracing", steps=steps),
-        CrashDetector(config, name="crash", steps=steps, records_steps=False),
+        CrashDetector(config, name="crash", steps=steps),
         RecompileDetector(config, baseline_per_hour=figures.recompiles_per_hour),
         PaddingDetector(config, baseline_efficiency=figures.padding_efficiency),
         AllocThrash(config, baseline_per_hour=figures.alloc_retries_per_hour),

@@ -1,9 +1,9 @@
 """The two crash detectors of a set share one record of the step lines.
 
 ``build_detectors`` gives ``fx_tracing`` and ``crash`` one ``StepLines``;
-only ``fx_tracing`` (first in the set) records a step line, once, and
-``crash`` reads the same lines when a crash comes (its restart and
-survival verdicts). A detector made alone still records its own.
+a step line is recorded once whichever of the two sees it first (or is in
+the set at all), and ``crash`` reads the same lines when a crash comes (its
+restart and survival verdicts). A detector made alone still records its own.
 """
 
 from __future__ import annotations
@@ -53,3 +53,14 @@ def test_a_relaunch_between_two_crashes_is_seen_through_the_shared_lines() -> No
     out += ds.update(crash(19.0, 10))
     out += ds.flush()
     assert [(a.detector, a.state) for a in out] == [("crash", "firing"), ("crash", "firing")]
+
+
+def test_a_set_without_fx_tracing_still_records_the_step_lines_for_crash() -> None:
+    """A set filtered to ``crash`` (a config or a test that keeps only some
+    detectors) must not lose the lines ``fx_tracing`` would have recorded."""
+    ds = DetectorSet([d for d in build_detectors(DetectorConfig()) if d.name != "fx_tracing"])
+    crash = ds.get("crash")
+    assert isinstance(crash, CrashDetector)
+    for i in range(3):
+        ds.update(Progress(10.0 + i, f"train.log:{i + 1}", step=i, rank=0))
+    assert list(crash._progress[("train.log", 0)]) == [(1, 0, 10.0), (2, 1, 11.0), (3, 2, 12.0)]
