@@ -211,7 +211,7 @@ class HeldListener:
     """``listener`` with the stall alert held until its stacks are in (``StallStacks.hold``).
 
     Called under the Monitor's lock, so it never waits there: a held alert
-    is delivered from a thread of its own. Alerts of other detectors go
+    is delivered from a thread of its own, which takes that lock to deliver. Alerts of other detectors go
     straight through; a stall alert that comes while one is held (its
     resolve) queues behind it, so a reader never sees a resolve first.
     """
@@ -242,7 +242,10 @@ class HeldListener:
             pending.done.wait(max(0.0, pending.due - time.monotonic()))
             if pending.done.is_set() and pending.amended is not None:
                 alert = pending.amended
-        self._listener(alert)
+        # Every other alert reaches the outputs under the Monitor's lock (the
+        # sinks' rate limit and the history gate count on one caller at a time).
+        with self._stacks.monitor.lock:
+            self._listener(alert)
 
     def flush(self, timeout: float) -> None:
         """Wait (bounded) for a held alert to be delivered: a watcher about to stop."""

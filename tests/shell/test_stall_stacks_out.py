@@ -57,11 +57,26 @@ def test_a_stall_waits_for_a_hung_dump_at_most_hold_s_and_nothing_else_waits(tmp
     hook.hold_s = 1.0
     monitor.subscribe(hook)
     got: list[tuple[float, Alert]] = []
+    under_lock: list[bool] = []  # each delivery: the Monitor's lock held, as for any alert
     lock = threading.Lock()
+
+    def monitor_lock_held_here() -> bool:
+        free: list[bool] = []
+
+        def probe() -> None:
+            if monitor.lock.acquire(blocking=False):
+                free.append(True)
+                monitor.lock.release()
+
+        other = threading.Thread(target=probe)
+        other.start()
+        other.join()
+        return not free
 
     def out(alert: Alert) -> None:
         with lock:
             got.append((time.monotonic(), alert))
+            under_lock.append(monitor_lock_held_here())
 
     monitor.subscribe(hook.hold(out))
     t0 = time.monotonic()
@@ -72,7 +87,8 @@ def test_a_stall_waits_for_a_hung_dump_at_most_hold_s_and_nothing_else_waits(tmp
     hook.flush(5.0)
     assert [(a.detector, a.state) for _, a in got] == [("crash", "firing"), ("stall", "firing"), ("stall", "resolved")]
     held = got[1][0] - t0
-    assert 0.9 <= held < 2.0, held  # hold_s, not the dump's 5 s timeout
+    assert 0.9 <= held < 4.0, held  # hold_s, not the dump's 5 s timeout
+    assert under_lock == [True, True, True]  # the held ones too (the sinks' rate limit has one caller)
     assert "stacks_status" not in got[1][1].evidence  # sent without them, as before
     assert hook.thread is not None
     hook.thread.join(10.0)
