@@ -302,10 +302,11 @@ class LiveSession:
         # on the data's own clock (as replay reads it); lines that arrive
         # after that are fresh: written while we follow (``Monitor.feed_text``).
         fresh = not self.from_start
+        # A round runs from one pause to the next; a backlog read on at once
+        # is still the same round (what it read counts, its start holds).
+        began, grew = time.monotonic(), False
         while not self._stop.is_set():
             covered = rounds.begin()
-            began = time.monotonic()
-            grew = False
             for item in tailer.poll():
                 if isinstance(item, Chunk) and item.partial:
                     monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
@@ -348,6 +349,7 @@ class LiveSession:
                 pause -= time.monotonic() - began
             if pause > 0:
                 rounds.sleep(pause)
+            began, grew = time.monotonic(), False
 
     def _tail_samples(self) -> None:
         from .sources.logtail import Chunk
