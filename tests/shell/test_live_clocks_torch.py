@@ -73,7 +73,13 @@ def _env() -> dict[str, str]:
 def test_a_real_torch_loop_ten_minutes_behind_has_no_stall_and_its_crash_alerts_at_once(tmp_path: Path) -> None:
     log, script = tmp_path / "train.log", tmp_path / "train.py"
     script.write_text(TRAIN, encoding="utf-8")
-    headless = subprocess.Popen([sys.executable, "-m", "dflash_watch.cli", "headless", "--no-gpu", "--log", str(log)],
+    # A short stall limit (as the buffered-log tests use), so that steps
+    # dated 10 min off the live clock would fire it; the first step may come
+    # late (torch's import is silence too).
+    config = tmp_path / "dflash-watch.toml"
+    config.write_text("[detectors]\nstall_min_s = 3.0\nstall_factor = 5.0\nstall_first_s = 60.0\n")
+    headless = subprocess.Popen([sys.executable, "-m", "dflash_watch.cli", "headless", "--no-gpu", "--log", str(log),
+                                 "--config", str(config)],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=_env())
     err = ""
