@@ -46,13 +46,13 @@ def test_alert(now: float | None = None) -> Any:
 
 def _try(sender: Any, alert: Any, timeout: float) -> str | None:
     """None when delivered, else why not."""
-    from ..sinks.senders import DeliveryError
+    from ..sinks.senders import DeliveryError, EpisodeSender
 
     if sender.unavailable:
         return sender.unavailable
     try:
         sender.send(alert, timeout)
-        if type(sender).__name__ == "PagerDutySender":
+        if isinstance(sender, EpisodeSender) and sender.resolve_test:
             # Close the test incident again: the same dedup key, resolved.
             sender.send(replace(alert, state="resolved", message="test over"), timeout)
     except DeliveryError as exc:

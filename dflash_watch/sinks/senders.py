@@ -89,42 +89,22 @@ class HttpSender:
         post(url, self.build(alert), timeout)
 
 
-class WebhookSender:
-    """A generic webhook: the alert object plus ``host``, ``startsAt``/``endsAt``
-    and a ``fingerprint`` per episode, so a router (Alertmanager-style) can
-    pair a resolve with its firing and tell the next episode apart."""
+class EpisodeSender:
+    """An HTTP sink whose requests name the alert's episode: the generic
+    webhook (the alert object plus ``host``, ``startsAt``/``endsAt`` and a
+    ``fingerprint``, so an Alertmanager-style router pairs a resolve with
+    its firing) and PagerDuty's Events API v2 (one ``dedup_key``, trigger
+    and resolve share it). ``build(alert, episode start, source)`` is the
+    kind's request; ``source`` is the sink's ``source`` or this host's name.
+    ``resolve_test``: ``alerts test`` closes its test incident again."""
 
     unavailable: str | None = None
 
-    def __init__(self, sink: SinkConfig) -> None:
+    def __init__(self, sink: SinkConfig, build: Callable[[Alert, float, str], payloads.Outgoing], *,
+                 resolve_test: bool = False) -> None:
         self.sink = sink
-        self.starts = payloads.EpisodeStarts()
-        self.host = socket.gethostname()
-
-    def recall(self, alert: Alert) -> None:
-        """An episode sent before a restart (as ``PagerDutySender.recall``)."""
-        self.starts.start_of(alert)
-
-    def send(self, alert: Alert, timeout: float) -> None:
-        start = self.starts.start_of(alert)  # before anything can fail: a retry finds it
-        try:
-            url = self.sink.resolve_url()
-            post(url, payloads.webhook(alert, self.host, start), timeout)
-        except SinkConfigMissing as exc:
-            raise DeliveryError(str(exc), retry=False) from None
-        except DeliveryError:
-            if alert.state == "resolved":
-                self.starts.reopen(alert, start)
-            raise
-
-
-class PagerDutySender:
-    """Events API v2, one dedup_key per episode (trigger and resolve share it)."""
-
-    unavailable: str | None = None
-
-    def __init__(self, sink: SinkConfig) -> None:
-        self.sink = sink
+        self.build = build
+        self.resolve_test = resolve_test
         self.starts = payloads.EpisodeStarts()
         self.source = sink.source or socket.gethostname()
 
@@ -137,19 +117,26 @@ class PagerDutySender:
 
     def send(self, alert: Alert, timeout: float) -> None:
         # The episode is looked up before anything can fail: a retry of a
-        # resolve must find the same key (``start_of`` forgets it).
+        # resolve must find the same start (``start_of`` forgets it).
         start = self.starts.start_of(alert)
-        key = payloads.dedup_key(alert, start, self.source)
         try:
-            url, routing = self.sink.resolve_url(), self.sink.routing_key()
+            url, request = self.sink.resolve_url(), self.build(alert, start, self.source)
         except SinkConfigMissing as exc:
             raise DeliveryError(str(exc), retry=False) from None
         try:
-            post(url, payloads.pagerduty(alert, routing, key, self.source), timeout)
+            post(url, request, timeout)
         except DeliveryError:
             if alert.state == "resolved":
                 self.starts.reopen(alert, start)
             raise
+
+
+def _pagerduty(sink: SinkConfig) -> EpisodeSender:
+    def build(alert: Alert, start: float, source: str) -> payloads.Outgoing:
+        key = payloads.dedup_key(alert, start, source)
+        return payloads.pagerduty(alert, sink.routing_key(), key, source)
+
+    return EpisodeSender(sink, build, resolve_test=True)
 
 
 def secret_names(sinks: Iterable[SinkConfig]) -> frozenset[str]:
@@ -252,10 +239,10 @@ SenderFactory = Callable[[SinkConfig, frozenset[str]], Sender]
 SENDERS: dict[str, SenderFactory] = {
     "bell": lambda sink, hidden: BellSender(),
     "desktop": lambda sink, hidden: DesktopSender(hidden),
-    "webhook": lambda sink, hidden: WebhookSender(sink),
+    "webhook": lambda sink, hidden: EpisodeSender(sink, lambda alert, start, host: payloads.webhook(alert, host, start)),
     "slack": lambda sink, hidden: HttpSender(sink, payloads.slack),
     "ntfy": lambda sink, hidden: HttpSender(sink, lambda alert: payloads.ntfy(alert, sink.tags)),
-    "pagerduty": lambda sink, hidden: PagerDutySender(sink),
+    "pagerduty": lambda sink, hidden: _pagerduty(sink),
     "command": lambda sink, hidden: CommandSender(sink.argv, hidden),
 }
 

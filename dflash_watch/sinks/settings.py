@@ -55,7 +55,7 @@ class SinkConfig:
     backoff_s: float = 1.0
     timeout_s: float = 10.0
     queue_size: int = 1000
-    # ntfy: extra tags after the severity's; PagerDuty: payload.source.
+    # ntfy: extra tags after the severity's; PagerDuty: payload.source; webhook: host.
     tags: tuple[str, ...] = ()
     source: str | None = None
 

@@ -57,6 +57,16 @@ def test_webhook_episodes_carry_starts_ends_and_one_fingerprint_each() -> None:
     assert all(b["host"] == socket.gethostname() for b in (fired, resolved, again, other))
 
 
+def test_a_webhook_sink_with_a_source_names_it_as_the_host() -> None:
+    """One watcher per node behind NAT or in containers: ``source`` names it (as PagerDuty's)."""
+    with LoopbackServer() as server:
+        d = dispatcher({"kind": "webhook", "url": server.url, "source": "node-7", **FAST}, notes=Notes())
+        d.offer(alert("stall", severity="warning"))
+        (body,) = (json.loads(r.body) for r in server.wait_for(1))
+        assert d.close(2.0) == {}
+    assert body["host"] == "node-7"
+
+
 def test_500_then_200_is_retried_and_delivered_once() -> None:
     notes = Notes()
     with LoopbackServer([500, 200]) as server:
