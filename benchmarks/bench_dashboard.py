@@ -7,7 +7,7 @@ against a log growing at ``--rate`` lines/s and a GPU sample file getting
 produces the data; only the dashboard's own process is measured, from
 outside (``/proc/PID/stat`` utime+stime, ``/proc/PID/status`` VmHWM).
 
-    python benchmarks/bench_dashboard.py [--seconds 60] [--rate 100] [--gpus 8]
+    python benchmarks/bench_dashboard.py [--seconds 60] [--rate 100] [--gpus 8] [--reference DIR]
 
 Targets: <= 2% of one core (issue 20, at 8 GPUs x 1 Hz and 100 lines/s), <= 150 MB peak RSS,
 first paint <= 1.5 s. The load average is printed beside the figure: on a
@@ -67,11 +67,22 @@ with open(log, "a", buffering=1 << 16) as lf, open(samples, "a", buffering=1 << 
 '''
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as fh:
+def cpu_seconds(pid: int, stat: str | None = None) -> float:
+    with open(stat or f"/proc/{pid}/stat", "rb") as fh:
         raw = fh.read().decode()
     fields = raw[raw.rfind(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of ``pid`` (the main thread's id is ``pid``)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out[int(tid)] = cpu_seconds(int(tid), f"/proc/{pid}/task/{tid}/stat")
+        except FileNotFoundError:  # the thread ended
+            pass
+    return out
 
 
 def vm_hwm_mb(pid: int) -> float:
@@ -88,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=100, help="log lines per second")
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds excluded from the CPU figure")
+    parser.add_argument("--profile", metavar="FILE", help="also sample the dashboard with py-spy over the measured "
+                        "seconds and write its collapsed stacks (py-spy's raw format) to FILE: where the cost is")
+    parser.add_argument("--reference", metavar="DIR", help="also run the dashboard of another checkout (DIR: its "
+                        "root) beside this one, on the same data over the same seconds: a before/after pair that "
+                        "shares the machine's load")
     args = parser.parse_args(argv)
     if shutil.which("tmux") is None:
         print("tmux is required", file=sys.stderr)
@@ -107,11 +123,15 @@ def main(argv: list[str] | None = None) -> int:
                                    str(args.gpus), str(total)])
         try:
             time.sleep(0.5)  # some data exists before the dashboard starts, as beside a real run
-            cmd = (f"exec env -u COLUMNS -u LINES PYTHONPATH={ROOT} {sys.executable} -m dflash_watch.cli watch "
-                   f"--log {log} --gpu-samples {samples} --no-gpu")
             t0 = time.monotonic()
-            tmux("new-session", "-d", "-s", "ui", "-x", "120", "-y", "40", cmd)
-            pid = int(tmux("list-panes", "-t", "ui", "-F", "#{pane_pid}").split()[0])
+            roots = {"ui": ROOT} | ({"ref": Path(args.reference).resolve()} if args.reference else {})
+            pids = {}
+            for name, root in roots.items():
+                cmd = (f"exec env -u COLUMNS -u LINES PYTHONPATH={root} {sys.executable} -m dflash_watch.cli watch "
+                       f"--log {log} --gpu-samples {samples} --no-gpu")
+                tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", cmd)
+                pids[name] = int(tmux("list-panes", "-t", name, "-F", "#{pane_pid}").split()[0])
+            pid = pids["ui"]
             first_paint = first_data = None
             while time.monotonic() - t0 < 20 and first_data is None:
                 screen = tmux("capture-pane", "-p", "-t", "ui")
@@ -123,29 +143,58 @@ def main(argv: list[str] | None = None) -> int:
                         print(screen, file=sys.stderr)
                 time.sleep(0.02)
             time.sleep(max(0.0, args.warmup - (time.monotonic() - t0)))
-            c0, w0 = cpu_seconds(pid), time.monotonic()
+            w0 = time.monotonic()
+            before = {name: (cpu_seconds(p), thread_cpu_seconds(p)) for name, p in pids.items()}
             step0 = _step(tmux("capture-pane", "-p", "-t", "ui"))
+            spy = None
+            if args.profile:
+                # Non-blocking: py-spy never stops the dashboard, so the CPU figure stays its own.
+                spy_exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+                spy = subprocess.Popen([spy_exe, "record", "--nonblocking", "--rate", "250", "--format", "raw",
+                                        "--duration", str(int(args.seconds)), "--output", args.profile,
+                                        "--pid", str(pid)], stdout=subprocess.DEVNULL)
             time.sleep(args.seconds)
-            c1, w1 = cpu_seconds(pid), time.monotonic()
+            after = {name: (cpu_seconds(p), thread_cpu_seconds(p)) for name, p in pids.items()}
+            w1 = time.monotonic()
             step1 = _step(tmux("capture-pane", "-p", "-t", "ui"))
             hwm = vm_hwm_mb(pid)
+            if spy is not None:
+                try:
+                    spy.wait(timeout=30)
+                except subprocess.TimeoutExpired:  # it lags on a loaded machine: keep what it wrote
+                    spy.terminate()
+                    spy.wait()
         finally:
             tmux("kill-server")
             writer.kill()
             writer.wait()
+
+    def cost(name: str) -> dict[str, float | list[float]]:
+        (c0, t0s), (c1, t1s), p = before[name], after[name], pids[name]
+        return {"cpu_percent_of_one_core": round(100 * (c1 - c0) / (w1 - w0), 2),
+                # The event loop (layout, paint, the redraw) apart from the source and writer threads.
+                "main_thread_cpu_percent": round(100 * (t1s.get(p, 0.0) - t0s.get(p, 0.0)) / (w1 - w0), 2),
+                "other_threads_cpu_percent": sorted((round(100 * (t1s[t] - t0s.get(t, 0.0)) / (w1 - w0), 2)
+                                                     for t in t1s if t != p), reverse=True)}
+
     result = {
         "seconds": round(w1 - w0, 1),
         "log_lines_per_s": args.rate,
         "gpus": args.gpus,
-        "cpu_percent_of_one_core": round(100 * (c1 - c0) / (w1 - w0), 2),
+        **cost("ui"),
         "peak_rss_mb": round(hwm, 1),
         "first_paint_s": None if first_paint is None else round(first_paint, 2),
         "first_data_s": None if first_data is None else round(first_data, 2),
         "steps_seen": [step0, step1],
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
+    if args.reference:
+        result["reference"] = {"root": str(roots["ref"]), **cost("ref")}
     print(json.dumps(result))
     ok = (result["cpu_percent_of_one_core"] <= 2.0 and hwm <= 150 and first_paint is not None and first_paint <= 1.5)
+    if args.reference:
+        print(f"reference {args.reference}: cpu {result['reference']['cpu_percent_of_one_core']}% of one core",
+              file=sys.stderr)
     print(f"cpu {result['cpu_percent_of_one_core']}% of one core (target <= 2%), peak RSS {result['peak_rss_mb']} MB "
           f"(<= 150), first paint {result['first_paint_s']} s (<= 1.5), data on screen {result['first_data_s']} s; "
           f"{'within targets' if ok else 'OVER TARGET'}", file=sys.stderr)

@@ -50,7 +50,7 @@ from ..parsers.events import Crash, Event, Overflow, ProbeSample, ProcessExit, P
 from .base import Alert, DetectorBase, Episode, Handler, Severity
 from .config import DetectorConfig, fmt_duration
 from .loss_metrics import CODES, GRAD, NAN, OTHER, SCALE, SKIP, code_of
-from .loss_robust import RobustWindow, ScaleWatch, SkipLedger, SlidingMin
+from .loss_robust import RobustWindow, ScaleWatch, SlidingMin, skip_ratio
 
 NAME = "loss"
 
@@ -113,9 +113,10 @@ class LossDetector(DetectorBase):
         self._nan_total = 0
         self._recent_min: float | None = None
         self._overflow_total = 0
-        # The ledger of the last counted report: its ratio is that report's
-        # (only a report adds to a ledger), worked out when ``state()`` asks.
-        self._ratio_ledger: SkipLedger | None = None
+        # (skipped, iterations) of the skip ledger as the last counted report
+        # left it: numbers, not the ledger (which goes on changing, and is
+        # replaced on a relaunch); the ratio is worked out when ``state()`` asks.
+        self._skips: tuple[int, int] | None = None
 
     # -- reading -------------------------------------------------------------
 
@@ -124,7 +125,7 @@ class LossDetector(DetectorBase):
             loss=self._loss, grad_norm=self._grad, loss_scale=self._loss_scale, time=self._time,
             nan_total=self._nan_total, overflow_total=self._overflow_total, step=self._step,
             level=self._median, smoothed=self._smoothed, recent_min=self._recent_min,
-            skipped_ratio=None if self._ratio_ledger is None else self._ratio_ledger.ratio(),
+            skipped_ratio=None if self._skips is None else skip_ratio(*self._skips),
         )
 
     def fast_routes(self) -> dict[type[Event], Handler]:
@@ -196,14 +197,14 @@ class LossDetector(DetectorBase):
         metrics)."""
         nan = ((loss is not None and not isfinite(loss)) or (grad is not None and not isfinite(grad))
                or (nan_iters is not None and nan_iters > 0))
-        if nan or self._nan.active:
-            out = self._judge_nan(r, nan, loss, grad, nan_iters)
-        else:
-            out = []
-            if loss is not None or grad is not None:
-                self._clean += 1  # clean, no NaN episode to resolve: only the count moves
         if nan:
             self._nan_total += 1
+            out = self._judge_nan(r, loss, grad, nan_iters)
+        elif loss is None and grad is None:
+            out = []  # a line with only a scale or a counter says nothing about NaN
+        else:
+            self._clean += 1  # one more clean report in a row
+            out = self._nan_resolved(r, loss) if self._nan.active else []
         if loss is not None:
             self._loss = loss
         if grad is not None:
@@ -241,36 +242,43 @@ class LossDetector(DetectorBase):
 
     # -- nan -----------------------------------------------------------------
 
-    def _judge_nan(self, r: _Line, nan: bool, loss: float | None, grad: float | None,
-                   nan_iters: float | None) -> list[Alert]:
-        ep = self.episodes["nan"]
-        if nan:
-            self._clean = 0
-            if ep.active:
-                return []
-            what = []
-            if grad is not None and not math.isfinite(grad):
-                what.append(f"grad_norm {grad}")
-            if loss is not None and not math.isfinite(loss):
-                what.append(f"loss {loss}")
-            if nan_iters:
-                what.append(f"{nan_iters:.0f} nan iterations")
-            bad = "Inf" if loss is not None and math.isinf(loss) and (grad is None or math.isinf(grad)) \
-                else "NaN"
-            where = f" at step {r.step}" if r.step is not None else ""
-            who = f" on rank {r.rank}" if r.rank is not None else ""
-            msg = f"loss is {bad}{where}{who} ({', '.join(what)})"
-            return self._fire("nan", r.time, "critical", msg, r.source, r.rank,
-                              {"loss": loss, "grad_norm": grad, "step": r.step, "nan_iterations": nan_iters})
-        if loss is None and grad is None:
-            return []  # a line with only a scale or a counter says nothing about NaN
-        self._clean += 1
-        if ep.active and self._clean >= self.config.loss_nan_resolve_reports:
-            return ep.resolve(r.time, f"loss finite again for {self._clean} reports (loss {_fmt(loss or 0.0)})",
-                              r.source, {"loss": loss, "reports": self._clean})
+    def _judge_nan(self, r: _Line, loss: float | None, grad: float | None, nan_iters: float | None) -> list[Alert]:
+        """A NaN/Inf report: fires unless the episode is open already."""
+        ep = self._nan
+        self._clean = 0
+        if ep.active:
+            return []
+        what = []
+        if grad is not None and not math.isfinite(grad):
+            what.append(f"grad_norm {grad}")
+        if loss is not None and not math.isfinite(loss):
+            what.append(f"loss {loss}")
+        if nan_iters:
+            what.append(f"{nan_iters:.0f} nan iterations")
+        bad = "Inf" if loss is not None and math.isinf(loss) and (grad is None or math.isinf(grad)) else "NaN"
+        where = f" at step {r.step}" if r.step is not None else ""
+        who = f" on rank {r.rank}" if r.rank is not None else ""
+        msg = f"loss is {bad}{where}{who} ({', '.join(what)})"
+        return self._fire("nan", r.time, "critical", msg, r.source, r.rank,
+                          {"loss": loss, "grad_norm": grad, "step": r.step, "nan_iterations": nan_iters})
+
+    def _nan_resolved(self, r: _Line, loss: float | None) -> list[Alert]:
+        """An open NaN episode after a clean report (one with a finite loss
+        or grad norm, counted in ``_clean``): resolved once enough came in a row."""
+        clean = self._clean
+        if clean >= self.config.loss_nan_resolve_reports:
+            return self._nan.resolve(r.time, f"loss finite again for {clean} reports (loss {_fmt(loss or 0.0)})",
+                                     r.source, {"loss": loss, "reports": clean})
         return []
 
     # -- spike ---------------------------------------------------------------
+
+    def _spike_floor(self, med: float) -> float:
+        """The lowest a spike level can be over a median ``med``: at least a
+        share and an amount above it (a flat loss with MAD ~ 0 does not fire
+        on noise). The MAD can only raise the level above this."""
+        c = self.config
+        return med + max(c.loss_spike_min_rel * abs(med), c.loss_spike_min_abs)
 
     def _spike_level(self, loss: float) -> float | None:
         """The level ``loss`` is judged against. The MAD is a pass over the
@@ -288,7 +296,7 @@ class LossDetector(DetectorBase):
             return max(c.loss_spike_early_factor * highest, highest + c.loss_spike_min_abs)
         med = window.median()
         self._median = med
-        floor = med + max(c.loss_spike_min_rel * abs(med), c.loss_spike_min_abs)
+        floor = self._spike_floor(med)
         if loss <= floor:
             return floor
         return max(floor, med + c.loss_spike_k * self._window.sigma())
@@ -300,10 +308,9 @@ class LossDetector(DetectorBase):
             # MAD can only raise), so no spike whatever the MAD says; it
             # joins the window. Anything else takes the full judgement.
             window = self._window
-            c = self.config
-            if len(window) >= c.loss_spike_min_reports:
+            if len(window) >= self.config.loss_spike_min_reports:
                 med = self._median = window.median()
-                if loss <= med + max(c.loss_spike_min_rel * abs(med), c.loss_spike_min_abs):
+                if loss <= self._spike_floor(med):
                     window.add(loss)
                     return []
         level = self._level if ep.active else self._spike_level(loss)
@@ -394,10 +401,10 @@ class LossDetector(DetectorBase):
         if not sw.report(r.step, skipped, skipped_total, scale):
             return []  # another copy of the same step
         self._overflow_total = sw.total
-        led = self._ratio_ledger = sw.ledger
-        if led.skipped == 0 and not sw.fell and not self.episodes["overflow"].active \
-                and self.config.loss_overflow_frac > 0:
-            return []  # nothing skipped in the window, the scale not fallen: no storm can start
+        led = sw.ledger
+        self._skips = (led.skipped, led.iterations)
+        if not sw.may_storm(self.config.loss_overflow_frac) and not self.episodes["overflow"].active:
+            return []  # no storm can start (``ScaleWatch.may_storm``) and none is open
         return self._judge_overflow(r.time, r.source, r.rank)
 
     def _judge_overflow(self, t: float, source: str, rank: int | None) -> list[Alert]:

@@ -110,6 +110,11 @@ class SlidingMin:
         return self._points[0][1] if self._points else None
 
 
+def skip_ratio(skipped: int, iterations: int) -> float:
+    """Skipped / all iterations (0.0 before any)."""
+    return skipped / iterations if iterations else 0.0
+
+
 class SkipLedger:
     """Skipped vs all iterations over (about) the last ``window`` iterations.
 
@@ -168,7 +173,7 @@ class SkipLedger:
         return self.iterations >= self.window
 
     def ratio(self) -> float:
-        return self.skipped / self.iterations if self.iterations else 0.0
+        return skip_ratio(self.skipped, self.iterations)
 
 
 class ScaleWatch:
@@ -246,3 +251,10 @@ class ScaleWatch:
 
     def storm(self, frac: float) -> bool:
         return self.ledger.full() and self.ledger.ratio() >= frac
+
+    def may_storm(self, frac: float) -> bool:
+        """False only where neither ``storm(frac)`` nor ``at_floor()`` can be
+        true: nothing skipped in the window (a ratio of 0 is under any
+        ``frac`` above 0) and the scale not fallen (``at_floor`` only ever
+        clears ``fell``). The cheap test of every report, before the full one."""
+        return self.fell or self.ledger.skipped > 0 or frac <= 0.0

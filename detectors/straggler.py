@@ -8,13 +8,16 @@ their step time, and from ``Heartbeat`` lines (where a rank waits).
 ``slow``: under DDP every rank's step takes the same wall time, so the step
 time names nobody; the split does: the slow rank computes longest and
 waits least. The judged figure is each rank's median compute seconds over
-``straggler_window_s`` (``step - wait`` where only those are given); only
-where no rank gives a split is the step time judged (ranks that do not
-wait for each other, whose step times then differ). A rank fires when its
-figure is ``straggler_slow_factor`` times the median of the other ranks'
-(and ``straggler_slow_min_excess_s`` more) for ``straggler_slow_for_s``;
-where waits are known it must also wait no more than the others do. It
-resolves once its ratio is under ``straggler_resolve_factor``.
+``straggler_window_s`` (``step - wait`` where only those are given), the
+same stretch of data time for every rank, the one all of them have
+reported (a rank whose lines come late is judged on the same steps as the
+others: ``_stretch``); only where no rank gives a split is the step time
+judged (ranks that do not wait for each other, whose step times then
+differ). A rank fires when its figure is ``straggler_slow_factor`` times
+the median of the other ranks' (and ``straggler_slow_min_excess_s`` more)
+for ``straggler_slow_for_s``; where waits are known it must also wait no
+more than the others do. It resolves once its ratio is under
+``straggler_resolve_factor``.
 
 ``hung``: no rank stepped for ``max(straggler_hung_min_s,
 straggler_hung_factor x the usual step interval)`` and the others wait on
@@ -106,24 +109,21 @@ class Straggler(DetectorBase):
         return {Progress: self._on_progress}
 
     def _on_progress(self, p: Progress) -> list[Alert]:
-        """``update`` of a step line, without the type tests."""
+        """A step line: ``update``'s path for it, without the type tests."""
         t = p.time
         if self._now is None or t > self._now:
             self._now = t
         self._progress(p)
-        if t < self._next_judge:
-            return self._resolve_hung_if_back()
-        self._next_judge = t + _JUDGE_EVERY_S
-        return self._judge(self._now)
+        return self._judged(t)
 
     def update(self, event: Event) -> list[Alert]:
+        if type(event) is Progress:
+            return self._on_progress(event)
         t = event.time
         if self._now is None or t > self._now:
             self._now = t
         if isinstance(event, ProbeSample):
             self._probe(event)
-        elif isinstance(event, Progress):
-            self._progress(event)
         elif isinstance(event, Heartbeat):
             self._heartbeat(event)
         elif isinstance(event, Phase):
@@ -135,12 +135,20 @@ class Straggler(DetectorBase):
                 return []
         elif isinstance(event, ProcessExit):
             return self._exited(event)
-        elif not isinstance(event, Tick):
+        elif isinstance(event, Tick):
+            self._next_judge = t  # a Tick comes at a deadline: judged whenever it comes
+        else:
             return []
-        if not isinstance(event, Tick) and t < self._next_judge:
-            return self._resolve_hung_if_back()
+        return self._judged(t)
+
+    def _judged(self, t: float) -> list[Alert]:
+        """After a report at ``t``: judged at most once per ``_JUDGE_EVERY_S``
+        of data time; in between only a hung rank that stepped again resolves."""
+        if t < self._next_judge:
+            return self._resolve_hung_if_back() if self.hung.active else []
         self._next_judge = t + _JUDGE_EVERY_S
-        return self._judge(self._now)
+        now = self._now
+        return self._judge(t if now is None else now)
 
     # -- intake --------------------------------------------------------------
     def _state(self, rank: int, t: float) -> RankState | None:
@@ -208,19 +216,61 @@ class Straggler(DetectorBase):
                           else next_deadline(list(self.ranks.values()), self.config, self._phase is not None, t))
         return out
 
-    def _medians(self, t: float, name: str) -> dict[int, float]:
-        cfg = self.config
-        warmup, window, need = cfg.straggler_warmup_s, cfg.straggler_window_s, cfg.straggler_min_samples
-        out: dict[int, float] = {}
+    def _stretch(self, t: float, name: str) -> tuple[float, float, dict[int, float]] | None:
+        """(begin, end, ranks): the stretch of data time over which the ranks
+        that gave a figure within the window are compared (the ranks with
+        their newest report of it), or None when none did.
+
+        It ends where all of them have reported, not at ``t``: live, one
+        rank's probe file is read a poll after the others' (at 60x a minute
+        of data time), and a window ending at the newest line of any source
+        would hold earlier steps of that rank than of the others. While step
+        times change (the throughput falls) that reads as a rank back in
+        line, or out of it. It begins where every one of them still holds
+        its values (a rank keeps a window back from its own newest report,
+        ``RankState.add``). Ranks silent in the figure for a whole window are
+        not compared, and do not hold the others' stretch back.
+        """
+        window = self.config.straggler_window_s
+        start = t - window
+        newest: dict[int, float] = {}
+        end = start
+        held = float("-inf")  # the latest of the compared ranks' oldest kept values
         for rank, state in self.ranks.items():
-            if not state.series[name]:
-                continue  # a figure this rank never gives (most logs: no compute or wait)
-            values = state.values(name, t, window, state.first_seen + warmup)
+            at = state.newest[name]
+            if at < start:
+                continue  # silent in it for a window, or never gave it (most logs: no compute or wait)
+            if not newest or at < end:
+                end = at
+            newest[rank] = at
+            # Not empty: a report at or after ``t - window`` outlives every prune.
+            first = state.series[name][0][0]
+            if first > held:
+                held = first
+        if not newest:
+            return None
+        return max(end - window, held), end, newest
+
+    def _medians(self, t: float, name: str) -> dict[int, float]:
+        """Each rank's median of a figure over ``_stretch`` (after its warm-up),
+        where it has enough values there."""
+        stretch = self._stretch(t, name)
+        if stretch is None:
+            return {}
+        begin, end, ranks = stretch
+        cfg = self.config
+        warmup, need = cfg.straggler_warmup_s, cfg.straggler_min_samples
+        out: dict[int, float] = {}
+        for rank in ranks:
+            state = self.ranks[rank]
+            values = state.values(name, max(begin, state.first_seen + warmup), end)
             if values and len(values) >= need:
                 out[rank] = sorted_median(values)
         return out
 
     def _judge_slow(self, t: float) -> list[Alert]:
+        if len(self.ranks) < 2:
+            return []  # nothing to compare (most logs: no rank at all)
         cfg = self.config
         metric = "compute"
         figures = self._medians(t, metric)
@@ -348,21 +398,27 @@ class Straggler(DetectorBase):
         return episode.resolve(t, message, source)
 
     def rank_table(self) -> list[RankRow]:
-        """One row per rank, lowest first: medians over the window, and
-        which rank a firing alert names."""
+        """One row per rank, lowest first: medians over the stretch the
+        alerts judge (``_stretch``), and which rank a firing alert names."""
         t = self._now
         if t is None:
             return []
-        window = self.config.straggler_window_s
+        stretches = {name: self._stretch(t, name) for name in ("step", "compute", "wait")}
+
+        def median(state: RankState, name: str) -> float | None:
+            stretch = stretches[name]
+            if stretch is None or state.rank not in stretch[2]:
+                return None
+            return state.median(name, stretch[0], stretch[1])
+
         rows = []
         for rank in sorted(self.ranks):
             s = self.ranks[rank]
             rows.append(RankRow(
-                rank=rank, gpu=self._gpu(rank), step_seconds=s.median("step", t, window),
-                compute_seconds=s.median("compute", t, window), wait_seconds=s.median("wait", t, window),
+                rank=rank, gpu=self._gpu(rank), step_seconds=median(s, "step"),
+                compute_seconds=median(s, "compute"), wait_seconds=median(s, "wait"),
                 last_step=s.last_step, last_seen=s.last_seen,
                 slow=self.slow.active and self.slow_rank == rank, hung=self.hung.active and self.hung_rank == rank,
                 waiting_in=s.waiting_in(),
             ))
         return rows
-

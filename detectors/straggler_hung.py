@@ -26,10 +26,13 @@ Two ways a rank is found hung (``straggler.py`` fires, on a Tick at
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from .config import DetectorConfig, fmt_duration
 from .straggler_ranks import RankState
+
+_USUAL = attrgetter("usual_s")  # (a C call: ``limit`` reads it for every rank)
 
 
 def stepping(ranks: list[RankState]) -> list[RankState]:
@@ -38,14 +41,19 @@ def stepping(ranks: list[RankState]) -> list[RankState]:
 
 
 def limit(ranks: list[RankState], config: DetectorConfig, in_phase: bool) -> float:
-    """How long nobody may step before the others' waiting is a hang."""
-    usual = min([u for s in ranks if (u := s.usual_s) is not None], default=0.0)
-    out = max(config.straggler_hung_min_s, config.straggler_hung_factor * usual)
+    """How long nobody may step before the others' waiting is a hang: the
+    silence the busiest rank's cadence allows (``silence_limit``), the floor
+    while no rank has a cadence yet."""
+    timed = [s for s in ranks if s.usual_s is not None]
+    busiest = silence_limit(min(timed, key=_USUAL), config) if timed else None
+    out = config.straggler_hung_min_s if busiest is None else busiest
     return out + config.straggler_phase_allowance_s if in_phase else out
 
 
 def silence_limit(state: RankState, config: DetectorConfig) -> float | None:
-    """How long this rank may be silent by its own cadence (None: no cadence yet)."""
+    """How long this rank may be silent by its own cadence (None: no cadence yet).
+
+    Called for every rank on every judgement: the rule stays inline."""
     usual = state.usual_s
     if usual is None:
         return None
@@ -91,7 +99,7 @@ def find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool,
         if own is None or s.last_seen is None or t - s.last_seen < own:
             continue
         ahead = max((o.last_step or 0) for o in ranks if o is not s)
-        if ahead >= (s.last_step or 0) + 2 * s.usual_steps():
+        if ahead >= (s.last_step or 0) + 2 * s.usual_n:
             return s, "silent"
     return None
 

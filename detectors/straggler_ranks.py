@@ -10,12 +10,13 @@ disagree.
 >>> r = RankState(3, first_seen=0.0)
 >>> for i in range(5):
 ...     r.add(10.0 * i, step=i, step_s=1.0, compute_s=0.8, wait_s=0.2, window_s=60.0)
->>> r.median("compute", 40.0, 60.0), r.last_step, r.usual_interval()
+>>> r.median("compute", 0.0, 40.0), r.last_step, r.usual_s
 (0.8, 4, 10.0)
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -90,7 +91,7 @@ class RankState:
 
     __slots__ = (
         "rank", "first_seen", "last_seen", "last_step", "last_step_time", "source", "series",
-        "intervals", "heartbeat", "timed_out", "measured", "_usual", "usual_s",
+        "intervals", "heartbeat", "timed_out", "measured", "usual_s", "usual_n", "newest",
     )
 
     def __init__(self, rank: int, first_seen: float) -> None:
@@ -103,12 +104,16 @@ class RankState:
         # "step", "compute", "wait": (time, seconds), oldest first.
         self.series: dict[str, deque[tuple[float, float]]] = {
             "step": deque(maxlen=_KEPT), "compute": deque(maxlen=_KEPT), "wait": deque(maxlen=_KEPT)}
+        # Per figure, the time of its latest report, -inf before any (where
+        # the ranks' values end when they are compared: ``Straggler._stretch``).
+        self.newest: dict[str, float] = dict.fromkeys(self.series, -math.inf)
         # (seconds, steps) between step advances.
         self.intervals: deque[tuple[float, int]] = deque(maxlen=_INTERVALS_KEPT)
-        self._usual: tuple[float, int] | None = None  # (their median seconds, steps)
-        # ``usual_interval()`` as a field: the hang rules read it for every
-        # rank on every judgement.
-        self.usual_s: float | None = None
+        # The usual cadence, the medians of ``intervals`` (``_interval``):
+        # fields, because the hang rules read them for every rank on every
+        # judgement. None and 1 until the rank advanced twice.
+        self.usual_s: float | None = None  # seconds between step advances
+        self.usual_n = 1  # steps between them (a rank logging every 100 steps: 100)
         self.heartbeat: Heartbeat | None = None  # the latest, since its last step
         self.timed_out = False  # a collective of this rank timed out (it was waiting)
         self.measured: dict[str, int] = {}  # per source kind, the last step whose figures counted
@@ -134,7 +139,7 @@ class RankState:
             self.measured.clear()
             self.last_step = None
             self.intervals.clear()
-            self._usual = self.usual_s = None
+            self.usual_s, self.usual_n = None, 1
             seen = None
         if step is not None and (self.last_step is None or step > self.last_step):
             if (clocked and self.last_step is not None and self.last_step_time is not None
@@ -149,11 +154,14 @@ class RankState:
             self.measured[kind] = step
         if not measure or not fresh:
             return
+        if compute_s is None and step_s is not None and wait_s is not None and step_s >= wait_s:
+            compute_s = step_s - wait_s
+        newest = self.newest
         for name, value in (("step", step_s), ("compute", compute_s), ("wait", wait_s)):
             if value is not None:
                 self.series[name].append((t, value))
-        if compute_s is None and step_s is not None and wait_s is not None and step_s >= wait_s:
-            self.series["compute"].append((t, step_s - wait_s))
+                if t > newest[name]:
+                    newest[name] = t
         self._prune(t, window_s)
 
     def _prune(self, t: float, window_s: float) -> None:
@@ -162,36 +170,24 @@ class RankState:
             while values and values[0][0] < start:
                 values.popleft()
 
-    def values(self, name: str, t: float, window_s: float, after: float | None = None) -> list[float]:
-        """A figure's values over the window ending at ``t`` (and after ``after``), sorted."""
+    def values(self, name: str, start: float, end: float) -> list[float]:
+        """A figure's values reported from ``start`` to ``end`` (data time), sorted."""
         series = self.series[name]
         if not series:
             return []
-        start = t - window_s
-        if after is not None and after > start:
-            start = after
-        if series[0][0] >= start:
+        if series[0][0] >= start and self.newest[name] <= end:
             return sorted([v for _, v in series])
-        return sorted([v for (at, v) in series if at >= start])
+        return sorted([v for (at, v) in series if start <= at <= end])
 
-    def median(self, name: str, t: float, window_s: float, after: float | None = None) -> float | None:
-        """Median of a figure over the window ending at ``t`` (and after ``after``)."""
-        values = self.values(name, t, window_s, after)
+    def median(self, name: str, start: float, end: float) -> float | None:
+        """Median of a figure's values reported from ``start`` to ``end``."""
+        values = self.values(name, start, end)
         return sorted_median(values) if values else None
-
-    def usual_interval(self) -> float | None:
-        """Median seconds between this rank's reports of a new step."""
-        return self.usual_s
-
-    def usual_steps(self) -> int:
-        """Median steps between this rank's reports (a rank logging every 100 steps: 100)."""
-        return self._usual[1] if self._usual is not None else 1
 
     def _interval(self, seconds: float, steps: int) -> None:
         self.intervals.append((seconds, steps))
-        self._usual = (sorted_median(sorted([dt for dt, _ in self.intervals])),
-                       max(1, int(sorted_median(sorted([float(n) for _, n in self.intervals])))))
-        self.usual_s = self._usual[0]
+        self.usual_s = sorted_median(sorted([dt for dt, _ in self.intervals]))
+        self.usual_n = max(1, int(sorted_median(sorted([float(n) for _, n in self.intervals]))))
 
     def waits_on_others(self) -> bool:
         """Its latest word since its last step: it waits in a collective."""

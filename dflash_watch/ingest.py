@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, overload
 
 from dflash_watch.parsers.events import Event, GpuLost, GpuSample, ProbeSample, Progress
 from dflash_watch.parsers.stream import LogStream
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from dflash_watch.detectors.base import Alert
     from dflash_watch.detectors.config import DetectorConfig
 
-_Stamped = TypeVar("_Stamped", bound=GpuSample | GpuLost | ProbeSample)
+# The lines of a side file: a GPU sample file (NVML's, or one recorded) or a probe file.
+_Side = GpuSample | GpuLost | ProbeSample
 
 
 @dataclass(slots=True)
@@ -258,28 +259,37 @@ class Ingest:
             return self.feed_events(events)
 
     # -- side files ---------------------------------------------------------
-    def feed_samples(
-        self, samples: Iterable[GpuSample | GpuLost], path: str | None = None, *, fresh: bool = False,
-        now: float | None = None, arrived: float | None = None, log_seen: bool = True,
-    ) -> list[Alert]:
-        """GPU samples, in time order. ``path``: live, lines of a sample file
-        followed as it grows, put on the live clock (``_onto_live``); without
-        it, taken as they are (NVML's own, on the live clock already; replay)."""
-        if path is None:
-            return self.feed_events(samples)
-        with self._lock:
-            return self.feed_events(self._onto_live(path, list(samples), fresh, now, arrived, log_seen))
+    @overload
+    def feed_side(self, batch: Iterable[_Side]) -> list[Alert]: ...
 
-    def feed_probes(
-        self, probes: Iterable[ProbeSample], path: str | None = None, *, fresh: bool = False,
-        now: float | None = None, arrived: float | None = None, log_seen: bool = True,
+    @overload
+    def feed_side(
+        self, batch: Iterable[_Side], path: str, *, now: float, fresh: bool = False, arrived: float | None = None,
+        log_seen: bool = True,
+    ) -> list[Alert]: ...
+
+    def feed_side(
+        self, batch: Iterable[_Side], path: str | None = None, *, now: float | None = None, fresh: bool = False,
+        arrived: float | None = None, log_seen: bool = True,
     ) -> list[Alert]:
-        """Probe lines (CONTRACTS section 9), in time order like GPU samples;
-        ``path`` and the rest as for ``feed_samples``."""
+        """Lines of a side file, in time order: GPU samples (``feed_samples``)
+        or probe lines (``feed_probes``, CONTRACTS section 9).
+
+        Without ``path``: taken as they are (NVML's own samples, on the live
+        clock already; replay). With it: live, lines of that file followed as
+        it grows, put on the live clock ``now`` (``_onto_live``), which a
+        file's lines cannot go without: asked for by the signature, and
+        checked before anything is fed."""
         if path is None:
-            return self.feed_events(probes)
+            return self.feed_events(batch)
+        if now is None:
+            raise TypeError(f"feed_side({path!r}): a side file's lines need now=, the live clock")
         with self._lock:
-            return self.feed_events(self._onto_live(path, list(probes), fresh, now, arrived, log_seen))
+            return self.feed_events(self._onto_live(path, list(batch), fresh, now, arrived, log_seen))
+
+    # What callers feed, by name; one path (``feed_side``).
+    feed_samples = feed_side
+    feed_probes = feed_side
 
     def side_holding(self, path: str) -> bool:
         """Lines of the side file ``path`` wait for the log's first text: a
@@ -289,16 +299,13 @@ class Ingest:
         return side is not None and side.holding
 
     def _onto_live(
-        self, path: str, batch: list[_Stamped], fresh: bool, now: float | None, arrived: float | None,
-        log_seen: bool,
-    ) -> list[_Stamped]:
+        self, path: str, batch: list[_Side], fresh: bool, now: float, arrived: float | None, log_seen: bool,
+    ) -> list[_Side]:
         """``batch`` of the side file ``path`` on the live clock (``now``), or held.
 
         ``fresh``: read after the first round (written while followed), as
         for ``feed_text``; ``arrived``: this machine's clock (``live_since``'s);
         ``log_seen``: the live clock follows a log's (or there is none)."""
-        if now is None:
-            raise TypeError("a side file's lines need the live clock's now")
         wall = now if arrived is None else arrived
         side = self._sides.get(path)
         if side is None:

@@ -165,7 +165,13 @@ class Monitor(Ingest, RecentLines):
         return DetectorSet(build_detectors(self.detector_config, baseline=figures_of(self.baseline)))
 
     def subscribe(self, listener: AlertListener) -> None:
+        """``listener`` hears every alert recorded from now on, after those subscribed before it."""
         self._listeners.append(listener)
+
+    def listens(self, listener: object) -> bool:
+        """Whether ``listener`` (this very object) is subscribed: an output that
+        depends on another listener hearing an alert first checks it."""
+        return any(known is listener for known in self._listeners)
 
     def note(self, message: str) -> None:
         with self._lock:
@@ -231,20 +237,16 @@ class Monitor(Ingest, RecentLines):
 
     # -- the core loop ------------------------------------------------------
     def _handle_progress(self, event: Progress) -> list[Alert]:
-        """``_handle`` for the most common event (one per training step),
-        without the type tests."""
+        """A progress report (one per training step, the most common event):
+        the one home of what the Monitor keeps of it. ``feed_events`` calls
+        it without ``_handle``'s type tests; it goes through ``_arrive`` and
+        ``_detect`` like every event: a copy of them inlined here measured no
+        faster (paired, CPU time: the detectors' update is ~15 us a step, the
+        two calls a fraction of a microsecond)."""
         if self._convert:
             event = self._in_tokens(event)
         t = event.time
-        # ``_arrive`` and ``_detect``, inline: once per training step.
-        detectors = self._detectors
-        due = detectors.deadline()
-        out = self.advance_to(t) if due is not None and due < t else []
-        if self.first_time is None:
-            self.first_time = t
-        now = self.now
-        if now is None or t > now:
-            self.now = t
+        out = self._arrive(t)
         self.last_event_time = t
         self.progress_events += 1
         self.last_progress = event
@@ -252,27 +254,16 @@ class Monitor(Ingest, RecentLines):
             self._remember_rate(t, event)
             if event.loss is not None:
                 self._remember_loss(t, event.step, event.loss)
-        alerts = detectors.update(event)
-        if alerts:
-            out.extend([self._record(alert) for alert in alerts])
-        self.version += 1
-        return out
+        return self._detect(event, out)
 
     def _handle(self, event: Event) -> list[Alert]:
+        if isinstance(event, Progress):
+            return self._handle_progress(event)  # (only a subclass comes here: see ``feed_events``)
         t = event.time
         out = self._arrive(t)
         if not isinstance(event, (Tick, Quiet, Delivery)):
             self.last_event_time = t
-        if isinstance(event, Progress):
-            if self._convert:
-                event = self._in_tokens(event)
-            self.progress_events += 1
-            self.last_progress = event
-            if self.keep_history:
-                self._remember_rate(t, event)
-                if event.loss is not None:
-                    self._remember_loss(t, event.step, event.loss)
-        elif isinstance(event, GpuSample):
+        if isinstance(event, GpuSample):
             if self.keep_history:
                 self.gpus.add(event)
         elif isinstance(event, Crash):

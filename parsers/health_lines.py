@@ -24,8 +24,16 @@ patterns once per line shape (``parsers.stream``). ``health_line`` is the
 one entry the stream calls; it returns the event (undated: the stream dates
 it like any event line) and whether the line must not be read as progress.
 
+Every reader here takes the text after the line's rank prefixes and the
+prefix's rank, as the stream split them once (``parsers.ranks``). One rule
+for the rank: the prefix's, else (overflow and heartbeat lines, which name
+their rank in words: "OVERFLOW! Rank 0 Skipping step") the ``Rank N`` the
+text names; a phase marker has only its prefix's.
+
 >>> health_line("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768")
 (Overflow(time=0.0, source='', rank=0, scale=65536.0, new_scale=32768.0), False)
+>>> health_line("heartbeat: still at step 537", 3)[0].rank
+3
 >>> health_line("no step for 60 s (last step 537), waiting in all_reduce")
 (Heartbeat(time=0.0, source='', rank=None, last_step=537, waiting_in='all_reduce'), True)
 >>> health_line("step 537 | loss 2.31 | loss scale: 65536.0") is None
@@ -38,7 +46,6 @@ import re
 from typing import Union
 
 from .events import Heartbeat, Overflow, Phase, XidError
-from .ranks import split_rank
 
 HealthEvent = Union[Overflow, Heartbeat, Phase, XidError]  # noqa: UP007 - like events.Event
 
@@ -105,19 +112,18 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\):\s*([0-9]+),?\s*(.*?
 _XID_NOISE = re.compile(r"^(?:pid=[^,]*,\s*)?(?:name=[^,]*,\s*)?")
 
 
-def _rank(line: str) -> tuple[int | None, str]:
-    """The ``[rankN]:`` prefix's rank (and the rest), else ``rank N`` in the text."""
-    rank = None
-    if line[:1] == "[":
-        rank, line = split_rank(line)
+def _named_rank(text: str, rank: int | None) -> int | None:
+    """``rank`` (the prefix's), else the ``Rank N`` that ``text`` names
+    ("Rank 0 Skipping step", "[Rank 0] Overflow detected"; not apex's
+    "loss scaler 0")."""
     if rank is None:
-        m = _RANK.search(line)
+        m = _RANK.search(text)
         if m is not None:
             rank = int(m.group(1))
-    return rank, line
+    return rank
 
 
-def overflow_line(line: str) -> Overflow | None:
+def overflow_line(line: str, rank: int | None = None) -> Overflow | None:
     """An fp16 loss-scale overflow (a skipped step), or None.
 
     >>> overflow_line("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0")
@@ -127,14 +133,7 @@ def overflow_line(line: str) -> Overflow | None:
     """
     if _OVERFLOW.search(line) is None:
         return None
-    rank = None
-    if line[:1] == "[":
-        rank, line = split_rank(line)
-    if rank is None:
-        # "Rank 0 Skipping step", "[Rank 0] Overflow detected"; not apex's "loss scaler 0".
-        m = _RANK.search(line)
-        if m is not None:
-            rank = int(m.group(1))
+    rank = _named_rank(line, rank)
     m = _SCALE.search(line)
     scale = float(m.group(1)) if m is not None else None
     m = _NEW_SCALE.search(line)
@@ -142,10 +141,10 @@ def overflow_line(line: str) -> Overflow | None:
     return Overflow(0.0, "", rank, scale, new_scale)
 
 
-def heartbeat_line(line: str) -> Heartbeat | None:
+def heartbeat_line(line: str, rank: int | None = None) -> Heartbeat | None:
     """A line that repeats the last step and says the rank waits, or None.
 
-    >>> heartbeat_line("[rank3]: heartbeat: still at step 537, waiting in all_reduce")
+    >>> heartbeat_line("heartbeat: still at step 537, waiting in all_reduce", 3)
     Heartbeat(time=0.0, source='', rank=3, last_step=537, waiting_in='all_reduce')
     >>> heartbeat_line("Waiting for dataset download to complete...") is None
     True
@@ -155,12 +154,11 @@ def heartbeat_line(line: str) -> Heartbeat | None:
     m = _LAST_STEP.search(line)
     if m is None:
         return None  # a wait that names no step says nothing of the training loop
-    rank, rest = _rank(line)
-    w = _WAITING_IN.search(rest)
-    return Heartbeat(0.0, "", rank, int(m.group(1) or m.group(2)), w.group(1) if w is not None else None)
+    w = _WAITING_IN.search(line)
+    return Heartbeat(0.0, "", _named_rank(line, rank), int(m.group(1) or m.group(2)), w.group(1) if w is not None else None)
 
 
-def phase_line(line: str) -> Phase | None:
+def phase_line(line: str, rank: int | None = None) -> Phase | None:
     """An evaluation or checkpoint marker, or None.
 
     >>> phase_line("***** Running Evaluation *****")
@@ -170,7 +168,6 @@ def phase_line(line: str) -> Phase | None:
     """
     for pattern, phase, begin in _PHASES:
         if pattern.search(line) is not None:
-            rank = split_rank(line)[0] if line[:1] == "[" else None
             return Phase(0.0, "", phase, begin, rank)
     return None
 
@@ -188,9 +185,10 @@ def xid_line(line: str) -> XidError | None:
     return XidError(0.0, int(m.group(2)), None, message, m.group(1), "")
 
 
-def health_line(line: str) -> tuple[HealthEvent, bool] | None:
+def health_line(line: str, rank: int | None = None) -> tuple[HealthEvent, bool] | None:
     """The health event of ``line`` (time 0, no source) and whether the line
-    must not also be read as progress, or None.
+    must not also be read as progress, or None. ``line``: the text after
+    the rank prefixes; ``rank``: theirs (the stream's one split).
 
     A heartbeat repeats a step; "Grad overflow on iteration N" names the
     scaler's iteration; a checkpoint or eval marker line ("saving checkpoint
@@ -205,13 +203,13 @@ def health_line(line: str) -> tuple[HealthEvent, bool] | None:
         if xid is not None:
             return xid, alone
     if "verflow" in line or "kipping step" in line:
-        overflow = overflow_line(line)
+        overflow = overflow_line(line, rank)
         if overflow is not None:
             return overflow, alone and "overflow on iteration" in line
-    phase = phase_line(line)
+    phase = phase_line(line, rank)
     if phase is not None:
         return phase, alone and "Validation" not in line
-    heartbeat = heartbeat_line(line)
+    heartbeat = heartbeat_line(line, rank)
     if heartbeat is not None:
         return heartbeat, alone
     return None

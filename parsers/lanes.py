@@ -11,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import accumulate, compress, repeat
 from operator import eq, is_not
-from typing import Any
+from typing import Any, cast
 
 from .cursor import Cursor, Lane, Ranked
-from .events import PaddingReport, Progress
+from .events import Progress
 from .line_times import LineTimes
-from .padding import padding_line
-from .progress import ProgressPattern, column_plan, progress_values, value_columns
-from .progress.ops import Values
-from .progress.redraws import redraw_values
-from .ranks import rank_span, split_rank
+from .one_line import body_shape, read_padding, read_progress
+from .progress import ProgressPattern, column_plan, value_columns
+from .ranks import rank_span
 from .timestamps import TimeParser
 
 # Lane lines in a row below this are read one by one: columns cost more
@@ -33,21 +31,23 @@ def lane_of(line: str, shape: bytes, times: TimeParser, bodies: dict[bytes, Lane
     (the stream has checked that they are progress and nothing else): no
     '\\r', dated by a zone-less ISO stamp or a US one (``11/29/2026
     10:00:00``, Python logging's) at the start, or right after an ASCII
-    rank prefix (``[rank5]:``, read as ``split_rank`` would). ``bodies``:
+    rank prefix (``[rank5]:``, cut where ``ranks.rank_span`` says). ``bodies``:
     the lanes of ranked lines' texts by shape, one lane for all ranks."""
     if b"\r" in shape:
         return None
     if shape[:1] == b"[":
         span = rank_span(line)
-        if span is None or not line[: span[2]].isascii():
+        if span is None:
             return None
         rank_at, rank_end, cut = span
-        body_shape = shape[cut:]
-        if body_shape in bodies:
-            lane = bodies[body_shape]
+        text_shape = body_shape(line, line[cut:], shape)
+        if text_shape is None:
+            return None
+        if text_shape in bodies:
+            lane = bodies[text_shape]
         else:
-            found = lane_of(line[cut:], body_shape, times, bodies)
-            lane = bodies[body_shape] = found if type(found) is Lane else None
+            found = lane_of(line[cut:], text_shape, times, bodies)
+            lane = bodies[text_shape] = found if type(found) is Lane else None
         return None if lane is None else Ranked(lane, cut, rank_at, rank_end)
     frac_len = TimeParser.iso_layout(shape)
     run = times.iso_run
@@ -81,14 +81,14 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     """
     lines, starts, ends = cur.run_lines, cur.run_starts, cur.run_ends
     events = cur.events
-    progress = dating.progress
     prefix = dating.prefix
     total = len(lines)
-    found: Values | None
     columns: Sequence[Any] | None
-    ranked: list[Lane | Ranked | bytes] = cur.run_lanes
-    lanes: list[Lane | bytes] = ranked  # type: ignore[assignment]
-    bodies = lines  # each line's text after its rank prefix
+    ranked = cur.run_lanes
+    # Each line's lane and its text after its rank prefix: the run itself
+    # when it holds no ranked line (no copy on the hot path).
+    lanes = cast("list[Lane | bytes]", ranked)
+    bodies = lines
     if Ranked in set(map(type, ranked)):
         # Ranked lines go by the lane of their text: all ranks together.
         lanes = [lane.lane if isinstance(lane, Ranked) else lane for lane in ranked]
@@ -103,14 +103,7 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     while i < total:
         lane = lanes[i]
         if isinstance(lane, bytes):  # a plain progress line, read on its own
-            line = lines[i]
-            if "\r" in line:  # a tqdm bar redrawn in place: every state, as ``feed``
-                for found in redraw_values(line, pattern):
-                    events.append(progress(found, cur, starts[i], ends[i], line, numbers[i]))
-            else:
-                found = progress_values(line, None, pattern, lane)
-                if found is not None:
-                    events.append(progress(found, cur, starts[i], ends[i], line, numbers[i]))
+            read_progress(cur, dating, pattern, lines[i], starts[i], ends[i], numbers[i], None, None, lane)
             i += 1
             continue
         j = i + 1
@@ -121,7 +114,7 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
         ranks: Any = repeat(None)
         is_ranked = type(ranked[i]) is Ranked
         if is_ranked:  # their ranks, read where the shape puts them
-            prefixes: list[Ranked] = ranked[i:j]  # type: ignore[assignment]
+            prefixes = cast("list[Ranked]", ranked[i:j])  # a stretch of one lane: all ranked
             ranks = [int(line[p.rank_at : p.rank_end]) for line, p in zip(lines[i:j], prefixes)]
         group = groups[id(lane)]
         whole, taken = group
@@ -152,18 +145,13 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
             cur.covered = ends[i + done - 1] + 1
         for m in range(i + done, j):
             # As the stream reads a lane line on its own (``_line_events``):
-            # its progress, else its padding (a lane may hold ``pad_eff``).
+            # its progress, else its padding (a lane may hold ``pad_eff``);
+            # a ranked line by the rank and text its prefix was cut into.
             line = lines[m]
-            rank, body = split_rank(line) if is_ranked else (None, line)
-            split = body if is_ranked else None
-            found = progress_values(body, rank)
-            if found is not None:
-                events.append(progress(found, cur, starts[m], ends[m], line, numbers[m], split))
-                continue
-            efficiency = padding_line(line)
-            if efficiency is not None:
-                at = dating.time_at(cur, starts[m], ends[m], line, split)
-                events.append(PaddingReport(at, efficiency, prefix + str(numbers[m]), rank))
+            rank = ranks[m - i] if is_ranked else None
+            split = bodies[m] if is_ranked else None
+            if read_progress(cur, dating, pattern, line, starts[m], ends[m], numbers[m], rank, split, None) is None:
+                read_padding(cur, dating, line, starts[m], ends[m], numbers[m], rank, split)
         i = j
     cur.count_pos = starts[-1]
     cur.count_no = numbers[-1]

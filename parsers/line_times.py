@@ -19,12 +19,12 @@ from .timestamps import TimeParser
 # A line that may start with a timestamp (TimeParser decides). Anchored on
 # the newline, so ``re`` runs its fast literal-prefix loop over a chunk.
 _TIME_HINT = re.compile(
-    r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ ]?|\[[A-Z]{3,8}\])*\[?"
+    r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ \t]*|\[[A-Z]{3,8}\])*\[?"
     r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|[IWEF][0-9]{3,4} |\{)"
 )
 # A line that may start with a stamp of full date (not glog's yearless one).
 _DATED_HINT = re.compile(
-    r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ ]?|\[[A-Z]{3,8}\])*\[?"
+    r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ \t]*|\[[A-Z]{3,8}\])*\[?"
     r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|\{)"
 )
 # First characters of a line whose stamp is a full date (ISO, US, JSON):

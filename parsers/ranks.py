@@ -5,6 +5,14 @@ torchrun ``--tee``/``--log-line-prefix`` writes ``[rank5]:`` or
 prefix tells which rank spoke (a crash on one rank is not the same as a crash
 on all) and hides the text a parser expects at the start of the line, so the
 rank is split off once and the rest is parsed as if it stood alone.
+
+Once means once: the stream splits every event line (``stream._split``) and
+its readers (crash, health, progress, padding, the line's own stamp) take
+its ``(rank, text)``. Only faces that are handed a whole line by someone
+else split it here themselves: ``TimeParser.parse`` (the lines between
+events, read lazily backwards for a stamp), ``CrashAssembler.feed`` (a
+caller with whole lines) and ``redraw_values`` (the live tailer's partial
+line).
 """
 
 from __future__ import annotations
@@ -47,6 +55,18 @@ def rank_span(line: str) -> tuple[int, int, int] | None:
     group = 1 if match.group(1) is not None else 2
     rest = len(split_rank(line)[1])
     return match.start(group), match.end(group), len(line) - rest
+
+
+_DIGITS = re.compile(r"\d{1,6}")
+
+
+def rank_digits(line: str, at: int) -> int:
+    """The rank whose digits start at ``line[at]``: where ``rank_span``
+    put them for every line of a shape (a plan keeps it), read without
+    splitting the line again."""
+    found = _DIGITS.match(line, at)
+    assert found is not None, "a plan's rank digits"
+    return int(found.group())
 
 
 def has_rank_prefix(line: str) -> bool:

@@ -31,16 +31,15 @@ from typing import Protocol
 
 from .clock import EventClock, placed
 from .cursor import Cursor, Lane, Ranked
-from .events import Crash, Event, Overflow, PaddingReport, Progress, Recompile
+from .events import Crash, Event, Overflow, Progress, Recompile
 from .health_lines import LITERALS as HEALTH_LITERALS
 from .health_lines import health_line
 from .lanes import lane_of, read_lanes
 from .line_times import LineTimes
+from .one_line import body_shape, read_padding, read_progress
 from .padding import LITERALS as PADDING_LITERALS
-from .padding import padding_line
-from .progress import CANDIDATES, ProgressPattern, line_shape, progress_possible, progress_values
+from .progress import CANDIDATES, ProgressPattern, line_shape, progress_possible
 from .progress.hints import SilentBarHint
-from .progress.redraws import redraw_values
 from .ranks import split_rank
 from .scanner import Scanner, make_scanner
 from .step_clock import StepClock
@@ -55,6 +54,7 @@ _DIGITS = 4  # the line holds literals with digits: test them on the line itself
 _PADDING = 8  # the line may state padding efficiency (``parsers.padding``)
 _HEALTH = 16  # the line is a health line (``parsers.health_lines``): tested per shape, exactly
 _NO_PROGRESS = 32  # ... that repeats a step (a heartbeat): never read as progress
+_RANKED = 64  # progress with a rank prefix after blanks: read on its own, split (``_split``)
 # An overflow line this close after a "Grad overflow on iteration N" of the
 # same rank is the same overflow told again (DeepSpeed's verbose scalers).
 _OVERFLOW_ECHO_LINES = 3
@@ -75,6 +75,37 @@ class Assembler(Protocol):
     def feed(self, line: str, lineno: int, time: float) -> list[Crash | Recompile]: ...
 
     def flush(self, time: float) -> list[Crash | Recompile]: ...
+
+
+Feed = Callable[[str, "int | None", str, int, float], "list[Crash | Recompile]"]  # (line, rank, text, lineno, time)
+
+
+def _split(line: str) -> tuple[int | None, str]:
+    """The stream's one split of a line's rank prefix (``parsers.ranks``):
+    ``(rank, text after the prefixes)``, else ``(None, line)``. Every reader
+    of an event line takes these. The prefix may follow blanks (as the
+    TimeParser and the progress plans read it); one space after it is its
+    own, the rest is the text's (a traceback's indentation)."""
+    text = line
+    c = line[:1]
+    if c == " " or c == "\t":
+        text = line.lstrip(" \t")
+    elif c != "[":
+        return None, line
+    if text[:1] != "[":
+        return None, line
+    rank, body = split_rank(text)
+    return (None, line) if rank is None else (rank, body)
+
+
+def _feeder(assembler: Assembler) -> Feed:
+    """The real assembler takes the stream's split (``feed_split``); one
+    that takes whole lines (a test's fake) gets the line."""
+    feed_split = getattr(assembler, "feed_split", None)
+    if feed_split is not None:
+        return lambda line, rank, text, lineno, time: feed_split(rank, text, lineno, time)
+    feed = assembler.feed
+    return lambda line, rank, text, lineno, time: feed(line, lineno, time)
 
 
 def _default_assembler() -> tuple[Callable[[str], Assembler], tuple[str, ...]]:
@@ -149,6 +180,7 @@ class LogStream:
         self._dating = LineTimes(self._times, self._prefix)
         self._pattern = progress_pattern
         self._assembler = assembler_factory()
+        self._feed = _feeder(self._assembler)
         self._triggers = tuple(t for t in triggers if t)
         if progress_pattern is None:
             progress_literals: tuple[str, ...] | None = CANDIDATES
@@ -221,8 +253,6 @@ class LogStream:
             for line in candidates:
                 if "\r" in line:
                     line = line.rsplit("\r", 1)[-1]
-                if line[:1] == "[":
-                    line = split_rank(line)[1]
                 t = times.parse(line)
                 if t is not None:
                     return t
@@ -388,61 +418,38 @@ class LogStream:
         # The line's number: newlines counted since the last one numbered.
         lineno = cur.count_no = cur.count_no + cur.view.count("\n", cur.count_pos, start)
         cur.count_pos = start
-        append = cur.events.append
         dating = self._dating
         line_time: float | None = None
-        rank: int | None = None
-        body = line
-        split: str | None = None  # the text after the rank prefixes, once split
-        if line[:1] == "[" and flags & (_PROGRESS | _PADDING):
-            # The line's one rank split (``parsers.ranks``): progress,
-            # padding and the line's own stamp read its rank and the text
-            # after the prefix (the crash assembler and the health readers
-            # split their own).
-            rank, body = split_rank(line)
-            split = body
+        # The line's one rank split: every reader below takes its rank and
+        # the text after the prefix (``split``; None: the line has none).
+        rank, body = _split(line)
+        split = body if body is not line else None
         if flags & _PROGRESS:
-            if cur.has_cr and "\r" in line:
-                # A tqdm bar redrawn in place: every state it showed is
-                # progress (HF Trainer's one bar spans the whole run).
-                for found in redraw_values(line, self._pattern):
-                    event = dating.progress(found, cur, start, end, line, lineno)
-                    append(event)
-                    line_time = event.time
-            else:
-                if split is not None:
-                    # The body's shape is the tail of the line's when the
-                    # prefix is ASCII (one byte a character).
-                    cut = len(line) - len(body)
-                    body_shape = shape[cut:] if shape is not None and line[:cut].isascii() else None
-                    found_one = progress_values(body, rank, self._pattern, body_shape)
-                else:
-                    found_one = progress_values(line, None, self._pattern, shape)
-                if found_one is not None:
-                    event = dating.progress(found_one, cur, start, end, line, lineno, split)
-                    append(event)
-                    line_time = event.time
+            if split is not None and shape is not None:
+                shape = body_shape(line, body, shape)
+            line_time = read_progress(cur, dating, self._pattern, line, start, end, lineno, rank, split, shape)
         if flags & _PADDING and line_time is None:
-            efficiency = padding_line(line)
-            if efficiency is not None:
-                line_time = dating.time_at(cur, start, end, line, split)
-                append(PaddingReport(line_time, efficiency, self._prefix + str(lineno), rank))
+            line_time = read_padding(cur, dating, line, start, end, lineno, rank, split)
         if flags & _HEALTH:
-            health = self._health(line, lineno)
+            health = self._health(body, rank, lineno)
             if health is not None:
                 if line_time is None:
-                    line_time = dating.time_at(cur, start, end, line)
-                append(replace(health, time=line_time))
+                    line_time = dating.time_at(cur, start, end, line, split)
+                cur.events.append(replace(health, time=line_time))
         if is_open or flags & _TRIGGER:
             if line_time is None:
-                line_time = dating.time_at(cur, start, end, line)
-            segments: tuple[str, ...] = (line,)
-            if cur.has_cr and "\r" in line:
-                segments = tuple(part for part in line.split("\r") if part) or ("",)
-            assembler = self._assembler
-            for segment in segments:
-                for crash in assembler.feed(segment, lineno, line_time):
-                    append(self._own(crash))
+                line_time = dating.time_at(cur, start, end, line, split)
+            own = self._own
+            feed = self._feed
+            append = cur.events.append
+            if cur.has_cr and "\r" in body:
+                # Each state of a line redrawn in place, said by the line's rank.
+                for segment in [part for part in body.split("\r") if part] or [""]:
+                    for crash in feed(segment, rank, segment, lineno, line_time):
+                        append(own(crash))
+            else:
+                for crash in feed(line, rank, body, lineno, line_time):
+                    append(own(crash))
 
     def _chunk_done(self, cur: Cursor, open_at: int | None) -> list[Event]:
         """The chunk's events as they leave the stream; the stream's clock,
@@ -504,7 +511,7 @@ class LogStream:
     def _lane(self, line: str, shape: bytes, flags: int) -> Lane | Ranked | None:
         """The column reading of ``line``'s shape, if its lines can have one:
         progress in a built-in format and nothing else (``lanes.lane_of``)."""
-        if not self._fast or flags & ~_PADDING != _PROGRESS or self._pattern is not None:
+        if not self._fast or flags & ~(_PADDING | _RANKED) != _PROGRESS or self._pattern is not None:
             return None
         return lane_of(line, shape, self._times, self._body_lanes)
 
@@ -520,11 +527,14 @@ class LogStream:
         flags = self._flags(line, self._shape_progress, self._shape_triggers)
         if any(lit in line for lit in self._padding_literals):
             flags |= _PADDING
-        flags = self._health_flags(line, flags)
+        rank, body = _split(line)
+        flags = self._health_flags(body, rank, flags)
         if any(lit in shape for lit in self._shaped_digit_literals):
             flags |= _DIGITS
-        if flags & _PROGRESS and self._pattern is None and not progress_possible(line):
+        if flags & _PROGRESS and self._pattern is None and not progress_possible(body):
             flags &= ~_PROGRESS
+        if flags & _PROGRESS and rank is not None and line[:1] != "[":
+            flags |= _RANKED  # not a plain line (those wait in the run unsplit)
         return flags
 
     def _line_flags(self, line: str) -> int:
@@ -532,24 +542,25 @@ class LogStream:
         flags = self._flags(line, self._progress_literals, self._triggers)
         if any(lit in line for lit in self._padding_literals):
             flags |= _PADDING
-        return self._health_flags(line, flags)
+        rank, body = _split(line)
+        return self._health_flags(body, rank, flags)
 
-    def _health_flags(self, line: str, flags: int) -> int:
-        """``flags`` with _HEALTH if ``line`` is a health line, and without
-        _PROGRESS if it repeats a step. Lines of one shape differ only in
-        digits, which these patterns never look at: for a shape, exact."""
-        if any(lit in line for lit in self._health_literals):
-            found = health_line(line)
+    def _health_flags(self, body: str, rank: int | None, flags: int) -> int:
+        """``flags`` with _HEALTH if ``body`` (said by ``rank``) is a health
+        line, and without _PROGRESS if it repeats a step. Lines of one shape
+        differ only in digits, which these patterns never look at: exact."""
+        if any(lit in body for lit in self._health_literals):
+            found = health_line(body, rank)
             if found is not None:
                 flags |= _HEALTH
                 if found[1]:
                     flags = (flags | _NO_PROGRESS) & ~_PROGRESS
         return flags
 
-    def _health(self, line: str, lineno: int) -> Event | None:
-        """The health event of a _HEALTH line, cited ``name:line`` (undated);
-        None for the echo of an overflow already told."""
-        found = health_line(line)
+    def _health(self, line: str, rank: int | None, lineno: int) -> Event | None:
+        """The health event of a _HEALTH line's text (said by ``rank``), cited
+        ``name:line`` (undated); None for the echo of an overflow told."""
+        found = health_line(line, rank)
         if found is None:
             return None
         event = found[0]

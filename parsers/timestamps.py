@@ -100,14 +100,14 @@ class TimeParser:
         # One-entry caches per style: (key text, (epoch, year, month)).
         self._iso_key = ""
         self._iso_val: tuple[float, int, int] = (0.0, 0, 0)
-        # The minute of the last zone-less stamp ("2025-11-29 10:00"), its
-        # epoch, (year, month), and the length of its fraction.
+        # The minute of the last zone-less full stamp as written, ISO or US
+        # ("2025-11-29 10:00", "11/29/2026 10:00"), its epoch, (year, month),
+        # and the length of its fraction (``_read_minute``).
         self._min_key = ""
         self._min_val = 0.0
         self._min_ym: tuple[int, int] = (0, 0)
         self._frac_len = 0
-        # The minute of the last US stamp as written ("11/29/2026 10:00"),
-        # and (its epoch, year, month).
+        # The last US stamp's minute as written, and (its epoch, year, month).
         self._us_key = ""
         self._us_val: tuple[float, int, int] = (0.0, 0, 0)
         self._glog_key: tuple[str, int] = ("", 0)
@@ -145,7 +145,12 @@ class TimeParser:
     def parse_split(self, s: str, dated_only: bool) -> float | None:
         """``_parse`` of a line that starts with '[', given the text after its
         rank prefixes (``split_rank(line)[1]``: the stream splits a line
-        once). Spaces after the prefix are not skipped, as in ``_parse``."""
+        once). The text is read as if it stood alone (``parsers.ranks``):
+        spaces before its stamp are skipped, as ``_parse`` skips them
+        before a line's."""
+        c = s[:1]
+        if c == " " or c == "\t":
+            s = s.lstrip(" \t")
         if s[:1] == "[":
             level = _LEVEL.match(s)
             if level is not None:
@@ -197,25 +202,19 @@ class TimeParser:
         Inside one minute a stamp costs a slice compare and two int():
         ``_iso``'s fast path, with the checks the shape already made left out.
         """
-        return self._minute_run(lines, frac_len, self._iso, self._iso_minute)
-
-    def _iso_minute(self) -> tuple[str | None, float]:
-        # The zone-less stamp ``_iso`` just read set the minute (and a
-        # fraction length equal to the layout's, or it would not have read
-        # it), and the year and month its fast path would set again.
-        return self._min_key, self._min_val
+        return self._minute_run(lines, frac_len, self._iso)
 
     def _minute_run(
         self,
         lines: list[str],
         frac_len: int,
         parse: Callable[[str], float | None],
-        minute: Callable[[], tuple[str | None, float]],
     ) -> list[float]:
         """The loop of ``iso_run`` and ``us_run``: while a line's first 16
-        characters repeat the minute ``parse`` read last, its seconds and
-        fraction are added to that minute's epoch; other lines go through
-        ``parse``, and ``minute()`` tells the new minute it set."""
+        characters repeat the minute ``parse`` read last (``_read_minute``:
+        the shape says every line's stamp is zone-less, its minute its first
+        16 characters), its seconds and fraction are added to that minute's
+        epoch; other lines go through ``parse``."""
         out: list[float] = []
         append = out.append
         key = None  # the minute that the fast path may use, or None
@@ -233,7 +232,7 @@ class TimeParser:
             if value is None:
                 break
             append(value)
-            key, base = minute()
+            key, base = self._min_key, self._min_val
         return out
 
     @staticmethod
@@ -259,34 +258,15 @@ class TimeParser:
         """``iso_run`` for lines whose ``us_layout`` is ``frac_len``: the
         same values as ``parse_dated`` line by line, the minute's epoch
         reused while the minute text repeats."""
-        return self._minute_run(lines, frac_len, self._us, self._us_minute)
-
-    def _us_minute(self) -> tuple[str | None, float]:
-        # ``_us`` just read this line's minute (``_us_key`` is exactly its
-        # first 16 characters, the shape says so) and its epoch.
-        return self._us_key, self._us_val[0]
+        return self._minute_run(lines, frac_len, self._us)
 
     # -- full timestamps: they set the year that glog lines inherit --------
 
     def _iso(self, s: str) -> float | None:
-        # Fast path: the same minute as the last stamp, which had no zone,
-        # then seconds, a fraction as long as the last one and a plain end,
-        # as the regex would read them. Seconds and fraction are added
-        # arithmetically: slice compares and int(), no match object. (A
-        # zone's offset never changes inside a minute, so this is exact.)
-        if s[:16] == self._min_key and s[16:17] == ":":
-            sec = s[17:19]
-            if len(sec) == 2 and sec.isdigit() and sec.isascii() and sec < "60":
-                mark = s[19:20]
-                if mark in _FRACTION_MARKS:
-                    n = self._frac_len
-                    frac = s[20:20 + n]
-                    if len(frac) == n and frac.isdigit() and frac.isascii() and s[20 + n:21 + n] not in _ZONE_OR_DIGIT:
-                        self._year, self._month = self._min_ym
-                        return self._min_val + int(sec) + int(frac) / _POW10[n]
-                elif mark not in _ZONE_OR_DIGIT:
-                    self._year, self._month = self._min_ym
-                    return self._min_val + int(sec) + 0.0
+        if s[:16] == self._min_key:
+            found = self._same_minute(s)
+            if found is not None:
+                return found
         m = _ISO.match(s)
         if m is None:
             return None
@@ -309,33 +289,51 @@ class TimeParser:
             return None  # as datetime() would say
         fraction = m.group(2)
         if not zone:
-            self._min_key = head[:16]
-            self._min_val = value
-            self._min_ym = (self._year, self._month)
-            self._frac_len = len(fraction) if fraction else 0
+            self._read_minute(head[:16], self._iso_val, fraction)
         return value + second + _fraction(fraction)
 
+    # -- the minute just read: the one home of "reuse it" ------------------
+
+    def _read_minute(self, key: str, minute: tuple[float, int, int], fraction: str | None) -> None:
+        """A zone-less full stamp (ISO or US) was just read: its minute as
+        written (``key``), that minute's (epoch, year, month), and its
+        fraction's length, for ``_same_minute`` and ``_minute_run``."""
+        self._min_key = key
+        self._min_val, year, month = minute
+        self._min_ym = (year, month)
+        self._frac_len = len(fraction) if fraction else 0
+
+    def _same_minute(self, s: str) -> float | None:
+        """The stamp of ``s`` when it repeats the minute just read
+        (``s[:16] == _min_key``, the caller checked), then two seconds
+        digits, a fraction as long as the last one and a plain end, as the
+        style's regex would read them; else None (the regex reads it).
+        Seconds and fraction are added arithmetically: slice compares and
+        int(), no match object. (A zone's offset never changes inside a
+        minute, and a zone after the fraction is left to the regex.)"""
+        if s[16:17] != ":":
+            return None
+        sec = s[17:19]
+        if len(sec) != 2 or not (sec.isdigit() and sec.isascii()) or sec >= "60":
+            return None
+        mark = s[19:20]
+        if mark in _FRACTION_MARKS:
+            n = self._frac_len
+            frac = s[20 : 20 + n]
+            if len(frac) != n or not (frac.isdigit() and frac.isascii()) or s[20 + n : 21 + n] in _ZONE_OR_DIGIT:
+                return None
+            self._year, self._month = self._min_ym
+            return self._min_val + int(sec) + int(frac) / _POW10[n]
+        if mark in _ZONE_OR_DIGIT:
+            return None
+        self._year, self._month = self._min_ym
+        return self._min_val + int(sec) + 0.0
+
     def _us(self, s: str) -> float | None:
-        # Fast path, as ``_iso``'s: the same minute as the last US stamp
-        # (a 16-character "11/29/2026 10:00"), then two seconds digits and
-        # a fraction read as the regex reads it; anything else goes to it.
-        key = self._us_key
-        if len(key) == 16 and s[:16] == key and s[16:17] == ":":
-            sec = s[17:19]
-            if len(sec) == 2 and sec.isdigit() and sec.isascii() and sec < "60":
-                mark = s[19:20]
-                if mark == "." or mark == ",":
-                    digits = s[20:30]
-                    n = len(digits) - len(digits.lstrip("0123456789"))
-                    if 1 <= n <= 9:
-                        value, self._year, self._month = self._us_val
-                        return value + int(sec) + int(digits[:n]) / _POW10[n]
-                    if n == 0 or n == 10:  # the regex reads no fraction then
-                        value, self._year, self._month = self._us_val
-                        return value + int(sec) + 0.0
-                elif not ("0" <= mark <= "9"):
-                    value, self._year, self._month = self._us_val
-                    return value + int(sec) + 0.0
+        if s[:16] == self._min_key:
+            found = self._same_minute(s)
+            if found is not None:
+                return found
         m = _US.match(s)
         if m is None:
             return None
@@ -357,7 +355,9 @@ class TimeParser:
             self._us_key = key
             self._us_val = (value, full_year, month)
         value, self._year, self._month = self._us_val
-        return value + second + _fraction(m.group(7))
+        fraction = m.group(7)
+        self._read_minute(key, self._us_val, fraction)
+        return value + second + _fraction(fraction)
 
     def _json(self, s: str) -> float | None:
         m = _JSON_TIME.search(s)

@@ -4,7 +4,8 @@
 one. The live session asks ``AutoBaseline.consider(monitor, now)`` on its
 tick; it saves ``<state dir>/baseline-<session>.json`` (atomically, the
 last good one per session) once the run has been healthy for
-``healthy_for_s``: no alert firing, the job running, progress coming, and
+``healthy_for_s``: no alert firing (an info alert aside, as for the `b`
+key: ``guard.against_health``), the job running, progress coming, and
 the throughput steady over that span (its p10 and p90 within
 ``steady_fraction`` of its median). It then saves again at most every
 ``resave_s``, and never replaces a better baseline with a degraded run
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from dflash_watch.parsers.events import TOK_S
 
+from .guard import against_health
 from .profile import profile_of_monitor
 from .store import Baseline, BaselineError, load_baseline, save_baseline
 
@@ -64,7 +66,7 @@ class AutoBaseline:
         return cls(auto_baseline_path(state_dir, session), **kwargs)
 
     def _unhealthy(self, monitor: Monitor, now: float) -> str | None:
-        if monitor.alerts.firing():
+        if any(against_health(alert) for alert in monitor.alerts.firing()):
             return "alerts are firing"
         state = monitor.job_state
         if state is not None and not getattr(state, "running", True):

@@ -65,18 +65,12 @@ def symptomatic(good: dict[str, Any], current: dict[str, Any], fired: set[str]) 
 
 
 def job_fingerprint(job: Any) -> dict[str, Any] | None:
-    """The running job's environment, read from its training process; None when not running."""
-    from .fingerprint import FingerprintError, fingerprint_of_pid, training_pid
+    """The running job's environment, read from its training process
+    (``environment.running_training_pid``); None when not running or unreadable."""
+    from .environment import running_training_pid
+    from .fingerprint import FingerprintError, fingerprint_of_pid
 
-    if job is None:
-        return None
-    try:
-        state = job.status()
-    except Exception:  # noqa: BLE001 - tmux gone: no environment to read
-        return None
-    if not getattr(state, "running", False):
-        return None
-    pid = training_pid(getattr(state, "pids", ()) or ())
+    pid = running_training_pid(job)
     if pid is None:
         return None
     try:

@@ -42,14 +42,31 @@ def _job_pid(config: Any) -> int | None:
     try:
         from ..control.cli_actions import spec_from_run
         from ..control.job import Job
-        from .fingerprint import training_pid
 
         job = Job(spec_from_run(config.run))
         if not job.available:
             return None
+    except Exception:  # no tmux, a bad [run] table: no job to read
+        return None
+    return running_training_pid(job)
+
+
+def running_training_pid(job: Any) -> int | None:
+    """The training process of ``job`` (a ``control.job.Job``) while it runs,
+    else None: no job, tmux or the session gone, the job not running.
+
+    The one way to the process whose environment is fingerprinted, for
+    ``baseline save``/``diff`` (``_job_pid``) and for the live session
+    (``diagnose.job_fingerprint``): its first Python interpreter
+    (``fingerprint.training_pid``)."""
+    from .fingerprint import training_pid
+
+    if job is None:
+        return None
+    try:
         state = job.status()
-    except Exception:  # no tmux, no session, a bad [run] table: no job to read
+    except Exception:  # noqa: BLE001 - tmux gone, no session: no process to read
         return None
-    if not state.running:
+    if not getattr(state, "running", False):
         return None
-    return training_pid(state.pids)
+    return training_pid(getattr(state, "pids", ()) or ())

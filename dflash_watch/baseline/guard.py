@@ -29,8 +29,17 @@ if TYPE_CHECKING:
     from ..monitor_view import AlertWindowView
 
 BASELINE_WINDOW_S = 600.0
-# Alerts that say nothing about the run's health (a learned baseline, a unit change).
-_HARMLESS = frozenset({"info"})
+
+
+def against_health(alert: Alert) -> bool:
+    """Whether ``alert`` says the run is not healthy: a warning or a critical one.
+
+    An info alert says nothing about the run's health (a clean exit, an
+    abort the user asked for, ``alerts test``): it neither blocks the `b`
+    key or ``baseline save`` (``fired_in_window``) nor keeps the automatic
+    save from calling the run healthy (``auto.AutoBaseline``). One rule,
+    so the three never disagree about what a healthy run is."""
+    return alert.severity != "info"
 
 
 def _label(alert: Alert) -> str:
@@ -45,12 +54,12 @@ def fired_in_window(monitor: AlertWindowView, window_s: float = BASELINE_WINDOW_
     start = (now - window_s) if now is not None else None
     out: dict[tuple, Alert] = {}
     for alert in book.firing():
-        if alert.severity not in _HARMLESS:
+        if against_health(alert):
             out[(alert.detector, alert.gpu, alert.kind)] = alert
     if start is not None:
         for alert in book.history:
             # A firing in the window, or a resolve in it (it fired until then).
-            if alert.time >= start and alert.severity not in _HARMLESS:
+            if alert.time >= start and against_health(alert):
                 out.setdefault((alert.detector, alert.gpu, alert.kind), alert)
     return list(out.values())
 

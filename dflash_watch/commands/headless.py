@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return 2
     monitor, session = live.monitor, live.session
     printer = _Printer(out, err)
-    monitor.subscribe(live.fresh(printer.alert))
+    live.subscribe_output(printer.alert)
     if live.control_note:
         monitor.note(live.control_note)
 

@@ -10,12 +10,26 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .common import SettingsError, load_run_settings, monitor_kwargs, probe_patterns, wants_job
 
 if TYPE_CHECKING:
-    from ..monitor import Monitor
+    from ..monitor import AlertListener, Monitor
+
+
+class _Hold(Protocol):
+    """``StallStacks``: holds a stall alert for the hung job's stacks."""
+
+    def hold(self, listener: AlertListener) -> AlertListener: ...
+
+    def flush(self, timeout: float) -> None: ...
+
+
+class _Gate(Protocol):
+    """``AlertHistory``: lets through only the alerts it did not hold before this start."""
+
+    def gate(self, listener: AlertListener, skipped: AlertListener | None = None) -> AlertListener: ...
 
 
 @dataclass(slots=True)
@@ -27,14 +41,25 @@ class LiveSetup:
     session: Any
     job: Any
     control_note: str | None
-    # What consumes alerts besides the view: the sink dispatcher, the
-    # metrics exporter. Each has ``close(timeout)``; ``close`` calls them.
+    # What consumes alerts besides the view: the alert history, the sink
+    # dispatcher, the metrics exporter. Each has ``close(timeout)``;
+    # ``close`` calls them, in this order.
     outputs: list[Any] = field(default_factory=list)
+
+    @property
+    def stacks(self) -> _Hold | None:
+        stacks: _Hold | None = getattr(self.session, "stacks", None)
+        return stacks
+
+    @property
+    def history(self) -> _Gate | None:
+        history: _Gate | None = getattr(self.session, "_history", None)
+        return history
 
     def close(self, timeout: float = 5.0) -> None:
         """After the session stopped: let the outputs deliver what is pending
         (a stall alert still held for its stacks first, so it is not lost)."""
-        stacks = getattr(self.session, "stacks", None)
+        stacks = self.stacks
         if stacks is not None:
             stacks.flush(timeout)
         for output in self.outputs:
@@ -43,15 +68,31 @@ class LiveSetup:
             except Exception as exc:  # noqa: BLE001 - leaving must not fail
                 self.monitor.note(f"while stopping {type(output).__name__}: {type(exc).__name__}: {exc}")
 
-    def fresh(self, listener: Any) -> Any:
-        """``listener`` for the alerts not already in the alert history when the
-        watcher started: a restart does not print them again (``history_replay``);
-        a stall alert waits (briefly) for the hung job's stacks (``StallStacks.hold``)."""
-        stacks = getattr(self.session, "stacks", None)
+    def subscribe_output(self, listener: AlertListener, skipped: AlertListener | None = None) -> None:
+        """Subscribe an output (headless's stdout, the sinks) as ``fresh`` composes it."""
+        self.monitor.subscribe(self.fresh(listener, skipped))
+
+    def fresh(self, listener: AlertListener, skipped: AlertListener | None = None) -> AlertListener:
+        """``listener`` as every output hears the Monitor, composed here and nowhere else.
+
+        Outside, the alert history's gate: the alerts already in the history
+        when the watcher started are not printed or sent again (a restart;
+        ``skipped`` gets them, on the time they were recorded with). Inside,
+        ``StallStacks.hold``: a stall alert waits (briefly) for the hung
+        job's stacks. The hold finds the capture that ``StallStacks``
+        started for the very alert it is handed, so ``StallStacks`` must
+        hear each alert first: it is subscribed when the session is built,
+        and that is checked here, before the output is subscribed after it
+        (a ``RuntimeError`` otherwise: a stall page would go out at once,
+        without its stacks, and nothing else would say why)."""
+        stacks = self.stacks
         if stacks is not None:
+            if not self.monitor.listens(stacks):
+                raise RuntimeError("StallStacks is not subscribed to the Monitor: it must be, before the "
+                                   "outputs that hold the stall alert for it")
             listener = stacks.hold(listener)
-        history = getattr(self.session, "_history", None)
-        return listener if history is None else history.gate(listener)
+        history = self.history
+        return listener if history is None else history.gate(listener, skipped)
 
 
 def _gpu_holders(monitor: Monitor):
@@ -152,9 +193,8 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
     # The alert history: written first, closed first (its own thread), and
     # the gate that keeps a restart from sending what it already holds.
     history = getattr(session, "_history", None)
-    stacks = getattr(session, "stacks", None)
-    sinks = start_sinks(settings, monitor, gate=history.gate if history is not None else None,
-                        hold=stacks.hold if stacks is not None else None)
+    live = LiveSetup(settings, monitor, session, job, control_note, [history] if history else [])
+    sinks = start_sinks(settings, monitor.note, live.subscribe_output)
     try:
         metrics = start_metrics(args, settings, monitor, session, sinks=sinks)
     except Exception:
@@ -162,14 +202,14 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
         if sinks:
             sinks.close(1.0)
         raise
-    outputs = [o for o in (history, sinks, metrics) if o]
+    live.outputs.extend(o for o in (sinks, metrics) if o)
     if job is not None:
         from ..baseline.auto import AutoBaseline
         from ..baseline.saver import AutoBaselineSaver
         from ..control.spec import default_state_dir
         from ..sources.job_env import JobEnvironment
 
-        outputs.append(JobEnvironment(monitor, job).start())
+        live.outputs.append(JobEnvironment(monitor, job).start())
         policy = AutoBaseline.for_session(config.run.state_dir or default_state_dir(), job.spec.session)
-        outputs.append(AutoBaselineSaver(monitor, policy).start())
-    return LiveSetup(settings, monitor, session, job, control_note, outputs)
+        live.outputs.append(AutoBaselineSaver(monitor, policy).start())
+    return live

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from dflash_watch.detectors.base import Alert
 
 from . import payloads
-from .settings import SinkConfig, SinkConfigMissing
+from .settings import SINK_KINDS, SinkConfig, SinkConfigMissing
 
 
 class DeliveryError(Exception):
@@ -131,14 +131,6 @@ class EpisodeSender:
             raise
 
 
-def _pagerduty(sink: SinkConfig) -> EpisodeSender:
-    def build(alert: Alert, start: float, source: str) -> payloads.Outgoing:
-        key = payloads.dedup_key(alert, start, source)
-        return payloads.pagerduty(alert, sink.routing_key(), key, source)
-
-    return EpisodeSender(sink, build, resolve_test=True)
-
-
 def secret_names(sinks: Iterable[SinkConfig]) -> frozenset[str]:
     """The environment variables that hold the sinks' secrets (``url_env``, ``routing_key_env``)."""
     return frozenset(name for s in sinks for name in (s.url_env, s.routing_key_env) if name)
@@ -232,19 +224,58 @@ class BellSender:
                 raise DeliveryError(f"no terminal to ring: {exc}", retry=False) from None
 
 
-# One table, kind -> how its sender is built (the payload builder rides in
-# it for HTTP kinds): a kind added to ``settings.KINDS`` without a line here
-# fails tests/shell/test_sinks_config.py, and no kind falls through to another.
+# How each kind's sender is built, one function per row of
+# ``settings.SINK_KINDS`` (which names it); the payload builder rides in it
+# for the HTTP kinds. ``hidden``: the variables a child must not inherit.
 SenderFactory = Callable[[SinkConfig, frozenset[str]], Sender]
-SENDERS: dict[str, SenderFactory] = {
-    "bell": lambda sink, hidden: BellSender(),
-    "desktop": lambda sink, hidden: DesktopSender(hidden),
-    "webhook": lambda sink, hidden: EpisodeSender(sink, lambda alert, start, host: payloads.webhook(alert, host, start)),
-    "slack": lambda sink, hidden: HttpSender(sink, payloads.slack),
-    "ntfy": lambda sink, hidden: HttpSender(sink, lambda alert: payloads.ntfy(alert, sink.tags)),
-    "pagerduty": lambda sink, hidden: _pagerduty(sink),
-    "command": lambda sink, hidden: CommandSender(sink.argv, hidden),
-}
+
+
+def bell_sender(sink: SinkConfig, hidden: frozenset[str]) -> Sender:
+    return BellSender()
+
+
+def desktop_sender(sink: SinkConfig, hidden: frozenset[str]) -> Sender:
+    return DesktopSender(hidden)
+
+
+def webhook_sender(sink: SinkConfig, hidden: frozenset[str]) -> Sender:
+    return EpisodeSender(sink, lambda alert, start, host: payloads.webhook(alert, host, start))
+
+
+def slack_sender(sink: SinkConfig, hidden: frozenset[str]) -> Sender:
+    return HttpSender(sink, payloads.slack)
+
+
+def ntfy_sender(sink: SinkConfig, hidden: frozenset[str]) -> Sender:
+    return HttpSender(sink, lambda alert: payloads.ntfy(alert, sink.tags))
+
+
+def pagerduty_sender(sink: SinkConfig, hidden: frozenset[str]) -> Sender:
+    def build(alert: Alert, start: float, source: str) -> payloads.Outgoing:
+        key = payloads.dedup_key(alert, start, source)
+        return payloads.pagerduty(alert, sink.routing_key(), key, source)
+
+    return EpisodeSender(sink, build, resolve_test=True)
+
+
+def command_sender(sink: SinkConfig, hidden: frozenset[str]) -> Sender:
+    return CommandSender(sink.argv, hidden)
+
+
+def _factories() -> dict[str, SenderFactory]:
+    """kind -> factory, from ``settings.SINK_KINDS``: a row naming a function
+    this module lacks fails here, at import, not when its first alert goes."""
+    here = globals()
+    table: dict[str, SenderFactory] = {}
+    for kind in SINK_KINDS:
+        factory = here.get(kind.sender)
+        if not callable(factory):
+            raise ImportError(f"sink kind {kind.name!r}: senders.{kind.sender} is not defined")
+        table[kind.name] = factory
+    return table
+
+
+SENDERS: dict[str, SenderFactory] = _factories()
 
 
 def build_sender(sink: SinkConfig, hidden: Iterable[str] | None = None) -> Sender:
@@ -252,6 +283,6 @@ def build_sender(sink: SinkConfig, hidden: Iterable[str] | None = None) -> Sende
     inherit (all sinks' secrets; by default this sink's own)."""
     hidden = secret_names([sink]) if hidden is None else hidden
     factory = SENDERS.get(sink.kind)
-    if factory is None:  # SinkConfig refuses unknown kinds; a new kind without a sender lands here
+    if factory is None:  # every kind has one (``_factories``), SinkConfig refuses the rest: a forged config
         raise ValueError(f"sink {sink.name}: no sender for kind {sink.kind!r} (known: {', '.join(SENDERS)})")
     return factory(sink, frozenset(hidden))

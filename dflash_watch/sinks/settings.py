@@ -26,9 +26,38 @@ from ..checks import (
     unknown,
 )
 
-KINDS = ("bell", "desktop", "webhook", "slack", "ntfy", "pagerduty", "command")
-# Kinds that POST to a URL, and those that must be given one.
-HTTP_KINDS = frozenset({"webhook", "slack", "ntfy", "pagerduty"})
+
+@dataclass(frozen=True, slots=True)
+class SinkKind:
+    """One kind of sink, declared once (``SINK_KINDS``): its name in
+    ``kind = "..."``, whether it POSTs to a URL, and the name of the
+    function in ``senders`` that builds its sender.
+
+    The sender is named, not imported: reading a config never loads the
+    HTTP senders (urllib, sockets, subprocess). ``senders.SENDERS`` is
+    built from this table when the senders are first imported, and a row
+    whose function is missing fails that import, so a kind can neither
+    lack a sender nor fall through to another's.
+    """
+
+    name: str
+    sender: str
+    http: bool = False
+
+
+SINK_KINDS: tuple[SinkKind, ...] = (
+    SinkKind("bell", sender="bell_sender"),
+    SinkKind("desktop", sender="desktop_sender"),
+    SinkKind("webhook", sender="webhook_sender", http=True),
+    SinkKind("slack", sender="slack_sender", http=True),
+    SinkKind("ntfy", sender="ntfy_sender", http=True),
+    SinkKind("pagerduty", sender="pagerduty_sender", http=True),
+    SinkKind("command", sender="command_sender"),
+)
+# Derived, never written out again: the names (in the order errors list
+# them) and the kinds that POST to a URL (those must be given one).
+KINDS = tuple(kind.name for kind in SINK_KINDS)
+HTTP_KINDS = frozenset(kind.name for kind in SINK_KINDS if kind.http)
 PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
 SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}  # info < warning < critical
 

@@ -14,7 +14,7 @@ import os
 import time
 
 from .lines import LineSplitter
-from .rotated import Leftovers
+from .rotated import Leftovers, last_line_start
 
 
 class Follower:
@@ -62,17 +62,11 @@ class Follower:
     def seek_to_last_line(self, chunk: int) -> None:
         """Live attach: skip history but keep true line numbers and the line being written."""
         assert self.fd is not None
-        lines = pos = start = 0
-        while data := os.read(self.fd, chunk):
-            lines += data.count(b"\n")
-            last = data.rfind(b"\n")
-            if last >= 0:
-                start = pos + last + 1
-            pos += len(data)
+        start, lineno = last_line_start(self.fd, chunk)
         os.lseek(self.fd, start, os.SEEK_SET)
         self.offset = start
         self.last_byte = b"\n" if start else b""
-        self.splitter.lineno = lines + 1
+        self.splitter.lineno = lineno
 
     def fstat(self) -> os.stat_result | None:
         try:

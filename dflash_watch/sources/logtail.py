@@ -74,6 +74,9 @@ class LogTailer:
         # watchdog threads nothing: the kernel never sends those events.
         self._wake_on_writes = wake_on_writes
         self._followers: dict[str, Follower] = {}
+        # Their absolute paths, kept as followers are added (none is ever
+        # removed): a rotated copy is checked against it, not a set rebuilt per copy.
+        self._abspaths: set[str] = set()
         self._globs: list[str] = []
         self._globs_noted: set[str] = set()
         self._first_poll = True
@@ -153,6 +156,7 @@ class LogTailer:
             return
         f = Follower(path, self._max_line, self._chunk, attach_at_end, announce)
         self._followers[key] = f
+        self._abspaths.add(f.abspath)
         self._wakeups.files.add(f.abspath)
 
     def _discover(self, out: list[Chunk | TailNotice]) -> None:
@@ -278,7 +282,7 @@ class LogTailer:
 
     def _followed(self, path: str) -> bool:
         """Never read another followed file as a rotated copy (a glob may match both)."""
-        return os.path.abspath(path) in {g.abspath for g in self._followers.values()}
+        return os.path.abspath(path) in self._abspaths
 
     def _read_siblings(self, f: Follower, found: list[Sibling], out: list[Chunk | TailNotice],
                        *, follow_newest: bool = False) -> None:

@@ -105,20 +105,52 @@ def newest_from_its_end(abspath: str, skip: set[Ident], read: Read, chunk: int =
     if not found:
         return None
     newest = found[-1]
-    lines = pos = start = 0
+    fd = open_as(newest.path, newest.ident)
+    if fd is None:
+        return None
     try:
-        with open(newest.path, "rb") as fh:
-            if (os.fstat(fh.fileno()).st_dev, os.fstat(fh.fileno()).st_ino) != newest.ident:
-                return None
-            while data := fh.read(chunk):
-                lines += data.count(b"\n")
-                last = data.rfind(b"\n")
-                if last >= 0:
-                    start = pos + last + 1
-                pos += len(data)
+        start, lineno = last_line_start(fd, chunk)
     except OSError:
         return None
-    return replace(newest, start=start, lineno=lines + 1)
+    finally:
+        os.close(fd)
+    return replace(newest, start=start, lineno=lineno)
+
+
+def last_line_start(fd: int, chunk: int) -> tuple[int, int]:
+    """(where the last line of the file open at ``fd`` starts, its line number).
+
+    A live attach skips a file's history but keeps true line numbers and
+    the line still being written: the name the tailer attaches to
+    (``Follower.seek_to_last_line``) and a rotated copy its writer may still
+    write to (``newest_from_its_end``). Read from the file's start (``pread``:
+    the descriptor's offset is left alone), one ``chunk`` at a time."""
+    lines = pos = start = 0
+    while data := os.pread(fd, chunk, pos):
+        lines += data.count(b"\n")
+        last = data.rfind(b"\n")
+        if last >= 0:
+            start = pos + last + 1
+        pos += len(data)
+    return start, lines + 1
+
+
+def open_as(path: str, ident: Ident) -> int | None:
+    """``path`` opened for reading if it is still the file ``ident``, else None:
+    a rotated file found by listing may be renamed again or pruned since,
+    or its name may have moved on to another file meanwhile."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        st = None
+    if st is None or (st.st_dev, st.st_ino) != ident:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list[Sibling]:
@@ -271,24 +303,16 @@ class Leftovers:
         done: list[str] = []
         errors: list[str] = []
         for sib in found:
+            fd = open_as(sib.path, sib.ident)
+            if fd is None:
+                continue
             try:
-                fd = os.open(sib.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-            except OSError:
-                continue  # renamed again or pruned since listed
-            try:
-                st = os.fstat(fd)
-                if (st.st_dev, st.st_ino) != sib.ident:
-                    continue  # the name moved on to another file meanwhile
-                splitter = LineSplitter(self.max_line, sib.lineno)
-                size = os.lseek(fd, sib.start, os.SEEK_SET)
-                while data := os.read(fd, self.chunk):
-                    size += len(data)
-                    feed(splitter.feed(data))
+                splitter, size = self._read_to_end(fd, sib, feed)
                 feed(splitter.finish())
                 self.done(sib.ident, fd, size, splitter.lineno)
                 done.append(sib.path)
             except OSError as exc:
-                errors.append(f"{sib.path}: read failed: {exc.strerror or type(exc).__name__}")
+                errors.append(_read_failed(sib, exc))
             finally:
                 os.close(fd)
         return done, errors
@@ -300,24 +324,26 @@ class Leftovers:
         renamed file until it reopens (SIGHUP), and a watcher that first saw the
         name after the rename must follow those lines too, not read them once.
         Returns an error line, or None."""
+        fd = open_as(sib.path, sib.ident)
+        if fd is None:
+            return None
         try:
-            fd = os.open(sib.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            return None  # renamed again or pruned since listed
-        try:
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != sib.ident:
-                os.close(fd)
-                return None  # the name moved on to another file meanwhile
-            splitter = LineSplitter(self.max_line, sib.lineno)
-            os.lseek(fd, sib.start, os.SEEK_SET)
-            while data := os.read(fd, self.chunk):
-                feed(splitter.feed(data))
+            splitter, _ = self._read_to_end(fd, sib, feed)
         except OSError as exc:
             os.close(fd)
-            return f"{sib.path}: read failed: {exc.strerror or type(exc).__name__}"
+            return _read_failed(sib, exc)
         self.keep(fd, sib.ident, splitter, feed)
         return None
+
+    def _read_to_end(self, fd: int, sib: Sibling, feed: Feed) -> tuple[LineSplitter, int]:
+        """``sib`` from its ``start`` (line ``lineno``) to its current end, its
+        last unfinished line kept in the splitter: (the splitter, bytes read to)."""
+        splitter = LineSplitter(self.max_line, sib.lineno)
+        size = os.lseek(fd, sib.start, os.SEEK_SET)
+        while data := os.read(fd, self.chunk):
+            size += len(data)
+            feed(splitter.feed(data))
+        return splitter, size
 
     def close(self) -> None:
         for r in self.renamed:
@@ -338,3 +364,7 @@ class Leftovers:
         except OSError:
             pass
         self.renamed.remove(r)
+
+
+def _read_failed(sib: Sibling, exc: OSError) -> str:
+    return f"{sib.path}: read failed: {exc.strerror or type(exc).__name__}"

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -43,13 +43,11 @@ from .health import DEFAULT_WINDOW_S, WINDOWS, window_label
 from .job_actions import JobActions
 from .reading import locked
 from .screens.diagnosis import DiagnosisScreen
-
-if TYPE_CHECKING:
-    from ..monitor import Monitor
 from .screens.evidence import EvidenceScreen
 from .screens.help import HelpScreen
 from .text import plain, set_static, split_source
 from .widgets.alerts import AlertChosen, AlertsPanel
+from .widgets.backdrop import Backdrop, BackdropScreen
 from .widgets.gpu_panel import GpuPanel
 from .widgets.header import StatusHeader
 from .widgets.log_panel import LogPanel
@@ -57,6 +55,9 @@ from .widgets.loss import LossPanel
 from .widgets.processes import ProcessPanel
 from .widgets.ranks import RanksPanel
 from .widgets.throughput import ThroughputPanel
+
+if TYPE_CHECKING:
+    from ..monitor import Monitor
 
 DEFAULT_BASELINE = "dflash-baseline.json"
 GC_SETTLE_S = 2.0  # after the first paint and the first data: see DashboardApp.settle_gc
@@ -154,6 +155,9 @@ class DashboardApp(JobActions, App[int]):
         monitor.subscribe(self._incoming.append)
 
     # -- layout -------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        return BackdropScreen(id="_default")  # see widgets/backdrop.py
+
     def compose(self) -> ComposeResult:
         # Held directly: the timer must reach them while a modal screen is on top.
         self.header = StatusHeader(control=self.control_note, id="header")
@@ -167,7 +171,7 @@ class DashboardApp(JobActions, App[int]):
         self.log_panel = LogPanel(logs_configured=self.logs_configured, id="log")
         yield self.header
         yield self.banner
-        with Vertical(id="body"):
+        with Backdrop(id="body"):
             yield self.gpu_panel
             with Horizontal(id="middle"):
                 yield self.throughput_panel

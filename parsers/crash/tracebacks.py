@@ -103,16 +103,27 @@ class CrashAssembler:
         return self._open
 
     def feed(self, line: str, lineno: int, time: float) -> list[Crash | Recompile]:
-        out = self._feed(line, lineno, time)
-        self._open = any(s.busy for s in self._streams.values())
-        return out
-
-    def _feed(self, line: str, lineno: int, time: float) -> list[Crash | Recompile]:
+        """``feed_split`` of a whole line, for a caller that holds lines (a
+        test, a captured stderr): its rank prefix is split here."""
         if "\x1b" in line:
             line = _ANSI.sub("", line)
         if "\x00" in line:
             line = line.replace("\x00", "")
         rank, text = split_rank(line)
+        return self.feed_split(rank, text, lineno, time)
+
+    def feed_split(self, rank: int | None, text: str, lineno: int, time: float) -> list[Crash | Recompile]:
+        """The line ``text`` said by ``rank``: the stream's one split of its
+        rank prefix (``parsers.ranks``), the text after it and its rank."""
+        out = self._feed(rank, text, lineno, time)
+        self._open = any(s.busy for s in self._streams.values())
+        return out
+
+    def _feed(self, rank: int | None, text: str, lineno: int, time: float) -> list[Crash | Recompile]:
+        if "\x1b" in text:
+            text = _ANSI.sub("", text)
+        if "\x00" in text:
+            text = text.replace("\x00", "")
         out: list[Crash | Recompile] = []
         self._age_others(rank, out)
         stream = self._streams.get(rank)

@@ -30,10 +30,9 @@ from typing import Final, Literal, overload
 
 from ..events import Progress
 from ..numbers import parse_number
-from ..ranks import split_rank
 from .columns import column_plan, progress_columns, value_columns
 from .fast import FastPlan, run_fast
-from .ops import Fields, RunOps, Values, runnable, yields
+from .ops import Fields, RunOps, Values, runnable, yields_run
 from .pattern import ProgressPattern
 from .plans import PLAN_LINE_MAX, PLANS, line_shape, plan, plan_of
 from .run import TOKENS_PER_SAMPLE, run
@@ -69,15 +68,14 @@ def progress_possible(line: str) -> bool:
     """False when no line of this one's shape can be progress (built-in
     formats): every part the stream would read has an empty plan, whatever
     its digits. Lets the stream skip such shapes (evaluation bars redrawn
-    six times a line) after one look."""
-    if line[:1] == "[":
-        line = split_rank(line)[1]
+    six times a line) after one look. ``line``: the text after the rank
+    prefixes (the stream's one split). Each part is planned into the plan
+    cache (``plan_of``), where the reading of its first line finds it."""
     parts = [part for part in line.split("\r") if part.strip()] if "\r" in line else [line]
     for part in parts:
         if len(part) > PLAN_LINE_MAX:
             return True
-        # The named ops (``plan``): once per shape, the stream caches the answer.
-        if any(yields(op) for op in plan(part)[1]):
+        if any(map(yields_run, plan_of(part, line_shape(part))[1])):
             return True
     return False
 
@@ -125,16 +123,13 @@ def _by_pattern(
     pattern: ProgressPattern, line: str, rank: int | None, values: Literal[True]
 ) -> Fields | Values | None: ...
 def _by_pattern(pattern: ProgressPattern, line: str, rank: int | None, values: bool) -> Fields | Values | None:
-    """A user's pattern on the line, its rank prefix split off first.
-    ``fields`` is all a pattern needs (the stream's tests hand in their
-    own); ``values``, where it has one, for ``progress_values``."""
+    """A user's pattern on the line: the text after its rank prefix, said
+    by ``rank`` (the stream's one split). ``fields`` is all a pattern needs
+    (the stream's tests hand in their own); ``values``, where it has one,
+    for ``progress_values``."""
     text = line.strip()
     if not text:
         return None
-    if text[0] == "[":
-        prefix_rank, text = split_rank(text)
-        if rank is None:
-            rank = prefix_rank
     # The stream's tests hand in patterns with ``fields`` only.
     read = getattr(pattern, "values", None) if values else None
     if read is None:

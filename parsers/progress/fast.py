@@ -21,7 +21,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..events import IT_S, SAMPLES_S, TOK_S
-from ..ranks import split_rank
+from ..ranks import rank_digits
 from . import keys
 from .ops import Metric, Ops, Put, Rate, RunOps, Step, Values
 from .run import run
@@ -197,7 +197,7 @@ def run_fast(fast: FastPlan, ops: RunOps, line: str, rank: int | None, rank_at: 
     if step is None and loss is None and tokens is None and samples is None:
         return None
     if rank is None and rank_at >= 0:
-        rank = split_rank(line[rank_at:])[0]
+        rank = rank_digits(line, rank_at)
     # run's rate_from, inline: no printed iteration rate in a fast plan.
     rate: float | None
     unit: str | None

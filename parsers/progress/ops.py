@@ -122,6 +122,15 @@ RunOps = tuple[tuple[Any, ...], ...]
 def runnable(ops: Ops) -> RunOps:
     """``ops`` as ``run.run`` reads them: ``(code, *fields)``."""
     return tuple((_CODES[type(op)], *op) for op in ops)
+
+
+_TYPES: dict[int, type] = {code: kind for kind, code in _CODES.items()}
+
+
+def yields_run(op: tuple[Any, ...]) -> bool:
+    """``yields`` of an op as the plan cache holds it (``runnable``)."""
+    found: Op = _TYPES[op[0]](*op[1:])
+    return yields(found)
 Metrics = tuple[tuple[str, float], ...]
 # ``progress_fields``: Progress's fields after time and source, through
 # ``step_seconds`` (step, total_steps, tokens_per_s, loss, rank, metrics,

@@ -14,7 +14,7 @@ text but for digits, and lines of one shape share one plan (``ops``).
 
 from __future__ import annotations
 
-from ..ranks import split_rank
+from ..ranks import rank_span
 from .fast import FastPlan, fast_plan
 from .ops import TRY, Ops, Plan, RunOps, runnable, settle_counts
 from .readers import plan_dict, plan_fields, plan_rate, plan_tokens
@@ -24,18 +24,19 @@ NO_PLAN: tuple[int, Ops] = (-1, ())
 
 
 def plan(line: str) -> tuple[int, Ops]:
-    """(where a rank prefix starts or -1, ops) for every line of this shape."""
+    """(where the rank prefix's digits start or -1, ops) for every line of
+    this shape (``ranks.rank_digits`` reads them there)."""
     text = line.strip()
     if not text:
         return NO_PLAN
     base = len(line) - len(line.lstrip())
     rank_at = -1
     if text[0] == "[":
-        rank, rest = split_rank(text)
-        if rank is not None:
-            rank_at = base
-        base += len(text) - len(rest)
-        text = rest
+        span = rank_span(text)
+        if span is not None:
+            rank_at = base + span[0]
+            base += span[2]
+            text = text[span[2] :]
     ops = Plan(base)
     brace = text.find("{")
     if brace >= 0 and ("'" in text or '"' in text):
@@ -69,7 +70,7 @@ def _done(ops: Plan, line: str) -> Ops:
 
 
 _SHAPE = bytes.maketrans(b"123456789", b"000000000")
-# shape -> (rank_at, ops as ``run`` reads them, fast plan or None)
+# shape -> (rank_at: the rank's digits or -1, ops as ``run`` reads them, fast plan or None)
 PLANS: dict[bytes, tuple[int, RunOps, FastPlan | None]] = {}
 PLANS_MAX = 512
 PLAN_LINE_MAX = 2048  # longer lines are planned every time (bounded memory)

@@ -32,7 +32,7 @@ from . import VALUES, progress_values
 from .ops import Values
 from .pattern import ProgressPattern
 
-__all__ = ["ELAPSED", "SPREAD_MAX_S", "VALUES", "redraw_times", "redraw_values"]
+__all__ = ["ELAPSED", "SPREAD_MAX_S", "VALUES", "redraw_states", "redraw_times", "redraw_values"]
 
 # ``VALUES.index("elapsed_s")``, written as a literal so that a type checker
 # knows what ``values[ELAPSED]`` holds (tests/core/test_progress_rates.py checks it).
@@ -48,10 +48,19 @@ def redraw_values(line: str, pattern: ProgressPattern | None = None) -> list[Val
     one per step shown (a bar redraws a step more than once: the newer state
     wins). A state that does not parse (the dict HF prints after its bar,
     glued) is skipped; so is a state with no step equal to the one before it.
-    A rank prefix (``[rank3]:``) at the line's start is every state's rank."""
+    A rank prefix (``[rank3]:``) at the line's start is every state's rank.
+
+    For a caller that holds a whole line (the live tailer's partial line);
+    the stream hands ``redraw_states`` its own split of the prefix."""
     rank = None
     if line[:1] == "[":
         rank, line = split_rank(line)
+    return redraw_states(line, rank, pattern)
+
+
+def redraw_states(line: str, rank: int | None, pattern: ProgressPattern | None = None) -> list[Values]:
+    """``redraw_values`` of ``line``, the text after the rank prefixes,
+    said by ``rank`` (the stream's one split, ``parsers.ranks``)."""
     out: list[Values] = []
     last: object = None
     for segment in line.split("\r"):

@@ -20,7 +20,7 @@ import math
 
 from ..events import IT_S, SAMPLES_S, TOK_S
 from ..numbers import finite, parse_clock
-from ..ranks import split_rank
+from ..ranks import rank_digits
 from . import keys
 from .ops import METRIC, PUT, RATE, STEP, TQDM, TRY_CODE, RunOps, Values
 
@@ -43,7 +43,11 @@ def rate_from(
 
 
 def run(ops: RunOps, line: str, rank: int | None, rank_at: int) -> Values | None:
-    """Apply a plan (``runnable``) to a line: the value checks, then the values or None."""
+    """Apply a plan (``runnable``) to a line: the value checks, then the values or None.
+
+    ``rank``: the line's rank as its caller split it (the stream), else
+    None: read from the prefix whose digits the plan found at ``rank_at``
+    (-1: none), for a caller that hands a whole line."""
     step = total = tokens = loss = step_seconds = None
     samples = steps_rate = token_count = sample_count = elapsed = None
     metrics: list[tuple[str, float]] = []
@@ -157,6 +161,6 @@ def run(ops: RunOps, line: str, rank: int | None, rank_at: int) -> Values | None
     if per_sample is not None:
         metrics.append((TOKENS_PER_SAMPLE, per_sample))
     if rank is None and rank_at >= 0:
-        rank = split_rank(line[rank_at:])[0]
+        rank = rank_digits(line, rank_at)
     rate, unit = rate_from(tokens, samples, steps_rate, step_seconds)
     return step, total, tokens, loss, rank, tuple(metrics), step_seconds, rate, unit, elapsed

@@ -144,6 +144,20 @@ def test_a_flat_loss_with_zero_mad_does_not_fire_on_tiny_noise() -> None:
     assert _feed(det, events) == []
 
 
+@pytest.mark.parametrize(("level", "floor"), [
+    (2.0, 3.0),  # a share above the median (loss_spike_min_rel 0.5)
+    (0.04, 0.09),  # an amount above it (loss_spike_min_abs 0.05)
+])
+def test_a_flat_loss_spikes_just_above_its_floor_not_at_it(level: float, floor: float) -> None:
+    """With MAD 0 the level is the floor: the usual report's shortcut and the
+    full judgement read the same one (``LossDetector._spike_floor``)."""
+    flat = [_p(float(i), i, level) for i in range(40)]
+    det = LossDetector()
+    assert _feed(det, [*flat, _p(40.0, 40, floor)]) == []
+    det = LossDetector()
+    assert _kinds(_feed(det, [*flat, _p(40.0, 40, floor * 1.01)])) == [("spike", "firing")]
+
+
 # -- divergence ----------------------------------------------------------------
 
 
@@ -235,6 +249,25 @@ def test_deepspeed_cumulative_skipped_counter() -> None:
     assert _feed(det, ok) == []  # warm-up's 16, then never again
     storm = [_p(20.0 + i, 200 + 10 * i, None, skipped=16.0 + 8 * i) for i in range(1, 10)]
     assert _kinds(_feed(det, storm)) == [("overflow", "firing")]
+
+
+def test_the_skipped_ratio_is_the_last_counted_reports() -> None:
+    """``state().skipped_ratio``: skipped over all iterations as the last
+    counted report left them, a copy of the numbers: a relaunch (which
+    starts a new ledger) does not change it until the new run reports."""
+    det = LossDetector()
+    assert det.state().skipped_ratio is None
+    events: list = []
+    for i in range(1, 11):
+        if i % 5 == 0:
+            events.append(Overflow(i - 0.5, f"ds.log:{i}", rank=0, scale=1024.0, new_scale=512.0))
+        events.append(_p(float(i), i, 2.0))
+    assert _feed(det, events) == []
+    assert det.state().skipped_ratio == pytest.approx(2 / 10)
+    det.update(ProcessExit(20.0, "crash"))
+    assert det.state().skipped_ratio == pytest.approx(2 / 10)
+    det.update(_p(30.0, 1, 2.0))
+    assert det.state().skipped_ratio == 0.0
 
 
 # -- lanes, relaunch, the set ----------------------------------------------------

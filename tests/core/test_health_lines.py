@@ -28,6 +28,7 @@ from dflash_watch.parsers.health_lines import (
     phase_line,
     xid_line,
 )
+from dflash_watch.parsers.ranks import split_rank
 from dflash_watch.parsers.stream import LogStream
 
 TS = "[2023-08-02 00:41:17,526] [INFO] "
@@ -140,28 +141,35 @@ NEGATIVES = [
 ]
 
 
+def _split(line: str) -> tuple[str, int | None]:
+    """(text, rank) as the readers take them: the stream splits the rank
+    prefix once (``parsers.ranks``) and hands them the rest and its rank."""
+    rank, text = split_rank(line)
+    return text, rank
+
+
 @pytest.mark.parametrize("line,rank,scale,new_scale", OVERFLOWS)
 def test_overflow_lines(line: str, rank: int | None, scale: float | None, new_scale: float | None) -> None:
     assert any(lit in line for lit in OVERFLOW_LITERALS)
-    event = overflow_line(line)
+    event = overflow_line(*_split(line))
     assert event == Overflow(0.0, "", rank, scale, new_scale)
-    found = health_line(line)
+    found = health_line(*_split(line))
     assert found is not None and found[0] == event
 
 
 @pytest.mark.parametrize("line,rank,last_step,waiting_in", HEARTBEATS)
 def test_heartbeat_lines(line: str, rank: int | None, last_step: int, waiting_in: str | None) -> None:
     assert any(lit in line for lit in HEARTBEAT_LITERALS)
-    assert heartbeat_line(line) == Heartbeat(0.0, "", rank, last_step, waiting_in)
-    assert health_line(line) == (Heartbeat(0.0, "", rank, last_step, waiting_in), True)
+    assert heartbeat_line(*_split(line)) == Heartbeat(0.0, "", rank, last_step, waiting_in)
+    assert health_line(*_split(line)) == (Heartbeat(0.0, "", rank, last_step, waiting_in), True)
 
 
 @pytest.mark.parametrize("line,phase,begin", PHASES)
 def test_phase_lines(line: str, phase: str, begin: bool) -> None:
     assert any(lit in line for lit in PHASE_LITERALS)
-    event = phase_line(line)
+    event = phase_line(*_split(line))
     assert event is not None and (event.phase, event.begin) == (phase, begin)
-    found = health_line(line)
+    found = health_line(*_split(line))
     assert found is not None and found[0] == event
 
 
@@ -173,9 +181,9 @@ def test_xid_lines(line: str, code: int, pci_bus: str, message: str) -> None:
 
 @pytest.mark.parametrize("line", NEGATIVES)
 def test_lines_that_are_no_health_event(line: str) -> None:
-    assert health_line(line) is None
-    assert overflow_line(line) is None and heartbeat_line(line) is None
-    assert phase_line(line) is None and xid_line(line) is None
+    assert health_line(*_split(line)) is None
+    assert overflow_line(*_split(line)) is None and heartbeat_line(*_split(line)) is None
+    assert phase_line(*_split(line)) is None and xid_line(line) is None
 
 
 def _stamp(i: int) -> str:

@@ -117,6 +117,18 @@ def replay(text: str, fast: bool, cuts: list[int]) -> tuple:
     return [repr(e) for e in events], stream.lines, stream.last_time, stream._times.year
 
 
+def replay_both(text: str, cuts: list[int], monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """The per-line reading's events, once the column reading gave the same;
+    and the lines the column reading still read one by one (so a test can
+    tell the column path was really taken, not only that it agrees)."""
+    want = replay(text, False, cuts)
+    calls: list[str] = []
+    real = stream_module.read_progress
+    monkeypatch.setattr(stream_module, "read_progress", lambda *a, **k: calls.append(a[3]) or real(*a, **k))
+    assert replay(text, True, cuts) == want
+    return want[0], calls
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 10**9), st.integers(1, 120), st.lists(st.integers(0, 20000), max_size=6))
 def test_columns_answer_as_line_by_line(seed: int, n: int, cuts: list[int]) -> None:
@@ -139,14 +151,8 @@ def test_a_realistic_log_is_read_as_columns_and_agrees(monkeypatch: pytest.Monke
         if i == 1500:
             lines.append('Traceback (most recent call last):\n  File "/x/t.py", line 1, in <module>\nValueError: x')
     text = "\n".join(lines) + "\n"
-    want = replay(text, False, [10_000, 150_000])
-    # The column path must really be taken: count the lines read one by one.
-    calls = []
-    real = stream_module.progress_values
-    monkeypatch.setattr(stream_module, "progress_values", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
-    got = replay(text, True, [10_000, 150_000])
-    assert got == want
-    assert sum(1 for e in want[0] if e.startswith("Progress(")) == 2700
+    events, calls = replay_both(text, [10_000, 150_000], monkeypatch)
+    assert sum(1 for e in events if e.startswith("Progress(")) == 2700
     # Only the line that closes the traceback is read on its own: the crash
     # assembler sees it first.
     assert len(calls) == 1 and "step 2501/" in calls[0]
@@ -162,13 +168,8 @@ def test_a_log_stamped_the_us_way_is_read_as_columns_and_agrees(monkeypatch: pyt
         for i in range(3000)
     ]
     text = "\n".join(lines) + "\n"
-    want = replay(text, False, [50_000])
-    calls = []
-    real = stream_module.progress_values
-    monkeypatch.setattr(stream_module, "progress_values", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
-    got = replay(text, True, [50_000])
-    assert got == want
-    assert sum(1 for e in want[0] if e.startswith("Progress(")) == 3000
+    events, calls = replay_both(text, [50_000], monkeypatch)
+    assert sum(1 for e in events if e.startswith("Progress(")) == 3000
     assert calls == []  # every line was read as columns
 
 
@@ -194,14 +195,9 @@ def test_rank_prefixed_lines_of_every_rank_width_are_read_as_columns_and_agree(
         if i % 7 == 3:
             lines.append(f"11/29/2026 10:{i // 600:02d}:{i // 10 % 60:02d} - INFO - data - loaded shard {i}")
     text = "\n".join(lines) + "\n"
-    want = replay(text, False, [40_000, 41_000])
-    calls = []
-    real = stream_module.progress_values
-    monkeypatch.setattr(stream_module, "progress_values", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
-    got = replay(text, True, [40_000, 41_000])
-    assert got == want
-    assert sum(1 for e in want[0] if e.startswith("Progress(")) >= 2999
-    assert "rank=63" in "".join(want[0]) and "rank=7," in "".join(want[0])
+    events, calls = replay_both(text, [40_000, 41_000], monkeypatch)
+    assert sum(1 for e in events if e.startswith("Progress(")) >= 2999
+    assert "rank=63" in "".join(events) and "rank=7," in "".join(events)
     assert calls == []  # no line was read on its own by the stream
 
 
@@ -217,18 +213,25 @@ def test_us_layout_reads_the_stamp_from_the_shape() -> None:
     assert layout(b"0000-00-00 00:00:00 x") is None
 
 
+def dated_until_none(parser: TimeParser, lines: list[str]) -> list[float]:
+    """What ``parse_dated`` gives line by line, up to the first line it cannot
+    date: what a run reader (``us_run``, ``iso_run``) must answer."""
+    out: list[float] = []
+    for line in lines:
+        value = parser.parse_dated(line)
+        if value is None:
+            break
+        out.append(value)
+    return out
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 61), st.integers(0, 999), st.integers(1, 13)),
                 min_size=1, max_size=40))
 def test_us_run_answers_as_parse_dated_with_the_same_state_after(stamps: list) -> None:
     lines = [f"{mo:02d}/29/2025 10:{mm:02d}:{ss:02d},{ms:03d} - step 1" for mm, ss, ms, mo in stamps]
     one, many = TimeParser(tz=UTC), TimeParser(tz=UTC)
-    want = []
-    for line in lines:
-        value = one.parse_dated(line)
-        if value is None:
-            break
-        want.append(value)
+    want = dated_until_none(one, lines)
     got = many.us_run(lines, 3)
     assert got == want
     assert (many.year, many._month, many._us_key, many._us_val) == (one.year, one._month, one._us_key, one._us_val)
@@ -258,12 +261,7 @@ def test_iso_run_answers_as_parse_dated_with_the_same_state_after(stamps: list) 
     one, many = TimeParser(tz=UTC), TimeParser(tz=UTC)
     one.parse_dated("2025-11-29 10:00:00.5 warm")  # a fraction of another length before
     many.parse_dated("2025-11-29 10:00:00.5 warm")
-    want = []
-    for line in lines:
-        value = one.parse_dated(line)
-        if value is None:
-            break
-        want.append(value)
+    want = dated_until_none(one, lines)
     got = many.iso_run(lines, 3)
     assert got == want
     assert (many.year, many._month, many._min_key, many._min_val, many._frac_len) == (

@@ -13,12 +13,10 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -111,8 +109,10 @@ def test_sigterm_of_headless_gives_a_pending_delivery_its_last_chance(tmp_path: 
 
 
 class Tmux:
-    def __init__(self) -> None:
-        self.socket = f"dfw-hist-{uuid.uuid4().hex[:8]}"
+    """A pane driver on a private server (the ``tmux_socket`` fixture ends it)."""
+
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
 
     def __call__(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
@@ -129,14 +129,8 @@ class Tmux:
 
 
 @pytest.fixture
-def tmux():
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux not installed")
-    t = Tmux()
-    try:
-        yield t
-    finally:
-        t("kill-server")
+def tmux(tmux_socket: str) -> Tmux:
+    return Tmux(tmux_socket)
 
 
 def _dashboard(tmp_path: Path, tmux: Tmux, log: Path, history: Path, shown: str = "step 10/1,000") -> int:

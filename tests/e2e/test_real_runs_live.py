@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -36,15 +35,6 @@ SCRIPTS = ROOT / "scripts" / "realruns"
 PY = shlex.quote(sys.executable)
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Tmux().available, reason="tmux not installed")]
-
-
-@pytest.fixture
-def socket():
-    name = f"dfw-real-{uuid.uuid4().hex[:10]}"
-    yield name
-    Tmux(socket=name).kill_server()
-    base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-    (base / name).unlink(missing_ok=True)
 
 
 def _cli(*args: str) -> list[str]:
@@ -91,11 +81,11 @@ def _crashes(alerts: list[dict]) -> list[dict]:
     return [a for a in alerts if a["detector"] in ("crash", "fx_tracing") and a["severity"] == "critical"]
 
 
-def test_hf_trainer_crash_live(tmp_path: Path, socket: str) -> None:
+def test_hf_trainer_crash_live(tmp_path: Path, tmux_socket: str) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     command = f"{PY} {SCRIPTS / 'hf_trainer_crash.py'} > train.log 2>&1"
-    alerts = _watch_job(tmp_path, socket, command, timeout=240)
+    alerts = _watch_job(tmp_path, tmux_socket, command, timeout=240)
     crashes = _crashes(alerts)
     assert len(crashes) == 1, [(a["detector"], a["kind"], a["message"][:80]) for a in alerts]
     assert crashes[0]["evidence"]["exc_type"] == "IndexError"
@@ -104,13 +94,13 @@ def test_hf_trainer_crash_live(tmp_path: Path, socket: str) -> None:
     assert "IndexError" in exit_alert["message"], exit_alert["message"]
 
 
-def test_torchrun_rank_dies_live(tmp_path: Path, socket: str) -> None:
+def test_torchrun_rank_dies_live(tmp_path: Path, tmux_socket: str) -> None:
     pytest.importorskip("torch")
     torchrun = Path(sys.executable).with_name("torchrun")
     if not torchrun.exists():
         pytest.skip("torchrun not beside this Python")
     command = f"{shlex.quote(str(torchrun))} --nproc_per_node=2 {SCRIPTS / 'ddp_rank_dies.py'} > train.log 2>&1"
-    alerts = _watch_job(tmp_path, socket, command, timeout=240)
+    alerts = _watch_job(tmp_path, tmux_socket, command, timeout=240)
     crashes = _crashes(alerts)
     assert len(crashes) == 1, [(a["detector"], a["kind"], a["message"][:100]) for a in alerts]
     root = crashes[0]
@@ -120,11 +110,11 @@ def test_torchrun_rank_dies_live(tmp_path: Path, socket: str) -> None:
     assert "RuntimeError" in exit_alert["message"] and "rank 1" in exit_alert["message"], exit_alert["message"]
 
 
-def test_tee_pipeline_reports_the_trainers_exit_live(tmp_path: Path, socket: str) -> None:
+def test_tee_pipeline_reports_the_trainers_exit_live(tmp_path: Path, tmux_socket: str) -> None:
     """`python train.py 2>&1 | tee train.log`: the exit is the trainer's (1), not tee's (0)."""
     pytest.importorskip("torch")
     command = f"{PY} {SCRIPTS / 'tee_script_crash.py'} 2>&1 | tee train.log"
-    alerts = _watch_job(tmp_path, socket, command, timeout=180)
+    alerts = _watch_job(tmp_path, tmux_socket, command, timeout=180)
     exit_alert = next(a for a in alerts if a["detector"] == "process_exit")
     assert exit_alert["kind"] == "crash" and exit_alert["evidence"].get("code") == 1, exit_alert
     assert [a["evidence"]["exc_type"] for a in _crashes(alerts)] == ["AssertionError"]

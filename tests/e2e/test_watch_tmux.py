@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -47,8 +46,10 @@ with open(log, "a", buffering=1) as lf, open(samples, "a", buffering=1) as sf:
 
 
 class Tmux:
-    def __init__(self) -> None:
-        self.socket = f"dfw-e2e-{uuid.uuid4().hex[:8]}"
+    """A pane driver on a private server (the ``tmux_socket`` fixture ends it)."""
+
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
 
     def __call__(self, *args: str, check: bool = True) -> str:
         out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
@@ -78,12 +79,8 @@ def _step(screen: str) -> int | None:
 
 
 @pytest.fixture
-def tmux():
-    t = Tmux()
-    try:
-        yield t
-    finally:
-        t("kill-server", check=False)
+def tmux(tmux_socket: str) -> Tmux:
+    return Tmux(tmux_socket)
 
 
 def test_watch_in_tmux_follows_filters_and_quits_leaving_the_job(tmp_path, tmux):

@@ -8,6 +8,9 @@ tile numbers update between chart offers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from tui_helpers import UTC, screen_text
 
 from dflash_watch.monitor import Monitor
@@ -43,6 +46,24 @@ def flat_samples(monitor: Monitor, start: float, seconds: int, level: int = 70 *
         monitor.feed_samples([GpuSample(t, g, level, 96 * GIB, 0.97, (GpuProcess(4242, level - GIB, "python", job=True),))
                               for g in range(8)])
     return t
+
+
+def count_calls(obj: object, name: str, when: Callable[..., bool] = lambda *a, **k: True) -> list[Any]:
+    """Each call of ``obj.name`` that ``when`` picks, as (args, kwargs); the call is still made.
+
+    A saving is pinned by a method not being called (a layout, a repaint, a
+    callback), while what it would have shown must still land: so the real
+    method runs on, and only this instance's attribute is replaced."""
+    calls: list[Any] = []
+    real = getattr(obj, name)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        if when(*args, **kwargs):
+            calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    setattr(obj, name, counting)
+    return calls
 
 
 def log_lines(monitor: Monitor, first: int, n: int, t: float) -> None:
@@ -101,15 +122,8 @@ async def test_a_growing_log_is_followed_without_laying_out_the_screen():
         await pilot.pause(0.3)
         view = app.query_one("#log-view")
         assert view.show_vertical_scrollbar
-        layouts = []  # the view asking for a layout of the screen
-        real = view.refresh
-
-        def counting(*regions, **kwargs):
-            if kwargs.get("layout"):
-                layouts.append(kwargs)
-            return real(*regions, **kwargs)
-
-        view.refresh = counting
+        # the view asking for a layout of the screen
+        layouts = count_calls(view, "refresh", lambda *regions, **kwargs: bool(kwargs.get("layout")))
         for first in (101, 201, 301):
             log_lines(monitor, first, 100, T0)
             app.log_panel.update_view(monitor)
@@ -200,14 +214,7 @@ async def test_a_loss_panel_is_not_repainted_for_a_title_that_did_not_change():
         await pilot.pause(0.3)
         panel = app.loss_panel
         assert panel.has_class("-shown")
-        repaints = []
-        real = panel.refresh
-
-        def counting(*regions, **kwargs):
-            repaints.append(kwargs)
-            return real(*regions, **kwargs)
-
-        panel.refresh = counting
+        repaints = count_calls(panel, "refresh")
         for first in (21, 41, 61):
             loss_lines(monitor, first, 20, T0 + first)
             app.redraw(force=True)
@@ -280,8 +287,6 @@ async def test_a_new_plain_log_row_is_built_once_as_shown_and_reads_the_same():
     as one cropped and padded strip, equal to what the general path (three strips) gives."""
     from rich.style import Style
 
-    from dflash_watch.tui.widgets.log_view import LogView
-
     monitor = Monitor(tz=UTC)
     log_lines(monitor, 1, 50, T0)
     app = DashboardApp(monitor, tz=UTC, clock=lambda: T0)
@@ -302,9 +307,7 @@ async def test_a_new_plain_log_row_is_built_once_as_shown_and_reads_the_same():
                         fitted += 1
                         assert list(fast) == list(slow) and fast.cell_length == slow.cell_length, (width, text)
         assert fitted > 100
-        general = []
-        real = LogView._render_strip
-        view._render_strip = lambda *a: (general.append(a), real(view, *a))[1]
+        general = count_calls(view, "_render_strip")
         log_lines(monitor, 51, 100, T0)
         app.log_panel.update_view(monitor)
         await pilot.pause(0.1)
@@ -319,9 +322,7 @@ async def test_a_followed_log_that_is_laid_out_schedules_no_callback_per_redraw(
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.3)
         view = app.query_one("#log-view")
-        later = []
-        real = view.call_after_refresh
-        view.call_after_refresh = lambda *a, **k: (later.append(a), real(*a, **k))[1]
+        later = count_calls(view, "call_after_refresh")
         for first in (101, 201, 301):
             log_lines(monitor, first, 100, T0)
             app.log_panel.update_view(monitor)

@@ -14,7 +14,6 @@ import shlex
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -45,20 +44,10 @@ def one_line_error(out: subprocess.CompletedProcess[str], fragment: str) -> None
 
 
 # ------------------------------------------------------------------ status
-@pytest.fixture
-def socket_name():
-    """A private tmux server, killed (with whatever runs in it) at the end."""
-    name = f"dfw-json-{uuid.uuid4().hex[:12]}"
-    yield name
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, timeout=10)
-    base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-    (base / name).unlink(missing_ok=True)
-
-
 @pytest.mark.skipif(subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
                     reason="tmux not installed")
-def test_status_json_absent_running_and_stopped(tmp_path: Path, socket_name: str) -> None:
-    flags = ["--session", "train", "--socket", socket_name, "--grace", "1"]
+def test_status_json_absent_running_and_stopped(tmp_path: Path, tmux_socket: str) -> None:
+    flags = ["--session", "train", "--socket", tmux_socket, "--grace", "1"]
     out = cli(tmp_path, "status", "--json", *flags)
     assert out.returncode == 1, out.stderr
     st = one_object(out)

@@ -61,3 +61,16 @@ def test_probe_lines_wait_for_the_log_then_go_onto_its_clock() -> None:
     m.feed_probes([], "probe.jsonl", fresh=True, now=401.5, arrived=1001.5, log_seen=True)
     assert not m.side_holding("probe.jsonl") and m.probe_samples == 1
     assert m.now is not None and abs(m.now - 401.0) < 1.0
+
+
+def test_samples_and_probes_go_one_path_and_a_file_without_the_clock_is_refused_first() -> None:
+    """GPU samples and probe lines take one way in (``feed_side``); a side
+    file's lines without ``now`` (the live clock they must go onto) are
+    refused before any of them is fed or a clock is made for the file."""
+    import pytest
+
+    assert Monitor.feed_samples is Monitor.feed_probes is Monitor.feed_side
+    m = Monitor(keep_lines=0)
+    with pytest.raises(TypeError, match=r"feed_side\('gpu.jsonl'\): a side file's lines need now="):
+        m.feed_samples([GpuSample(1000.5, 0, 30 * 2**30, 80 * 2**30)], "gpu.jsonl", fresh=True)  # type: ignore[call-overload]
+    assert m.now is None and not m.side_holding("gpu.jsonl") and m.live_since is None

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import shlex
 
-from test_tmux_job import PY, TRAINERS, spec, tmux, wait_for
+from tmux_job_helpers import PY, TRAINERS, spec, wait_for
 
 from dflash_watch.control.job import Job
 from dflash_watch.monitor import Monitor
 from dflash_watch.sources.job_env import JobEnvironment
-
-__all__ = ["tmux"]  # fixture, used by name
 
 
 def test_the_running_jobs_environment_reaches_the_monitor(tmux, tmp_path):

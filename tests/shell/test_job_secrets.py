@@ -13,13 +13,11 @@ import json
 import uuid
 from pathlib import Path
 
-from test_tmux_job import long_cmd, marked_pids, marker, ns, tmux, trainer_pids
+from tmux_job_helpers import long_cmd, marked_pids, ns, trainer_pids
 
 from dflash_watch.control import cli_actions
 from dflash_watch.control.secrets import clean_environ, secret_names
 from dflash_watch.control.survivors import RUN_ID_ENV
-
-__all__ = ["marker", "tmux"]  # fixtures, used by name
 
 
 def environ_of(pid: int) -> dict[str, str]:

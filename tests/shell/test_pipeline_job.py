@@ -3,7 +3,7 @@
 ``dflash-watch start --cmd "python train.py 2>&1 | tee train.log"`` is how
 most people keep a log of a run; plain ``bash -c`` would end with tee's 0
 and a crashed training would look finished. Real pipelines in a real tmux
-server on a private socket (the fixtures of test_tmux_job).
+server on a private socket (the ``tmux`` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import signal
 import time
 
 import pytest
-from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, spec, tmux, trainer_pids, wait_ended, wait_for
+from tmux_job_helpers import PY, TRAINERS, long_cmd, marked_pids, spec, trainer_pids, wait_ended, wait_for
 
 from dflash_watch.control.job import Job
 from dflash_watch.control.wrapper import shell_outcome
-
-__all__ = ["marker", "tmux"]  # fixtures, used by name
 
 
 def test_pipeline_reports_the_first_stage_that_failed_not_tee(tmux, tmp_path):
@@ -115,7 +113,7 @@ def test_a_command_starting_with_a_dash_or_holding_semicolons_is_kept(tmux, tmp_
 
 def test_cli_start_of_a_pipeline_then_status_says_the_trainers_code(tmux, tmp_path, capsys, monkeypatch):
     """``dflash-watch start --cmd "python train.py 2>&1 | tee train.log"`` as a script runs it."""
-    from test_tmux_job import ns
+    from tmux_job_helpers import ns
 
     from dflash_watch.control import cli_actions
 

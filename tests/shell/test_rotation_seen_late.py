@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -77,6 +78,18 @@ class Writer:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         self.proc.wait(timeout=10)
+
+
+def _stdout_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
+    """stdout up to and with the first line holding ``text``, or all of it by ``timeout``."""
+    assert proc.stdout is not None
+    seen, deadline = "", time.monotonic() + timeout
+    while text not in seen and select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    return seen
 
 
 def _messages(items: list[Chunk | TailNotice]) -> list[tuple[int, str]]:
@@ -143,14 +156,18 @@ def test_headless_attached_between_rename_and_create_alerts_the_crash_in_the_ren
         early += wait_for_notice(proc, "following")
         write("step 4/1000 | loss 2.30 | 21.5 Ktok/s")
         write("crash")  # into the renamed file: the writer was not told to reopen yet
-        time.sleep(2.5)  # the log goes quiet: its last traceback is a crash (quiet_s)
+        # The log goes quiet: its last traceback is a crash (quiet_s). Wait
+        # for the alert line itself, not for a time a loaded machine overruns.
+        seen = _stdout_until(proc, '"detector": "crash"', timeout=30.0)
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=20)
         write.close()
-    crashes = [a for a in map(json.loads, out.splitlines()) if a["detector"] == "crash"]
+    # Alerted live, while it ran (a stop would flush the held traceback too).
+    crashes = [a for a in map(json.loads, seen.splitlines()) if a["detector"] == "crash"]
     assert [(a["kind"], a["state"]) for a in crashes] == [("cuda_error", "firing")], early + err
+    assert not [a for a in map(json.loads, out.splitlines()) if a["detector"] == "crash"], out
     assert crashes[0]["source"].startswith("train.log:"), crashes[0]
 
 

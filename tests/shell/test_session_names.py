@@ -15,12 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, ns, spec, tmux, trainer_pids, wait_ended
+from tmux_job_helpers import PY, TRAINERS, long_cmd, marked_pids, ns, spec, trainer_pids, wait_ended
 
 from dflash_watch.control import cli_actions
 from dflash_watch.control.job import Job, JobSpec
-
-__all__ = ["marker", "tmux"]  # fixtures, used by name
 
 
 def test_every_exact_name_has_its_own_files(tmp_path):

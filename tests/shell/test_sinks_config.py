@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,11 +98,15 @@ def test_an_unknown_kind_stops_the_command_with_one_line(tmp_path: Path) -> None
 
 
 def test_every_kind_has_one_sender_and_no_kind_falls_through() -> None:
-    """``SENDERS`` is the one table of kinds: each kind builds its own sender."""
+    """``settings.SINK_KINDS`` is the one table of kinds; ``SENDERS`` is built
+    from it and each kind builds its own sender."""
     from dflash_watch.sinks import senders
-    from dflash_watch.sinks.settings import KINDS, SinkConfig
+    from dflash_watch.sinks.settings import HTTP_KINDS, KINDS, SINK_KINDS, SinkConfig
 
+    assert KINDS == ("bell", "desktop", "webhook", "slack", "ntfy", "pagerduty", "command")
+    assert HTTP_KINDS == {"webhook", "slack", "ntfy", "pagerduty"}
     assert list(senders.SENDERS) == list(KINDS)
+    assert all(senders.SENDERS[k.name] is getattr(senders, k.sender) for k in SINK_KINDS)
     made = {kind: type(senders.build_sender(SinkConfig(kind, f"{kind}[0]", url="http://127.0.0.1:9/",
                                                        routing_key_env="K", argv=("true",))))
             for kind in KINDS}
@@ -110,3 +116,25 @@ def test_every_kind_has_one_sender_and_no_kind_falls_through() -> None:
     assert {made[k] for k in ("slack", "ntfy")} == {senders.HttpSender}
     with pytest.raises(ConfigError, match=r"sink x\[0\]: kind \"bel\" is not a sink kind \(known: bell"):
         SinkConfig("bel", "x[0]")
+
+
+def test_a_kind_whose_sender_is_missing_fails_the_senders_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row of ``SINK_KINDS`` naming no function of ``senders`` is found when
+    the senders load (the watcher starts), not when its first alert goes."""
+    from dflash_watch.sinks import senders, settings
+
+    kinds = (*settings.SINK_KINDS, settings.SinkKind("pager", sender="pager_sender"))
+    monkeypatch.setattr(senders, "SINK_KINDS", kinds)  # as the module-level build reads it
+    with pytest.raises(ImportError, match=r"sink kind 'pager': senders.pager_sender is not defined"):
+        senders._factories()
+
+
+def test_reading_sink_tables_never_loads_the_senders() -> None:
+    """The kinds are declared where configs are read, without importing the
+    HTTP senders (urllib, sockets) that only a live session needs."""
+    code = ("import sys; from dflash_watch.config import load_config; "
+            "import dflash_watch.sinks.settings as s; s.parse_sink({'kind': 'slack', 'url_env': 'X'}); "
+            "print('dflash_watch.sinks.senders' in sys.modules, 'urllib.request' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]

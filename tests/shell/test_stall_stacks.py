@@ -17,7 +17,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -142,9 +141,8 @@ def test_time_and_output_are_bounded_and_pids_dumped_in_parallel(tmp_path: Path)
 
 @needs_pyspy
 @pytest.mark.skipif(not Tmux().available, reason="tmux not installed")
-def test_a_stall_of_a_tmux_job_gets_its_stacks_in_the_alert(tmp_path: Path) -> None:
+def test_a_stall_of_a_tmux_job_gets_its_stacks_in_the_alert(tmp_path: Path, tmux: Tmux) -> None:
     """Live: a real tmux job logs steps, then hangs; the stall alert is amended with its stacks."""
-    tmux = Tmux(socket=f"dfw-test-{uuid.uuid4().hex[:12]}")
     script, log = tmp_path / "train.py", tmp_path / "train.log"
     script.write_text(HANG, encoding="utf-8")
     log.touch()
@@ -154,31 +152,26 @@ def test_a_stall_of_a_tmux_job_gets_its_stacks_in_the_alert(tmp_path: Path) -> N
     monitor = Monitor(detector_config=DetectorConfig(stall_min_s=1.0, stall_factor=2.0, stall_first_s=2.0),
                       keep_lines=0)
     session = LiveSession(monitor, logs=(str(log),), use_nvml=False, job=job)
-    try:
-        job.start()
-        with session:
-            deadline = time.monotonic() + 20.0
-            stall = None
-            while time.monotonic() < deadline:
-                with monitor.lock:
-                    stall = next((a for a in monitor.alerts.firing() if a.detector == "stall"), None)
-                if stall is not None and "stacks_status" in stall.evidence:
-                    break
-                time.sleep(0.1)
-        assert stall is not None, list(monitor.notices)
-        assert stall.evidence["stacks_status"] == "captured", stall.evidence
-        mains = [s["frames"][0] for s in stall.evidence["stacks"] if s["frames"]]
-        assert any(f.startswith("wait_in_all_reduce (train.py:") for f in mains), stall.evidence["stacks"]
-        path = Path(stall.evidence["stacks_file"])
-        assert path.parent == tmp_path / "state" and "wait_in_all_reduce" in path.read_text(encoding="utf-8")
-        assert [a.state for a in monitor.alerts.history if a.detector == "stall"] == ["firing"]  # amended, not sent twice
-        assert monitor.alerts.history[-1].evidence.get("stacks_file") == str(path) or any(
-            a.evidence.get("stacks_file") == str(path) for a in monitor.alerts.history)
-        assert any(str(path) in n for n in monitor.notices)
-    finally:
-        tmux.kill_server()
-        base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-        (base / tmux.socket).unlink(missing_ok=True)
+    job.start()
+    with session:
+        deadline = time.monotonic() + 20.0
+        stall = None
+        while time.monotonic() < deadline:
+            with monitor.lock:
+                stall = next((a for a in monitor.alerts.firing() if a.detector == "stall"), None)
+            if stall is not None and "stacks_status" in stall.evidence:
+                break
+            time.sleep(0.1)
+    assert stall is not None, list(monitor.notices)
+    assert stall.evidence["stacks_status"] == "captured", stall.evidence
+    mains = [s["frames"][0] for s in stall.evidence["stacks"] if s["frames"]]
+    assert any(f.startswith("wait_in_all_reduce (train.py:") for f in mains), stall.evidence["stacks"]
+    path = Path(stall.evidence["stacks_file"])
+    assert path.parent == tmp_path / "state" and "wait_in_all_reduce" in path.read_text(encoding="utf-8")
+    assert [a.state for a in monitor.alerts.history if a.detector == "stall"] == ["firing"]  # amended, not sent twice
+    assert monitor.alerts.history[-1].evidence.get("stacks_file") == str(path) or any(
+        a.evidence.get("stacks_file") == str(path) for a in monitor.alerts.history)
+    assert any(str(path) in n for n in monitor.notices)
 
 
 def test_without_py_spy_the_live_hook_says_so_once_and_in_the_alert() -> None:

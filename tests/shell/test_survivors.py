@@ -3,7 +3,7 @@
 A training that ignores SIGHUP (``trap '' HUP``, nohup, a Python handler)
 lives on when the tmux server is killed; so does dflash-watch's wrapper,
 which waits for it. Real tmux servers on private sockets, real processes;
-the fixtures of test_tmux_job end what each test started.
+the conftest fixtures (``tmux``, ``marker``) end what each test started.
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_tmux_job import long_cmd, marked_pids, marker, ns, spec, tmux, trainer_pids, wait_for
+from tmux_job_helpers import long_cmd, marked_pids, ns, spec, trainer_pids, wait_for
 
 from dflash_watch.control import cli_actions
 from dflash_watch.control.job import Job, JobSpec, proc_alive
 from dflash_watch.control.survivors import RUN_ID_ENV
 from dflash_watch.control.wrapper import RUN_ID_ENV as WRAPPER_RUN_ID_ENV
 from dflash_watch.procfs import proc_identity
-
-__all__ = ["marker", "tmux"]  # fixtures, used by name
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import shlex
 import time
 from pathlib import Path
 
-from test_tmux_job import PY, TRAINERS, long_cmd, marked_pids, marker, spec, tmux, trainer_pids, wait_for
+from tmux_job_helpers import PY, TRAINERS, long_cmd, marked_pids, spec, trainer_pids, wait_for
 
 from dflash_watch.control.adopt import history_command
 from dflash_watch.control.job import Job, JobError, proc_alive
@@ -20,7 +20,6 @@ from dflash_watch.procfs import proc_tree
 from dflash_watch.tui.app import DashboardApp
 from dflash_watch.tui.screens.confirm import ConfirmScreen
 
-__all__ = ["marker", "tmux"]  # fixtures, used by name
 SIZE = (140, 44)
 
 

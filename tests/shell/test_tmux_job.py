@@ -1,13 +1,14 @@
 """The tmux-managed job against a real tmux server on a private socket.
 
-Every test gets its own server (``tmux -L dfw-test-<uuid>``), killed in the
-fixture's finalizer, and its own state directory. The trainers are small
-real programs in ``fake_trainers/``.
+Every test gets its own server (``tmux -L dfw-test-<uuid>``, the ``tmux``
+fixture of ``tests/conftest.py``), killed in the fixture's finalizer, and its
+own state directory. The trainers are small real programs in
+``fake_trainers/``; what the job tests share is in ``tmux_job_helpers``
+(and the ``marker`` fixture in ``tests/shell/conftest.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -16,10 +17,10 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
+from tmux_job_helpers import PY, TRAINERS, long_cmd, marked_pids, ns, spec, trainer_pids, wait_ended, wait_for
 
 from dflash_watch.control import cli_actions
 from dflash_watch.control.autorelaunch import (
@@ -41,99 +42,8 @@ from dflash_watch.detectors.process_exit import ProcessExitDetector
 from dflash_watch.parsers.events import ProcessExit
 
 REPO = Path(__file__).resolve().parents[2]
-TRAINERS = Path(__file__).resolve().parent / "fake_trainers"
-PY = shlex.quote(sys.executable)
 
 pytestmark = pytest.mark.skipif(not Tmux().available, reason="tmux not installed")
-
-
-# ------------------------------------------------------------------ helpers
-@pytest.fixture
-def tmux():
-    server = Tmux(socket=f"dfw-test-{uuid.uuid4().hex[:12]}")
-    yield server
-    server.kill_server()
-    base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-    (base / server.socket).unlink(missing_ok=True)  # tmux leaves its socket file behind
-
-
-@pytest.fixture
-def marker():
-    """A unique word in the trainers' argv; the finalizer ends leftovers we started."""
-    word = f"dfwmark{uuid.uuid4().hex[:10]}"
-    yield word
-    for pid in marked_pids(word):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def marked_pids(word: str) -> list[int]:
-    """Live trainers started with ``--marker word`` (not bash or the wrapper).
-
-    Each such trainer records its pid under the word; only those pids are
-    looked at (and their argv checked, so a recycled pid never counts):
-    no scan of the machine's process table, whose other jobs are not ours."""
-    import tempfile
-
-    path = Path(tempfile.gettempdir()) / "dfw-test-markers" / f"{word}.pids"
-    try:
-        pids = [int(x) for x in path.read_text().split()]
-    except (OSError, ValueError):
-        return []
-    found = []
-    for pid in dict.fromkeys(pids):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(a.endswith(b"long_trainer.py") for a in argv) and word.encode() in argv and proc_alive(pid):
-            found.append(pid)
-    return found
-
-
-def spec(tmux: Tmux, tmp_path: Path, command: str, **kw) -> JobSpec:
-    kw.setdefault("session", "job")
-    kw.setdefault("grace_s", 1.0)
-    kw.setdefault("preflight_timeout_s", 5.0)
-    return JobSpec(command=command, socket=tmux.socket, state_dir=tmp_path / "state", **kw)
-
-
-def long_cmd(tmp_path: Path, marker: str = "", ignore: str = "") -> str:
-    cmd = f"{PY} {shlex.quote(str(TRAINERS / 'long_trainer.py'))} --pid-file {shlex.quote(str(tmp_path / 'pids'))}"
-    if marker:
-        cmd += f" --marker {marker}"
-    if ignore:
-        cmd += f" --ignore {ignore}"
-    return cmd
-
-
-def wait_for(pred, timeout=10.0, every=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
-def wait_ended(job: Job, timeout=10.0):
-    return wait_for(lambda: (lambda st: st if not st.running else None)(job.status()), timeout)
-
-
-def trainer_pids(tmp_path: Path, n: int = 1) -> list[int]:
-    """Pids the long trainers wrote once they reached their loop (signals set up)."""
-    path = tmp_path / "pids"
-    return wait_for(lambda: path.exists() and len(path.read_text().split()) >= n and
-                    [int(x) for x in path.read_text().split()])
-
-
-def ns(**kw) -> argparse.Namespace:
-    base = dict(config=None, session=None, cmd=None, socket=None, cwd=None, grace=None)
-    base.update(kw)
-    return argparse.Namespace(**base)
 
 
 # ------------------------------------------------------------ exit capture

@@ -24,7 +24,6 @@ from ..text import fmt_gib, plain, set_static
 from .plot import PlotextChart
 
 CHART_WINDOW_S = 600.0
-BAR_CELLS = 10
 COMPACT_BAR_CELLS = 6  # the bar of a compact (one-line) tile
 AXIS_PCT_WIDTH = 34  # charts at least this wide also label their ticks in % of the card
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -119,29 +118,45 @@ def health_text(view: GpuView) -> Text:
     return out
 
 
-def memory_shown(used: int | None, total: int | None) -> tuple:
-    """Used and total GiB, the share and the compact bar (eighths, colour), as the tile writes them."""
+@dataclass(frozen=True, slots=True)
+class MemoryShown:
+    """Used/total memory as the tile writes it: the one home of that formatting.
+
+    The tile's text key compares these (displayed values, not bytes), and
+    ``_info`` and ``usage_bar`` write them: a change to how memory reads
+    cannot leave the key comparing something the tile no longer shows.
+    """
+
+    used: str  # "70.0"
+    total: str  # "96.0"
+    pct: str  # " 73%"; "" without a total
+    eighths: int | None  # the compact bar's length in eighths of a cell; None: no bar
+    colour: str  # the bar's colour: green, yellow from 85%, red from 95%
+
+
+def memory_shown(used: int | None, total: int | None) -> MemoryShown:
+    """``used``/``total`` bytes as the tile shows them, with the compact tile's bar."""
     if not used or not total:
-        return fmt_gib(used), fmt_gib(total), None
+        return MemoryShown(fmt_gib(used), fmt_gib(total), "", None, "dim")
     frac = used / total
     bar = min(1.0, max(0.0, frac))
-    return (fmt_gib(used), fmt_gib(total), f" {frac:4.0%}", round(bar * COMPACT_BAR_CELLS * 8),
-            "red" if bar >= 0.95 else "yellow" if bar >= 0.85 else "green")
+    colour = "red" if bar >= 0.95 else "yellow" if bar >= 0.85 else "green"
+    return MemoryShown(fmt_gib(used), fmt_gib(total), f" {frac:4.0%}", round(bar * COMPACT_BAR_CELLS * 8), colour)
 
 
 def util_shown(util: float | None) -> str | None:
+    """The utilisation's digits as the tile writes them (``" 97"``); None: not reported."""
     return None if util is None else f"{util * 100:3.0f}"
 
 
-def usage_bar(used: int | None, total: int | None, cells: int = BAR_CELLS) -> Text:
-    if not used or not total:
+def usage_bar(shown: MemoryShown) -> Text:
+    """The compact tile's bar of ``shown``: ``COMPACT_BAR_CELLS`` cells in eighths."""
+    cells = COMPACT_BAR_CELLS
+    if shown.eighths is None:
         return Text("▕" + " " * cells + "▏", style="dim")
-    frac = min(1.0, max(0.0, used / total))
-    eighths = round(frac * cells * 8)
-    full, part = divmod(eighths, 8)
+    full, part = divmod(shown.eighths, 8)
     body = "█" * full + (_EIGHTHS[part] if part and full < cells else "")
-    style = "red" if frac >= 0.95 else "yellow" if frac >= 0.85 else "green"
-    return Text.assemble("▕", (body.ljust(cells), style), "▏")
+    return Text.assemble("▕", (body.ljust(cells), shown.colour), "▏")
 
 
 def holders_shown(procs: tuple[GpuProcess, ...] | None, job_pids: frozenset[int]) -> tuple[str, ...] | None:
@@ -273,20 +288,20 @@ class GpuTile(Vertical):
         if view.lost is not None:
             return Text.assemble((f"GPU {view.gpu} " if compact else "", "bold"),
                                  ("LOST ", "bold white on red"), plain(view.lost.message))
-        used = f"{fmt_gib(view.used)}/{fmt_gib(view.total)}G"
-        util = "util -" if view.util is None else f"util {view.util * 100:3.0f}%"
+        mem, digits = memory_shown(view.used, view.total), util_shown(view.util)
+        used = f"{mem.used}/{mem.total}G"
         if compact:
-            util = "  -%" if view.util is None else f"{view.util * 100:3.0f}%"
+            util = "  -%" if digits is None else f"{digits}%"
             line = Text.assemble(
-                (f"GPU{view.gpu:<2}", "bold"), usage_bar(view.used, view.total, COMPACT_BAR_CELLS),
+                (f"GPU{view.gpu:<2}", "bold"), usage_bar(mem),
                 f"{used:>10} {util} ", (view.badge, view.badge_style),
                 no_wrap=True, overflow="ellipsis",
             )
             for flag in view.flags[:2]:  # one line per GPU: the worst two flags
                 line.append(f" {flag}", style="bold red")
             return line
-        pct = "" if not view.used or not view.total else f" {view.used / view.total:4.0%}"
-        return Text.assemble((used, "bold"), pct, "  ", util, no_wrap=True, overflow="ellipsis")
+        util = "util -" if digits is None else f"util {digits}%"
+        return Text.assemble((used, "bold"), mem.pct, "  ", util, no_wrap=True, overflow="ellipsis")
 
     def _chart_key(self, view: GpuView) -> tuple:
         """What the chart would show now: a new key is a new picture, an equal one is none.

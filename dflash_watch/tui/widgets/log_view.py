@@ -307,8 +307,10 @@ class LogView(ScrollView, can_focus=True):
         scroll_x = int(self.scroll_x)
         marked = lineno == self.marked
         # The cache holds rows as shown (cropped and padded): a row painted
-        # again costs a lookup, a new one builds one strip, not three.
-        key = (lineno, text, self.filter_text, marked, scroll_x, width, base)
+        # again costs a lookup, a new one builds one strip, not three. The
+        # gutter is part of the row: line 10,000 widens the number column of
+        # every row, and a row cached before it would keep the narrow one.
+        key = (lineno, text, self.filter_text, marked, scroll_x, width, base, self._gutter)
         strip = self._cache.get(key)
         if strip is None:
             strip = None if scroll_x or marked or self.filter_text else self._fitted_strip(lineno, text, width, base)
