@@ -21,11 +21,14 @@ A steady offset of a minute or more is said once.
 Bursts: a block-buffered writer (``python train.py > log``, ``| tee``
 without ``-u``) delivers minutes of lines at once, then nothing for
 minutes. A chunk that holds many steps whose stamps span far more than a
-read (or, without stamps, steps that arrive together after a long lull)
-is a burst; once seen, the interval between bursts is sent to the
-detectors as a ``Delivery`` event, so a stall waits for a few bursts
-(``detectors.stall``), and it is said once how to get lines as they are
-written.
+read (or, without stamps, steps that arrive together after a long lull,
+or as the log's first lines) is a burst. A buffered writer's first burst holds lines written before
+the watcher began (``python train.py > log &``, then the watcher): its
+stamps span more than the watch, like history appended at once, but it
+ends as it is read, which history does not (``_written_live``). Once
+seen, the interval between bursts is sent to the detectors as a
+``Delivery`` event, so a stall waits for a few bursts (``detectors.stall``),
+and it is said once how to get lines as they are written.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ _SAY_OFFSET_S = 60.0
 # lull this long, arrived in a burst (a log read as it is written brings
 # one poll's worth, under half a second).
 _BURST_SPAN_S = 1.5
+# A line stamped this close to this machine's clock when it is read was
+# written just now (a poll, and a loaded machine's scheduling, later).
+_RECENT_S = 5.0
 # Bursts seen before the buffering is said (one could be the watcher's own
 # pause; the stall allowance follows the first one at once).
 _SAY_BURSTS = 2
@@ -78,6 +84,9 @@ class Alignment:
     # The stream's last stamp after the previous fresh chunk: a chunk that
     # brought no new stamp says nothing about the offset.
     last_stamp: float | None = None
+    # The chunk being read: how long before it arrived its newest stamp was
+    # written, on this machine's clock (None: it brought no new stamp).
+    _stamp_lag: float | None = None
     _candidates: deque[float] = field(default_factory=lambda: deque(maxlen=_AGREE_CHUNKS))
     said_offset: bool = False
     _skews: deque[float] = field(default_factory=lambda: deque(maxlen=2))
@@ -105,6 +114,7 @@ class Alignment:
         dated by the arrival, by a stamp or by step durations counted from
         either all land on the live clock alike.
         """
+        self._stamp_lag = None
         if stamps is not None and stamps[1] != self.last_stamp:
             first, stamp = stamps
             self.last_stamp = stamp
@@ -114,7 +124,8 @@ class Alignment:
             # own clock, as replay reads it), not a log running ahead.
             at = now if arrived is None else arrived
             waited = at - (self._last_arrival if self._last_arrival is not None else since)
-            if stamp - first <= 1.5 * max(waited, 0.0) + _BURST_SPAN_S:
+            self._stamp_lag = at - stamp
+            if _written_live(stamp - first, waited, self._stamp_lag):
                 if self.learn:
                     self._learn(now - stamp)
                 self._skew((now if wall is None else wall) - stamp, notes)
@@ -198,13 +209,16 @@ class Alignment:
         # last one: its stamps span about the wall time that passed. Hours
         # of stamps appended in a second are history arriving, not a buffer.
         waited = gap if gap is not None else at - since
-        if many and _BURST_SPAN_S <= span <= 1.5 * waited + _BURST_SPAN_S:
+        lag = self._stamp_lag  # its newest stamp's (``prepare``): a step dated on arrival is none
+        if many and span >= _BURST_SPAN_S and _written_live(span, waited, lag, span / (len(clocked) - 1)):
             self._burst(max(span, gap or 0.0))
         elif many and gap is not None and gap >= _BURST_SPAN_S:
             self._burst(gap)
-        elif many and gap is None and not clocked and not self.burst_s and waited >= _BURST_SPAN_S:
+        elif many and gap is None and not clocked and not self.burst_s:
             # The first lines of a log without stamps, several steps at once:
-            # maybe a burst; its interval shows with the next one.
+            # maybe a burst (however soon after the watch began: a buffer
+            # holds lines from before it); its interval shows with the next
+            # one, and lines that then come one by one end the allowance.
             self.burst_s = _UNKNOWN_BURST_S
         elif gap is not None and gap < _BURST_SPAN_S:
             self._smooth += 1
@@ -225,7 +239,11 @@ class Alignment:
                 "set PYTHONUNBUFFERED=1 to see lines as they are written; until then a stall is called only "
                 "after a few bursts fail to come"
             )
-        return Delivery(now, self.name, self.burst_s)
+        # Dated with the chunk's newest line, not ``now``: the live clock
+        # may not be on the log's yet (its first chunk, history on its own
+        # clock), and an event dated ahead of the data runs every
+        # detector's clock there (ticks at their deadlines on the way).
+        return Delivery(max(e.time for e in events), self.name, self.burst_s)
 
     def _burst(self, interval: float) -> None:
         self._smooth = 0
@@ -233,7 +251,34 @@ class Alignment:
         self.burst_s = statistics.median(self._intervals)
 
 
-def shifted(events: list[Event], shift: float) -> list[Event]:
+def _written_live(span: float, waited: float, lag: float | None, step: float = 0.0) -> bool:
+    """Whether a chunk whose stamps span ``span`` seconds, its newest stamp
+    ``lag`` seconds before it arrived on this machine's clock, was written
+    while the watcher followed, rather than appended at once (history).
+
+    Written live: its stamps span no more than the time since the last
+    chunk came (``waited``; since the watch began, for the first), or its
+    newest line was written just now. The second is a buffered writer's
+    first burst: it holds lines from before the watcher began, so it spans
+    more than the watch, but it ends as it is read (history appended now
+    ends hours ago): the buffer is written out when the line after its
+    newest comes, up to one ``step`` (the chunk's own interval between
+    lines; ``prepare``, which sees only its first and last stamp, asks
+    for no more than ``_RECENT_S``) before it is read. Only this machine's
+    clock tells "just now": the live clock follows the log's own (history
+    streaming in is always recent on it), and a log stamped on another
+    clock is never recent, so it has the first rule alone. ``prepare``
+    (the offset) and ``delivery`` (a burst) both ask this; ``lag`` None:
+    no stamp in the chunk tells."""
+    if span <= 1.5 * max(waited, 0.0) + _BURST_SPAN_S:
+        return True
+    return lag is not None and -_RECENT_S <= lag <= _RECENT_S + step
+
+
+_Shiftable = TypeVar("_Shiftable", bound=Event)
+
+
+def shifted(events: list[_Shiftable], shift: float) -> list[_Shiftable]:
     """``events`` moved ``shift`` seconds (onto the live clock); the list itself when 0."""
     if events and shift:
         return [replace(e, time=e.time + shift) for e in events]
@@ -261,10 +306,8 @@ def date_on_arrival(events: list[Event], now: float) -> None:
                 events[i] = replace(e, time=max(e.time, at), clocked=True)
 
 
+# The lines of a side file (``SideFileClock``).
 _Stamped = TypeVar("_Stamped", bound=GpuSample | GpuLost | ProbeSample)
-# A side-file line stamped this close to this machine's clock was written
-# just now, even when it is read in the first round (the history's).
-_RECENT_S = 5.0
 # Lines are held back at most this long, and this many, for the log's first text.
 _HOLD_S = 10.0
 _HOLD_MAX = 4096
@@ -285,7 +328,11 @@ class SideFileClock:
     """
 
     name: str
-    since: float  # this machine's clock when the file began to be followed
+    # When the watcher began following (``Monitor.live_since``; this file's
+    # first batch if that is not set yet), on this machine's clock: lines
+    # wait for the log's first text at most ``_HOLD_S`` after it, and it is
+    # the ``since`` of the offset rule (``Alignment.prepare``).
+    since: float
     align: Alignment = field(init=False)
     _held: list[Any] = field(default_factory=list)
 
@@ -319,12 +366,12 @@ class SideFileClock:
             return batch
         times = [s.time for s in batch]
         newest = max(times)
+        # A line stamped within ``_RECENT_S`` of this machine's clock was
+        # written just now, even when read in the first round (the history's).
         if not log_seen or not (fresh or abs(wall - newest) <= _RECENT_S):
             # History on its own clock (or no log to follow yet): moved only
             # by an offset already learnt.
             shift = self.align.offset or 0.0
         else:
             shift = self.align.prepare((min(times), newest), now, self.since, [], None, wall)
-        if not shift:
-            return batch
-        return [replace(s, time=s.time + shift) for s in batch]
+        return shifted(batch, shift)

@@ -24,15 +24,23 @@ from headless_helpers import wait_for_notice
 
 WRITER = textwrap.dedent(
     """
-    import datetime, sys, time
+    import datetime, os, sys, time
     offset, count, every, stamped = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
     crash = sys.argv[5] == "1"
-    pad = "x" * 120  # a long line: the 8 KiB stdout buffer fills every ~60 lines
+    # Until the test's go mark is there (its marks are not in the log): lines
+    # this far apart (a run's slow start), and none after line ``hold``.
+    slow, hold = (float(sys.argv[6]), int(sys.argv[7])) if len(sys.argv) > 7 else (0.0, 0)
+    go = sys.argv[0] + ".go"
+    pad = "x" * 120  # a long line: the 8 KiB stdout buffer fills every ~45 lines
     for i in range(1, count + 1):
         stamp = (datetime.datetime.now() + datetime.timedelta(seconds=offset)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
         head = f"{stamp} - INFO - train - " if stamped else ""
         print(f"{head}step {i}/100000 | loss 2.31 | 21.5 Ktok/s | {pad}")
-        time.sleep(every)
+        if i == hold:
+            open(sys.argv[0] + ".held", "w").close()
+            while not os.path.exists(go):
+                time.sleep(0.01)
+        time.sleep(slow if slow and not os.path.exists(go) else every)
     open(sys.argv[0] + ".done", "w").close()  # all lines printed (the test's own mark, not in the log)
     if crash:
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -167,53 +175,128 @@ def test_attached_to_a_running_log_two_hours_behind(tmp_path: Path) -> None:
 _FAST_STALL = '[detectors]\nstall_min_s = 1.0\nstall_factor = 3.0\nstall_first_s = 2.0\n'
 
 
+def _await(path: Path, what: str, timeout: float = 60.0) -> None:
+    """Wait for one of the writer's marks (bounded: a loaded machine is slow, not stuck)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"the writer never {what}"
+        time.sleep(0.02)
+
+
+def _no_stall_between_bursts_and_the_hang_caught(tmp_path: Path, log: Path, headless: subprocess.Popen[str]) -> None:
+    """Follow the buffered writer's bursts until it printed every line (its
+    ``.done`` mark: on a loaded machine its sleeps overrun, so no fixed
+    time), then its hang: no stall while bursts kept coming, one within
+    three burst intervals of the last burst."""
+    growth: list[float] = []
+    size = 0
+    alerts: list[dict] = []
+    done = tmp_path / "writer.py.done"
+    deadline = time.monotonic() + 90.0
+    finished = False
+    while not finished:
+        finished = done.exists()  # every burst is in the file once it says so: one more look
+        assert time.monotonic() < deadline, "the writer never finished"
+        alerts += _alerts(headless, time.monotonic() + 0.1)
+        now_size = log.stat().st_size if log.exists() else 0
+        if now_size != size:
+            size = now_size
+            growth.append(time.monotonic())
+    assert len(growth) >= 3, f"the writer was expected to write in bursts: {growth}"
+    healthy = [a for a in alerts if a["detector"] == "stall" and a["_seen"] < growth[-1] + 0.5]
+    intervals = [b - a for a, b in zip(growth, growth[1:])]
+    interval = sorted(intervals)[len(intervals) // 2]
+    assert interval > 1.5, f"not bursts: {intervals}"
+    assert not healthy, f"a stall while bursts kept coming (every {interval:.1f} s): {healthy}"
+    # The hang: no burst after the last one. Caught within three intervals
+    # (lines without stamps are dated as they arrive: their usual step
+    # interval is the burst interval, and stall_factor is 3), and the
+    # watcher's poll and tick on a loaded machine.
+    limit = 3 * interval + 2.0
+    alerts += _alerts(headless, growth[-1] + limit, stop=lambda a: a["detector"] == "stall")
+    stalls = [a for a in alerts if a["detector"] == "stall" and a["state"] == "firing"]
+    assert stalls, f"the hang was not caught within 3 burst intervals ({interval:.1f} s)"
+    print(f"bursts every {interval:.1f} s; stall {stalls[0]['_seen'] - growth[-1]:.1f} s after the last one")
+    assert stalls[0]["_seen"] - growth[-1] <= limit
+
+
+def _said_buffered_once(err: str) -> None:
+    said = [line for line in err.splitlines() if "block-buffered" in line]
+    assert len(said) == 1, err
+    assert "python -u" in said[0] and "PYTHONUNBUFFERED=1" in said[0]
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("pace", [0.1, 0.06], ids=["bursts-4s", "bursts-2.5s"])
 @pytest.mark.parametrize("stamped", [True, False], ids=["stamped", "print-only"])
-def test_a_buffered_log_has_no_stall_between_bursts_and_a_hang_is_caught(tmp_path: Path, stamped: bool) -> None:
-    """A healthy run whose stdout is block-buffered: a line every 0.1 s,
-    written in ~8 KiB bursts (about 4 s apart). With a stall limit of one second its bursts
-    would each look like a stall; they are no stall, the buffering is said
-    once, and when the run hangs (no more bursts) the stall still fires
-    within three burst intervals."""
+def test_a_buffered_log_has_no_stall_between_bursts_and_a_hang_is_caught(
+    tmp_path: Path, stamped: bool, pace: float
+) -> None:
+    """A healthy run whose stdout is block-buffered: a line every ``pace``
+    s, written in ~8 KiB bursts (about 45 lines: 4.5 s or 2.7 s apart).
+    With a stall limit of one second its bursts would each look like a
+    stall; they are no stall (the first inter-burst gap too: the first
+    burst must teach the interval), the buffering is said once, and when
+    the run hangs (no more bursts) the stall still fires within three
+    burst intervals."""
     log = tmp_path / "train.log"
     config = tmp_path / "dflash-watch.toml"
     config.write_text(_FAST_STALL)
     headless = _headless(tmp_path, log, "--config", str(config))
     writer = None
+    err = ""
     try:
-        time.sleep(1.0)
-        writer = _writer(tmp_path, log, 0, 160, 0.1, int(stamped), 0, unbuffered=False)
-        growth: list[float] = []
-        size = 0
-        start = time.monotonic()
-        alerts: list[dict] = []
-        # 16 s of a healthy run (160 lines x 0.1 s), then it hangs. On a
-        # loaded machine the writer's sleeps overrun: its last burst is
-        # awaited until it says it printed every line.
-        done = tmp_path / "writer.py.done"
-        while (time.monotonic() - start < 18.0 or not done.exists()) and time.monotonic() - start < 45.0:
-            alerts += _alerts(headless, time.monotonic() + 0.1)
-            now_size = log.stat().st_size if log.exists() else 0
-            if now_size != size:
-                size = now_size
-                growth.append(time.monotonic())
-        healthy = [a for a in alerts if a["detector"] == "stall" and a["_seen"] < growth[-1] + 0.5]
-        assert len(growth) >= 3, f"the writer was expected to write in bursts: {growth}"
-        intervals = [b - a for a, b in zip(growth, growth[1:])]
-        interval = sorted(intervals)[len(intervals) // 2]
-        assert interval > 1.5, f"not bursts: {intervals}"
-        assert not healthy, f"a stall while bursts kept coming: {healthy}"
-        # The hang: no burst after the last one.
-        alerts += _alerts(headless, growth[-1] + 3 * interval + 1.0, stop=lambda a: a["detector"] == "stall")
-        stalls = [a for a in alerts if a["detector"] == "stall" and a["state"] == "firing"]
-        assert stalls, f"the hang was not caught within 3 burst intervals ({interval:.1f} s)"
-        print(f"bursts every {interval:.1f} s; stall {stalls[0]['_seen'] - growth[-1]:.1f} s after the last one")
-        assert stalls[0]["_seen"] - growth[-1] <= 3 * interval + 1.0
+        # The watcher follows before the run starts (on a loaded machine
+        # it takes seconds to start: the first burst would else be read
+        # as history, the next test starts the watcher after the run).
+        err = wait_for_notice(headless, "to appear")
+        writer = _writer(tmp_path, log, 0, int(16.0 / pace), pace, int(stamped), 0, unbuffered=False)
+        _no_stall_between_bursts_and_the_hang_caught(tmp_path, log, headless)
     finally:
-        err = _stop(*(p for p in (writer, headless) if p is not None))
-    said = [line for line in err.splitlines() if "block-buffered" in line]
-    assert len(said) == 1, err
-    assert "python -u" in said[0] and "PYTHONUNBUFFERED=1" in said[0]
+        err += _stop(*(p for p in (writer, headless) if p is not None))
+    _said_buffered_once(err)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stamped", [True, False], ids=["stamped", "print-only"])
+def test_a_watcher_started_after_a_buffered_run_learns_the_bursts_from_the_first(tmp_path: Path, stamped: bool) -> None:
+    """``python train.py > log &``, the watcher started seconds later: the
+    first burst holds lines written before the watcher began, and comes
+    soon after it began. It is a burst: the gap to the second is no stall
+    (with a one-second limit, bursts ~2.4 s apart).
+
+    Stamped, its stamps span more than the watch (as history appended at
+    once does), but its newest line was written as it came. The run starts
+    slowly (a line every 0.6 s, under the limit: no silence in its stamps)
+    until the watcher follows, then writes a line every 0.06 s; its first
+    ~40 lines fill the buffer, 8 s or more of them before the watch.
+    Without stamps, the first burst's steps come at once, under a second
+    after the watch began: the run holds its 46th line (of ~50 that fill
+    the buffer) until the watcher follows."""
+    log = tmp_path / "train.log"
+    config = tmp_path / "dflash-watch.toml"
+    config.write_text(_FAST_STALL)
+    slow, hold = (0.6, 0) if stamped else (0.0, 46)
+    writer = _writer(tmp_path, log, 0, 200, 0.06, int(stamped), 0, slow, hold, unbuffered=False)
+    begun = time.monotonic()
+    headless = None
+    err = ""
+    try:
+        if hold:
+            _await(tmp_path / "writer.py.held", "held its first lines")
+        else:
+            # 8 s old, at least: more than its first burst's stamps could
+            # span in a watch this short.
+            time.sleep(max(0.0, begun + 8.0 - time.monotonic()))
+        # ``ready.log`` never comes: its notice says the watcher follows.
+        headless = _headless(tmp_path, log, "--config", str(config), "--log", str(tmp_path / "ready.log"))
+        err = wait_for_notice(headless, "to appear")
+        assert not log.stat().st_size, "the first burst came before the watcher followed the log"
+        (tmp_path / "writer.py.go").touch()
+        _no_stall_between_bursts_and_the_hang_caught(tmp_path, log, headless)
+    finally:
+        err += _stop(*(p for p in (writer, headless) if p is not None))
+    _said_buffered_once(err)
 
 
 @pytest.mark.slow
@@ -285,6 +368,38 @@ def test_side_files_on_the_wall_clock_open_no_stall_beside_an_attached_lagging_l
                 alerts += _alerts(headless, time.monotonic() + 0.25)
         assert writer.poll() is None, "the writer ended early: the test saw no live run"
         assert headless.poll() is None, "headless exited"
+        stalls = [a for a in alerts if a["detector"] == "stall"]
+        assert not stalls, stalls
+    finally:
+        _stop(*(p for p in (writer, headless) if p is not None))
+
+
+
+@pytest.mark.slow
+def test_a_log_ten_minutes_behind_beside_a_log_on_the_wall_clock_opens_no_stall(tmp_path: Path) -> None:
+    """The log's own offset, on its own (no side file): the training log is
+    stamped 10 min behind this machine's clock, a watchdog's log (another
+    host's) on it. The live clock follows the latest data, the watchdog's:
+    the training log's steps must be moved onto it, or they sit 10 min in
+    the past and every heartbeat finds a silence of 10 min."""
+    log, watchdog = tmp_path / "train.log", tmp_path / "watchdog.log"
+    watchdog.write_text("")
+    config = tmp_path / "dflash-watch.toml"
+    config.write_text('[detectors]\nstall_min_s = 4.0\nstall_factor = 3.0\nstall_first_s = 4.0\n')
+    headless = _headless(tmp_path, log, "--config", str(config), "--log", str(watchdog))
+    writer = None
+    try:
+        wait_for_notice(headless, "to appear")
+        writer = _writer(tmp_path, log, -600.0, 60, 0.15, 1, 0, unbuffered=True)
+        end = time.monotonic() + 8.0
+        alerts: list[dict] = []
+        with open(watchdog, "a", encoding="utf-8") as fh:
+            while time.monotonic() < end:
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S") + f",{int(time.time() * 1000) % 1000:03d}"
+                fh.write(f"{stamp} - INFO - watchdog - heartbeat: still at step 1, waiting in all_reduce\n")
+                fh.flush()
+                alerts += _alerts(headless, time.monotonic() + 0.25)
+        assert writer.poll() is None, "the writer ended early: the test saw no live run"
         stalls = [a for a in alerts if a["detector"] == "stall"]
         assert not stalls, stalls
     finally:
