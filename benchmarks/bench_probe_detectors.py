@@ -16,11 +16,18 @@ the detectors alone on the parsed events (no parsing), where their share
 is largest.
 
     python benchmarks/bench_probe_detectors.py [--lines 600000] [--rounds 5]
+
+``--per-detector progress,ranks``: instead, each detector's cost per step
+line (issue 20): the events the stream makes of each speed_logs shape go
+to one detector at a time (its routes, and its deadline after each event as
+``DetectorSet.update`` asks it), then to the whole set; CPU microseconds
+per step line, the minimum over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import tempfile
@@ -36,6 +43,7 @@ from dflash_watch.detectors.padding import PaddingDetector  # noqa: E402
 from dflash_watch.detectors.recompile import RecompileDetector  # noqa: E402
 from dflash_watch.detectors.registry import DetectorSet, build_detectors  # noqa: E402
 from dflash_watch.monitor import Monitor  # noqa: E402
+from dflash_watch.parsers.events import Event, Progress  # noqa: E402
 from dflash_watch.replay import replay  # noqa: E402
 
 
@@ -68,11 +76,60 @@ def time_replay(path: Path, monitor_class: type[Monitor]) -> tuple[float, int]:
     return time.process_time() - start, len(result.alerts)
 
 
+def stream_events(path: Path) -> list[Event]:
+    """The events the stream makes of ``path`` (as a replay reads them, without ticks)."""
+    from dflash_watch.parsers.stream import LogStream
+
+    stream = LogStream(path.name, replay=True)
+    return stream.feed(path.read_text(encoding="utf-8"), 1, 0.0) + stream.flush(0.0)
+
+
+def time_detector(events: list[Event], index: int) -> float:
+    """CPU seconds of detector ``index`` of a fresh set alone over ``events``."""
+    d = build_detectors()[index]
+    routes = d.routes()
+    deadline = d.deadline if d.timed else None
+    start = time.process_time()
+    for e in events:
+        handler = routes.get(type(e))
+        if handler is not None:
+            handler(e)
+            if deadline is not None:
+                deadline()
+    return time.process_time() - start
+
+
+def per_detector(shapes: str, lines: int, rounds: int, tmp: Path) -> None:
+    names = [d.name for d in build_detectors()]
+    for shape in shapes.split(","):
+        path = tmp / f"{shape}.log"
+        write_log(path, lines, shape)
+        events = stream_events(path)
+        steps = sum(type(e) is Progress for e in events) or 1
+        best: dict[str, float] = {}
+        for _ in range(rounds):
+            for i, name in enumerate(names):
+                best[name] = min(best.get(name, math.inf), time_detector(events, i))
+            ds = DetectorSet(build_detectors())
+            start = time.process_time()
+            for e in events:
+                ds.update(e)
+            best["(whole set)"] = min(best.get("(whole set)", math.inf), time.process_time() - start)
+        print(f"{shape}: {lines:,} lines, {steps:,} step lines; CPU us per step line, min of {rounds} rounds")
+        for name, seconds in sorted(best.items(), key=lambda kv: -kv[1]):
+            print(f"  {name:18s} {seconds / steps * 1e6:8.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=600_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--per-detector", metavar="SHAPES", help="each detector's cost per step line on these shapes")
     args = ap.parse_args()
+    if args.per_detector:
+        with tempfile.TemporaryDirectory() as tmp:
+            per_detector(args.per_detector, args.lines, args.rounds, Path(tmp))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.log"
         n = write_log(path, args.lines, "legacy")
@@ -91,10 +148,7 @@ def main() -> None:
         print(f"  ratio full / reference: {f / r:.3f}")
 
         # The detectors alone, on the events the stream made.
-        from dflash_watch.parsers.stream import LogStream
-
-        stream = LogStream("train.log", replay=True)
-        events = stream.feed(path.read_text(encoding="utf-8"), 1, 0.0) + stream.flush(0.0)
+        events = stream_events(path)
         dref, dfull = [], []
         for _ in range(args.rounds):
             for make, out in ((reference_set, dref), (build_detectors, dfull)):

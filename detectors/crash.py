@@ -91,6 +91,7 @@ __all__ = ["CrashDetector", "CrashEpisode", "KIND_LABELS", "describe", "message_
 # detector's life, and this many signatures remembered to fold repeats into.
 SURVIVED_ALERTS_MAX = 32
 _SURVIVED_KEEP = 256
+_INF = float("inf")
 # Bounds of the detector's memory.
 _KEYS_MAX = 256
 _PAST_KEEP = 32
@@ -138,11 +139,19 @@ class CrashDetector(DetectorBase):
         # gone, as (line, its report?): ``crash_incident.restarted``.
         self._ends: OrderedDict[str, deque[tuple[int, bool]]] = OrderedDict()
         self._clock = float("-inf")
+        # The earliest deadline of the held incidents (inf: none held), set
+        # by ``_rehold`` wherever one is held, released or its deadline
+        # moves: the set asks ``deadline()`` after every step line, and a
+        # step line releases nothing before it.
+        self._due = _INF
 
     def deadline(self) -> float | None:
-        if not self._held:
-            return None
-        return min(inc.deadline for inc in self._held)
+        due = self._due
+        return None if due == _INF else due
+
+    def _rehold(self) -> None:
+        """Re-read ``_due`` after the held incidents or their deadlines changed."""
+        self._due = min([inc.deadline for inc in self._held], default=_INF)
 
     def episodes(self) -> list[CrashEpisode]:
         """The recent incidents, oldest first, with every rank seen so far."""
@@ -154,6 +163,7 @@ class CrashDetector(DetectorBase):
         for inc in list(self._held):
             out.extend(self._send(inc))
         self._held.clear()
+        self._due = _INF
         return out
 
     # -- events ---------------------------------------------------------------
@@ -166,7 +176,7 @@ class CrashDetector(DetectorBase):
         if t > self._clock:
             self._clock = t
         self._saw_progress(p)
-        return self._release(t) if self._held else []
+        return self._release(t) if t >= self._due else []
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is Progress:
@@ -175,13 +185,14 @@ class CrashDetector(DetectorBase):
         if t > self._clock:
             self._clock = t
         if isinstance(event, Tick):
-            return self._release(self._clock) if self._held else []
+            return self._release(self._clock) if self._clock >= self._due else []
         if isinstance(event, Quiet):
             return self._quiet() if self._held else []
         if not isinstance(event, Crash) or event.detector != self.name:
             return []
-        out = self._release(self._clock) if self._held else []
+        out = self._release(self._clock) if self._clock >= self._due else []
         self._merge(event)
+        self._rehold()
         if self.config.crash_hold_s <= 0:
             out.extend(self._release(self._clock))
         return out
@@ -194,7 +205,9 @@ class CrashDetector(DetectorBase):
             return  # fx_tracing keeps progress only to tell a relaunch apart
         if self._held:
             for inc in self._held:
-                if inc.survived is None and inc.survivable(self.name) and stream_of(inc.root)[:2] == key:
+                # The stream first: a tuple compare, where most held
+                # incidents of a many-rank job part.
+                if inc.stream == key and inc.survived is None and inc.survivable(self.name):
                     weigh(inc, line, p.step, p.time <= inc.window_end)
                     if inc.proof >= PROOF_LINES:
                         self._survives(inc, p.source)
@@ -299,6 +312,7 @@ class CrashDetector(DetectorBase):
         """Decided: the program went on. Only the rank-merge hold remains."""
         inc.survived = source
         inc.deadline = min(inc.deadline, inc.arrival + self.config.crash_hold_s)
+        self._rehold()
 
     def _latest(self, c: Crash, by_lines: bool) -> Incident | None:
         """The most recent incident that ``c`` may join: within the window in
@@ -332,11 +346,14 @@ class CrashDetector(DetectorBase):
     # -- sending --------------------------------------------------------------
 
     def _release(self, now: float) -> list[Alert]:
+        """Send the held incidents due at ``now``. Called only at or past
+        ``_due`` (before it none is due: callers test that, no list built)."""
         out: list[Alert] = []
         due = [inc for inc in self._held if now >= inc.deadline]
         for inc in due:
             self._held.remove(inc)
             out.extend(self._send(inc))
+        self._rehold()
         return out
 
     def _quiet(self) -> list[Alert]:
@@ -348,6 +365,7 @@ class CrashDetector(DetectorBase):
                 inc.deadline = self._clock
             else:
                 inc.deadline = min(inc.deadline, inc.window_end)
+        self._rehold()
         return self._release(self._clock)
 
     def _learn_caught(self, inc: Incident) -> None:

@@ -74,7 +74,7 @@ class Incident:
         "root", "root_collateral", "silent", "first_time", "last_time", "deadline", "ranks", "count",
         "copies", "collateral", "report", "sealed", "survived", "alert", "sent", "folded", "signature",
         "base_step", "file", "last_line", "arrival", "window_end", "known", "proof", "proof_late",
-        "disproved", "proof_line", "first_line",
+        "disproved", "proof_line", "first_line", "stream",
     )
 
     def __init__(self, crash: Crash, signature: str, arrival: float, hold: float, window: float) -> None:
@@ -115,6 +115,9 @@ class Incident:
         # the same file even when the root's stamp is stale (see _latest).
         self.file, _, self.last_line = stream_of(crash)
         self.first_line = self.last_line
+        # (file, rank) of the root: the stream whose step lines prove it
+        # survived, compared on every step line while it is held.
+        self.stream: tuple[str, int | None] = (self.file, crash.rank)
         self._count_in(crash)
 
     def _count_in(self, c: Crash) -> None:
@@ -148,6 +151,8 @@ class Incident:
         self.collateral.insert(0, old)
         del self.collateral[_COLLATERAL_KEEP:]
         self.root = c
+        file, rank, _ = stream_of(c)
+        self.stream = (file, rank)
         if is_report(c) and self.report is None:
             self.report = c
         self.signature = signature

@@ -89,6 +89,10 @@ class LossDetector(DetectorBase):
         c = self.config = config or DetectorConfig()
         self.episodes = {k: Episode(NAME, kind=k) for k in ("nan", "spike", "divergence", "overflow")}
         self._nan = self.episodes["nan"]
+        # The same episodes as fields: each report reads them (no dict lookup).
+        self._spike = self.episodes["spike"]
+        self._divergence = self.episodes["divergence"]
+        self._overflow = self.episodes["overflow"]
         self._window = RobustWindow(c.loss_spike_window)
         self._smooth = RobustWindow(c.loss_smooth_reports)
         self._min = SlidingMin(c.loss_divergence_window_s)
@@ -302,15 +306,21 @@ class LossDetector(DetectorBase):
         return max(floor, med + c.loss_spike_k * self._window.sigma())
 
     def _judge_spike(self, r: _Line, loss: float) -> list[Alert]:
-        ep = self.episodes["spike"]
+        ep = self._spike
         if not ep.active:
             # The usual report: at or under the level's floor (which the
             # MAD can only raise), so no spike whatever the MAD says; it
             # joins the window. Anything else takes the full judgement.
             window = self._window
-            if len(window) >= self.config.loss_spike_min_reports:
+            # ``len(window.values)``, not ``len(window)``: no Python-level
+            # ``__len__`` on the path of every report.
+            c = self.config
+            if len(window.values) >= c.loss_spike_min_reports:
                 med = self._median = window.median()
-                if loss <= self._spike_floor(med):
+                # ``_spike_floor(med)``, inline: once per report.
+                # (the operands in ``max``'s order: the same value, NaN included)
+                rise, least = c.loss_spike_min_rel * abs(med), c.loss_spike_min_abs
+                if loss <= med + (least if least > rise else rise):
                     window.add(loss)
                     return []
         level = self._level if ep.active else self._spike_level(loss)
@@ -341,7 +351,7 @@ class LossDetector(DetectorBase):
                              if med > 0 else f"loss spiked to {_fmt(loss)}{where} (recent median {_fmt(med)})",
                              r.source, r.rank, {"loss": loss, "median": med, "level": level, "step": r.step})
         # A spike's own values stay out of the level it is judged against.
-        if not self.episodes["spike"].active and (level is None or loss <= level):
+        if not self._spike.active and (level is None or loss <= level):
             self._window.add(loss)
         return out
 
@@ -349,12 +359,13 @@ class LossDetector(DetectorBase):
 
     def _judge_divergence(self, r: _Line, loss: float) -> list[Alert]:
         c = self.config
-        self._smooth.add(loss)
-        if len(self._smooth) < c.loss_smooth_reports:
+        smooth = self._smooth
+        smooth.add(loss)
+        if len(smooth.values) < c.loss_smooth_reports:
             return []
-        smoothed = self._smooth.median()
+        smoothed = smooth.median()
         self._smoothed = smoothed
-        ep = self.episodes["divergence"]
+        ep = self._divergence
         if ep.active and self._diverge_ref is not None:
             ref = self._diverge_ref
             self._recent_min = ref
@@ -403,7 +414,7 @@ class LossDetector(DetectorBase):
         self._overflow_total = sw.total
         led = sw.ledger
         self._skips = (led.skipped, led.iterations)
-        if not sw.may_storm(self.config.loss_overflow_frac) and not self.episodes["overflow"].active:
+        if not sw.may_storm(self.config.loss_overflow_frac) and not self._overflow.active:
             return []  # no storm can start (``ScaleWatch.may_storm``) and none is open
         return self._judge_overflow(r.time, r.source, r.rank)
 

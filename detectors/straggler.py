@@ -48,6 +48,7 @@ start: judged once each rank has 5 reports (t=5), named 2 minutes later.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -97,6 +98,9 @@ class Straggler(DetectorBase):
         self._next_judge = float("-inf")
         self._deadline: float | None = None
         self._stopped = False  # the job exited: nothing to judge until it steps again
+        # Per figure, the time of the latest report of any rank (each
+        # RankState keeps it up, ``RankState.newest`` per rank), -inf before any.
+        self._newest_any: dict[str, float] = dict.fromkeys(("step", "compute", "wait"), -math.inf)
 
     # -- the detector --------------------------------------------------------
     def deadline(self) -> float | None:
@@ -156,7 +160,7 @@ class Straggler(DetectorBase):
         if state is None:
             if len(self.ranks) >= _MAX_RANKS:
                 return None
-            state = self.ranks[rank] = RankState(rank, t)
+            state = self.ranks[rank] = RankState(rank, t, self._newest_any)
         return state
 
     def _probe(self, p: ProbeSample) -> None:
@@ -233,6 +237,8 @@ class Straggler(DetectorBase):
         """
         window = self.config.straggler_window_s
         start = t - window
+        if self._newest_any[name] < start:
+            return None  # no rank gave it within the window (most logs: never): the loop would skip all
         newest: dict[int, float] = {}
         end = start
         held = float("-inf")  # the latest of the compared ranks' oldest kept values

@@ -67,10 +67,17 @@ def next_deadline(ranks: list[RankState], config: DetectorConfig, in_phase: bool
         return None
     last = max([s.last_step_time or 0.0 for s in ranks])
     best = last + limit(ranks, config, in_phase)  # at or before ``now``: judged already
+    # ``silence_limit`` inline: once per rank per judgement (64 ranks, every second).
+    floor, factor = config.straggler_hung_min_s, config.straggler_hung_factor
     for s in ranks:
-        own = silence_limit(s, config)
-        if own is not None and s.last_seen is not None and now < s.last_seen + own < best:
-            best = s.last_seen + own
+        usual = s.usual_s
+        seen = s.last_seen
+        if usual is None or seen is None:
+            continue
+        own = factor * usual
+        end = seen + (own if own > floor else floor)
+        if now < end < best:
+            best = end
     return best if best > now else None
 
 
@@ -93,11 +100,22 @@ def find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool,
         if waiters and silent and len(silent) < len(ranks):
             return min(silent, key=lambda s: (s.last_step or 0, s.rank)), "waited on"
         return None
-    # The run steps on: a rank silent far beyond its own cadence stopped reporting.
-    for s in sorted(ranks, key=lambda s: s.rank):
-        own = silence_limit(s, config)
-        if own is None or s.last_seen is None or t - s.last_seen < own:
+    # The run steps on: a rank silent far beyond its own cadence stopped
+    # reporting. The silent ones first (``silence_limit`` inline, once per
+    # rank per judgement), then in rank order: the lowest that qualifies.
+    floor, factor = config.straggler_hung_min_s, config.straggler_hung_factor
+    quiet: list[RankState] = []
+    for s in ranks:
+        usual = s.usual_s
+        seen = s.last_seen
+        if usual is None or seen is None:
             continue
+        own = factor * usual
+        if not t - seen < (own if own > floor else floor):
+            quiet.append(s)
+    if not quiet:
+        return None
+    for s in sorted(quiet, key=lambda s: s.rank):
         ahead = max((o.last_step or 0) for o in ranks if o is not s)
         if ahead >= (s.last_step or 0) + 2 * s.usual_n:
             return s, "silent"

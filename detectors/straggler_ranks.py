@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass
 
@@ -92,9 +93,10 @@ class RankState:
     __slots__ = (
         "rank", "first_seen", "last_seen", "last_step", "last_step_time", "source", "series",
         "intervals", "heartbeat", "timed_out", "measured", "usual_s", "usual_n", "newest",
+        "_seconds", "_steps", "_newest_any",
     )
 
-    def __init__(self, rank: int, first_seen: float) -> None:
+    def __init__(self, rank: int, first_seen: float, newest_any: dict[str, float] | None = None) -> None:
         self.rank = rank
         self.first_seen = first_seen
         self.last_seen: float | None = None  # any sign of work: a step, a probe line, an eval bar
@@ -107,8 +109,16 @@ class RankState:
         # Per figure, the time of its latest report, -inf before any (where
         # the ranks' values end when they are compared: ``Straggler._stretch``).
         self.newest: dict[str, float] = dict.fromkeys(self.series, -math.inf)
+        # The same, the latest of every rank that shares it (``newest_any``:
+        # the detector's, one for all its ranks): a figure no rank gave
+        # within a window needs no pass over the ranks (``_stretch``).
+        self._newest_any = newest_any if newest_any is not None else dict(self.newest)
         # (seconds, steps) between step advances.
         self.intervals: deque[tuple[float, int]] = deque(maxlen=_INTERVALS_KEPT)
+        # The same intervals' seconds and steps, each kept sorted as they
+        # slide (``bisect``): their medians are read at every step advance.
+        self._seconds: list[float] = []
+        self._steps: list[float] = []
         # The usual cadence, the medians of ``intervals`` (``_interval``):
         # fields, because the hang rules read them for every rank on every
         # judgement. None and 1 until the rank advanced twice.
@@ -139,6 +149,8 @@ class RankState:
             self.measured.clear()
             self.last_step = None
             self.intervals.clear()
+            self._seconds.clear()
+            self._steps.clear()
             self.usual_s, self.usual_n = None, 1
             seen = None
         if step is not None and (self.last_step is None or step > self.last_step):
@@ -162,6 +174,8 @@ class RankState:
                 self.series[name].append((t, value))
                 if t > newest[name]:
                     newest[name] = t
+                    if t > self._newest_any[name]:
+                        self._newest_any[name] = t
         self._prune(t, window_s)
 
     def _prune(self, t: float, window_s: float) -> None:
@@ -185,9 +199,18 @@ class RankState:
         return sorted_median(values) if values else None
 
     def _interval(self, seconds: float, steps: int) -> None:
-        self.intervals.append((seconds, steps))
-        self.usual_s = sorted_median(sorted([dt for dt, _ in self.intervals]))
-        self.usual_n = max(1, int(sorted_median(sorted([float(n) for _, n in self.intervals]))))
+        # ``seconds`` > 0 (a later stamp than the last step's): never NaN,
+        # so the sorted lists order as ``sorted`` would.
+        intervals, secs, steps_ = self.intervals, self._seconds, self._steps
+        if len(intervals) == intervals.maxlen:
+            old_s, old_n = intervals[0]
+            del secs[bisect_left(secs, old_s)]
+            del steps_[bisect_left(steps_, float(old_n))]
+        intervals.append((seconds, steps))
+        insort(secs, seconds)
+        insort(steps_, float(steps))
+        self.usual_s = sorted_median(secs)
+        self.usual_n = max(1, int(sorted_median(steps_)))
 
     def waits_on_others(self) -> bool:
         """Its latest word since its last step: it waits in a collective."""

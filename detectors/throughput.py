@@ -49,7 +49,7 @@ Example: 2 it/s for ten minutes, then 0.8 it/s.
 from __future__ import annotations
 
 import math
-from bisect import insort
+from bisect import bisect_left, insort
 from collections import deque
 from statistics import median
 from typing import Any
@@ -281,13 +281,15 @@ class ThroughputDrop(DetectorBase):
 
         w = self._window
         ordered = self._sorted
+        # The values are finite (checked above): a bisect finds the one that
+        # leaves, where ``list.remove`` would scan for it.
         if len(w) == _WINDOW_MAX:
-            ordered.remove(w.popleft()[1])
+            del ordered[bisect_left(ordered, w.popleft()[1])]
         w.append((t, v))
         insort(ordered, v)
         cutoff = t - c.throughput_smooth_s
         while len(w) > 3 and w[0][0] < cutoff:
-            ordered.remove(w.popleft()[1])
+            del ordered[bisect_left(ordered, w.popleft()[1])]
         med = sorted_median(ordered)
         self.smoothed = med
         base = self.baseline

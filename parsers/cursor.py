@@ -33,6 +33,14 @@ class Lane(NamedTuple):
     run: Callable[[list[str], int], list[float]]
 
 
+class Bare(NamedTuple):
+    """A shape of progress lines without a stamp of their own (a tqdm bar
+    printed between stamped lines) read as columns by ``fast``: each line
+    is dated by the lines before it, as ``LineTimes.time_at`` dates it."""
+
+    fast: FastPlan
+
+
 class Ranked(NamedTuple):
     """A shape of lines with a rank prefix (``[rank5]:``) whose text after
     it is read as columns by ``lane``: from ``cut`` on, the rank in
@@ -60,12 +68,12 @@ class Cursor:
     count_pos: int = 0  # the line starting here ...
     count_no: int = 1  # ... is this line number
     # The run: progress lines waiting to be read together, in the file's
-    # order; a lane (``Lane`` or ``Ranked``) or, for a plain progress
-    # line, its shape.
+    # order; a lane (``Lane``, ``Bare`` or ``Ranked``) or, for a plain
+    # progress line, its shape.
     run_lines: list[str] = field(default_factory=list)
     run_starts: list[int] = field(default_factory=list)
     run_ends: list[int] = field(default_factory=list)
-    run_lanes: list[Lane | Ranked | bytes] = field(default_factory=list)
+    run_lanes: list[Lane | Bare | Ranked | bytes] = field(default_factory=list)
 
     def clear_run(self) -> None:
         """Empty the run in place: the loop holds its lists in locals."""

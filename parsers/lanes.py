@@ -13,7 +13,7 @@ from itertools import accumulate, compress, repeat
 from operator import eq, is_not
 from typing import Any, cast
 
-from .cursor import Cursor, Lane, Ranked
+from .cursor import Bare, Cursor, Lane, Ranked
 from .events import Progress
 from .line_times import LineTimes
 from .one_line import body_shape, read_padding, read_progress
@@ -21,18 +21,23 @@ from .progress import ProgressPattern, column_plan, value_columns
 from .ranks import rank_span
 from .timestamps import TimeParser
 
-# Lane lines in a row below this are read one by one: columns cost more
-# (benchmarks/bench_replay.py, the quiet shape).
+# Lane lines in a row below this are read one by one when their lane's
+# columns were not read for the whole run: columns of a stretch this short
+# cost more (benchmarks/bench_replay.py, the quiet shape).
 _COLUMNS_MIN = 2
 
 
-def lane_of(line: str, shape: bytes, times: TimeParser, bodies: dict[bytes, Lane | None]) -> Lane | Ranked | None:
+def lane_of(
+    line: str, shape: bytes, times: TimeParser, bodies: dict[bytes, Lane | None]
+) -> Lane | Bare | Ranked | None:
     """The column reading of ``line``'s shape, if its lines can have one
     (the stream has checked that they are progress and nothing else): no
     '\\r', dated by a zone-less ISO stamp or a US one (``11/29/2026
     10:00:00``, Python logging's) at the start, or right after an ASCII
-    rank prefix (``[rank5]:``, cut where ``ranks.rank_span`` says). ``bodies``:
-    the lanes of ranked lines' texts by shape, one lane for all ranks."""
+    rank prefix (``[rank5]:``, cut where ``ranks.rank_span`` says); or
+    with no stamp at all (``Bare``: a tqdm bar between stamped lines,
+    dated by the lines before it). ``bodies``: the lanes of ranked lines'
+    texts by shape, one lane for all ranks."""
     if b"\r" in shape:
         return None
     if shape[:1] == b"[":
@@ -49,6 +54,9 @@ def lane_of(line: str, shape: bytes, times: TimeParser, bodies: dict[bytes, Lane
             found = lane_of(line[cut:], text_shape, times, bodies)
             lane = bodies[text_shape] = found if type(found) is Lane else None
         return None if lane is None else Ranked(lane, cut, rank_at, rank_end)
+    if TimeParser.stampless(shape):
+        bare = column_plan(line, shape)
+        return None if bare is None else Bare(bare)
     frac_len = TimeParser.iso_layout(shape)
     run = times.iso_run
     if frac_len is None:
@@ -75,9 +83,11 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     is read as columns on its own. Stamps are read stretch by stretch in the
     file's order (``TimeParser.iso_run`` or ``us_run``: the parser keeps a
     year for glog lines), line numbers by counting newlines between the
-    lines. A line the columns cannot take (a value check fails, a stamp does
-    not parse) and the rest of its stretch are read one at a time, exactly
-    as ``feed`` reads any progress line.
+    lines. Lines of a ``Bare`` lane have no stamp: each is dated by the
+    lines before it (``LineTimes.bare_times``), not clocked. A line the
+    columns cannot take (a value check fails, a stamp does not parse) and
+    the rest of its stretch are read one at a time, exactly as ``feed``
+    reads any progress line.
     """
     lines, starts, ends = cur.run_lines, cur.run_starts, cur.run_ends
     events = cur.events
@@ -87,7 +97,7 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     ranked = cur.run_lanes
     # Each line's lane and its text after its rank prefix: the run itself
     # when it holds no ranked line (no copy on the hot path).
-    lanes = cast("list[Lane | bytes]", ranked)
+    lanes = cast("list[Lane | Bare | bytes]", ranked)
     bodies = lines
     if Ranked in set(map(type, ranked)):
         # Ranked lines go by the lane of their text: all ranks together.
@@ -109,7 +119,6 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
         j = i + 1
         while j < total and lanes[j] is lane:
             j += 1
-        fast, frac_len, run = lane
         stretch = bodies[i:j] if i or j < total else bodies
         ranks: Any = repeat(None)
         is_ranked = type(ranked[i]) is Ranked
@@ -120,15 +129,19 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
         whole, taken = group
         group[1] = taken + j - i
         done = 0
-        if j - i < _COLUMNS_MIN:
+        if whole is None and j - i < _COLUMNS_MIN:
             columns = None  # a line or two: read on their own, cheaper than columns
         elif whole is None:
-            columns = value_columns(fast, stretch)
+            columns = value_columns(lane.fast, stretch)
         else:
             stop = taken + j - i
             columns = [column[taken:stop] if type(column) is list else column for column in whole]
+        bare = type(lane) is Bare
         if columns is not None:
-            times = run(stretch, frac_len)
+            if isinstance(lane, Bare):
+                times = dating.bare_times(cur, starts[i:j], ends[i:j])
+            else:
+                times = lane.run(stretch, lane.frac_len)
             done = len(times)
         if done:
             # Columns after step_seconds are the fields after ``clocked``.
@@ -137,12 +150,13 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
             events.extend(
                 map(
                     Progress, times, sources, steps, totals, tokens, losses, ranks, metrics, seconds,
-                    repeat(True), *after,
+                    repeat(not bare), *after,
                 )
             )
-            dating.own_count += done
-            cur.clock = times[-1]
-            cur.covered = ends[i + done - 1] + 1
+            if not bare:  # stamped lines: their own clock (a Bare lane's moved it itself)
+                dating.own_count += done
+                cur.clock = times[-1]
+                cur.covered = ends[i + done - 1] + 1
         for m in range(i + done, j):
             # As the stream reads a lane line on its own (``_line_events``):
             # its progress, else its padding (a lane may hold ``pad_eff``);
@@ -160,7 +174,7 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     cur.clear_run()
 
 
-def _groups(lines: list[str], lanes: list[Lane | bytes]) -> dict[int, list[Any]]:
+def _groups(lines: list[str], lanes: list[Lane | Bare | bytes]) -> dict[int, list[Any]]:
     """Each lane of the run (by id) -> [its lines' columns or None (read per
     stretch), how many of its lines were taken so far]. A run holds a few
     lanes: each one's lines are picked out in C (``compress``)."""

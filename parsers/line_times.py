@@ -79,6 +79,31 @@ class LineTimes:
         clock = self._behind(cur, start, end, line)
         return cur.fallback_time if clock is None else clock
 
+    def bare_times(self, cur: Cursor, starts: list[int], ends: list[int]) -> list[float]:
+        """``time_at`` of each line ``cur.text[start:end]`` in turn, for
+        lines whose shape has no stamp (``TimeParser.stampless``): the
+        latest stamp on the uncovered lines before each, else the clock,
+        else the fallback time; the cursor's clock and ``covered`` moved
+        past them. No own stamp to try, no call per line but the gap's."""
+        text = cur.text
+        covered = cur.covered
+        clock = cur.clock
+        fallback = cur.fallback_time
+        latest = self.latest
+        out: list[float] = []
+        append = out.append
+        for start, end in zip(starts, ends):
+            if covered <= start:
+                if covered < start:
+                    found = latest(text, covered, start)
+                    if found is not None:
+                        clock = found
+                covered = end + 1
+            append(fallback if clock is None else clock)
+        cur.clock = clock
+        cur.covered = covered
+        return out
+
     def _behind(self, cur: Cursor, start: int, end: int, line: str) -> float | None:
         """``time_at`` once the line is known to have no full date of its own
         (or to be covered already): read the lines before it, then its own

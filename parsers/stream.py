@@ -30,7 +30,7 @@ from datetime import tzinfo
 from typing import Protocol
 
 from .clock import EventClock, placed
-from .cursor import Cursor, Lane, Ranked
+from .cursor import Bare, Cursor, Lane, Ranked
 from .events import Crash, Event, Overflow, Progress, Recompile
 from .health_lines import LITERALS as HEALTH_LITERALS
 from .health_lines import health_line
@@ -205,7 +205,7 @@ class LogStream:
         self._fast = fast
         # Literals with an ASCII digit cannot be told from a line's shape.
         # line shape -> (flags of its literals, its column reading or None)
-        self._flag_cache: dict[bytes, tuple[int, Lane | Ranked | None]] = {}
+        self._flag_cache: dict[bytes, tuple[int, Lane | Bare | Ranked | None]] = {}
         # Lanes of ranked lines' texts by shape (``lanes.lane_of``).
         self._body_lanes: dict[bytes, Lane | None] = {}
         self._shape_triggers = tuple(t for t in self._triggers if not _has_digit(t))
@@ -508,7 +508,7 @@ class LogStream:
             return text
         return text.encode("ascii", "replace").decode("ascii")
 
-    def _lane(self, line: str, shape: bytes, flags: int) -> Lane | Ranked | None:
+    def _lane(self, line: str, shape: bytes, flags: int) -> Lane | Bare | Ranked | None:
         """The column reading of ``line``'s shape, if its lines can have one:
         progress in a built-in format and nothing else (``lanes.lane_of``)."""
         if not self._fast or flags & ~(_PADDING | _RANKED) != _PROGRESS or self._pattern is not None:

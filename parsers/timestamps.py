@@ -178,6 +178,19 @@ class TimeParser:
         return None
 
     @staticmethod
+    def stampless(shape: bytes) -> bool:
+        """For a line shape (``parsers.progress.line_shape``): True when no
+        line of the shape has a stamp of its own, whatever its digits --
+        ``parse`` and ``parse_dated`` read None on every one (``_parse``:
+        after blanks, the first character is no digit, no '[', no '{' and
+        no glog level letter before a digit). A tqdm bar's line is such."""
+        s = shape.lstrip(b" \t")
+        c = s[:1]
+        if not c or c in b"0[{":
+            return False
+        return not (c in b"IWEF" and s[1:2] == b"0")
+
+    @staticmethod
     def iso_layout(shape: bytes) -> int | None:
         """For a line shape (``parsers.progress.line_shape``): the number of
         fraction digits when every line of the shape starts with a zone-less

@@ -16,7 +16,7 @@ from itertools import repeat
 from typing import Any
 
 from ..events import IT_S, SAMPLES_S, TOK_S
-from .fast import INF, FastPlan
+from .fast import INF, FastPlan, clock_seconds
 from .plans import PLAN_LINE_MAX, plan_of
 
 # One column: an entry per line, or a ``repeat`` of one value.
@@ -31,13 +31,14 @@ FieldColumns = tuple[Column, Column, Column, Column, Column, Column]
 def column_plan(line: str, shape: bytes) -> FastPlan | None:
     """The fast plan of ``line``'s shape when its lines can be read as
     columns: built-in formats, no rank prefix inside, and a step, loss,
-    tokens/s or samples/s on every line (so no line of the shape reads as None)."""
+    tokens/s, samples/s or a tqdm bar's rate on every line (so no line of
+    the shape reads as None)."""
     if len(line) > PLAN_LINE_MAX:
         return None
     rank_at, ops, fast = plan_of(line, shape)
     if not ops or fast is None or rank_at >= 0:
         return None
-    if fast.step < 0 and fast.loss < 0 and fast.tokens < 0 and fast.samples < 0:
+    if fast.step < 0 and fast.loss < 0 and fast.tokens < 0 and fast.samples < 0 and fast.rate < 0:
         return None
     return fast
 
@@ -126,6 +127,21 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
         samples = _scaled(cols[i], fast.samples_scale)
         if not all(map(_rate_ok, samples)):
             return None
+    steps_rates: list[float | None] | None = None
+    i = fast.rate
+    if i >= 0:  # a tqdm bar's shown rate (``run_fast``'s order and checks)
+        shown = _scaled(cols[i], fast.rate_scale)
+        if not all(map(_rate_ok, shown)):
+            return None
+        turned = [1.0 / v if v else None for v in shown]
+        if fast.rate_inverse:
+            seconds, steps_rates = shown, turned
+        else:
+            seconds, steps_rates = turned, list(shown)
+    elapsed: Column = none
+    if fast.elapsed:
+        parts = [list(map(int, cols[j])) for j in fast.elapsed]
+        elapsed = list(map(clock_seconds, zip(*parts)))
     if fast.metrics:
         pairs = [list(zip(repeat(name), _scaled(cols[j], scale))) for name, j, scale in fast.metrics]
         metrics = list(zip(*pairs))
@@ -136,10 +152,14 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
         rates, units = tokens, repeat(TOK_S)
     elif fast.samples >= 0:
         rates, units = samples, repeat(SAMPLES_S)
+    elif steps_rates is not None:
+        # The printed rate; None only for 0 s/it, whose step time (0) gives none either.
+        rates = steps_rates
+        units = list(map(_it_s, rates))
     elif fast.seconds >= 0:
         rates = _per_second(seconds)
         units = list(map(_it_s, rates))
-    return steps, totals, tokens, losses, metrics, seconds, rates, units, none
+    return steps, totals, tokens, losses, metrics, seconds, rates, units, elapsed
 
 
 def progress_columns(fast: FastPlan, lines: list[str]) -> FieldColumns | None:

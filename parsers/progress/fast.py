@@ -7,9 +7,13 @@ the fields are picked by index. Only the value checks stay in Python; when
 one fails (a step that is not whole, a rate that is not finite) the
 general runner decides, so the result is always ``run.run``'s.
 
-Plans with what the fast form does not do -- tqdm bars, alternatives,
-printed iteration rates, token/sample counts, tokens/s *and* samples/s
-(their ratio) -- have no fast form: the general runner reads them.
+A tqdm bar of iterations (``it/s``, ``s/it``, ``?it/s``: the training
+loop's) has a fast form too: its count and total, its shown rate (SI
+scale, turned over for ``s/it``) and its elapsed clock, cut as numbers
+like any other (``Tqdm``). Plans with what the fast form does not do --
+bars of tokens or samples, alternatives, printed iteration rates in text,
+token/sample counts, tokens/s *and* samples/s (their ratio) -- have no
+fast form: the general runner reads them.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 from ..events import IT_S, SAMPLES_S, TOK_S
 from ..ranks import rank_digits
 from . import keys
-from .ops import Metric, Ops, Put, Rate, RunOps, Step, Values
+from .ops import Metric, Ops, Put, Rate, RunOps, Step, Tqdm, Values
 from .run import run
 
 INF = math.inf
@@ -46,12 +50,17 @@ class FastPlan:
     samples: int
     samples_scale: float
     metrics: tuple[tuple[str, int, float], ...]  # (name, index, scale)
+    # A tqdm bar of iterations: its shown rate (index, SI scale, ``s/it``),
+    # which gives the step time and the printed iteration rate, and its
+    # elapsed clock (indices of its parts, hours first; () when none).
+    rate: int = -1
+    rate_scale: float = 1.0
+    rate_inverse: bool = False
+    elapsed: tuple[int, ...] = ()
 
 
 def fast_plan(ops: Ops, line: str, shape: bytes) -> FastPlan | None:
     """The fast form of ``ops``, or None where only ``run`` is exact."""
-    if not line.isascii():
-        return None  # shape offsets are bytes: equal to str offsets only in ASCII
     spans: list[slice] = []
     slots: dict[str, tuple[Any, ...]] = {
         "step": (-1, False), "total": (-1, False), "tokens": (-1, 1.0), "loss": (-1, 1.0),
@@ -72,8 +81,12 @@ def fast_plan(ops: Ops, line: str, shape: bytes) -> FastPlan | None:
         return True
 
     def key_name(key_a: int, key_b: int) -> str | None:
-        # A key with a digit (shaped to 0) may differ between lines of a shape.
-        return None if b"0" in shape[key_a:key_b] else line[key_a:key_b]
+        # A key with a digit may differ between lines of a shape. (Read on
+        # the line: the shape's offsets are bytes, the plan's characters.)
+        key = line[key_a:key_b]
+        return None if any("0" <= c <= "9" for c in key) else key
+
+    bar: dict[str, Any] = {}
 
     for op in ops:
         if type(op) is Metric:
@@ -136,8 +149,29 @@ def fast_plan(ops: Ops, line: str, shape: bytes) -> FastPlan | None:
                 return None  # a printed iteration rate: run's
             if not ok:
                 return None
+        elif type(op) is Tqdm:
+            if bar or op.kind != keys.STEPS_RATE:
+                return None  # bars of tokens or samples, two bars: run's
+            n_a, n_b, total_a, total_b, rate_a, rate_b, rate_scale, _, inverse, el_a, el_b = op
+            # run's Tqdm sets step, total (when > 0) and step time whatever
+            # came before: one source each, or order decides (run's).
+            if n_a >= 0 and not claim("step", (number(n_a, n_b), True)):
+                return None
+            if total_a >= 0 and not claim("total", (number(total_a, total_b), True)):
+                return None
+            if rate_a >= 0:
+                if not claim("seconds", (-1, 1.0, 1.0)):
+                    return None
+                bar["rate"] = (number(rate_a, rate_b), rate_scale, inverse)
+            parts = line[el_a:el_b].split(":")
+            at = el_a
+            clock = []
+            for part in parts:
+                clock.append(number(at, at + len(part)))
+                at += len(part) + 1
+            bar["elapsed"] = tuple(clock)
         else:
-            return None  # tqdm bars and alternatives: the general runner
+            return None  # alternatives: the general runner
     if not spans or ("tokens" in taken and "samples" in taken):
         return None
     step, step_is_int = slots["step"]
@@ -146,11 +180,21 @@ def fast_plan(ops: Ops, line: str, shape: bytes) -> FastPlan | None:
     loss, loss_scale = slots["loss"]
     seconds, seconds_scale, seconds_unit = slots["seconds"]
     samples, samples_scale = slots["samples"]
+    rate, rate_scale, rate_inverse = bar.get("rate", (-1, 1.0, False))
     return FastPlan(
         itemgetter(*spans) if len(spans) > 1 else itemgetter(spans[0], spans[0]),
         step, step_is_int, total, total_is_int, tokens, tokens_scale, loss, loss_scale,
         seconds, seconds_scale, seconds_unit, samples, samples_scale, tuple(metrics),
+        rate, rate_scale, rate_inverse, bar.get("elapsed", ()),
     )
+
+
+def clock_seconds(parts: tuple[int, ...]) -> float:
+    """``numbers.parse_clock`` of a tqdm clock cut into its parts (hours
+    first, when shown): the same float of the same whole seconds."""
+    if len(parts) == 3:
+        return float(parts[0] * 3600 + parts[1] * 60 + parts[2])
+    return float(parts[0] * 60 + parts[1])
 
 
 def run_fast(fast: FastPlan, ops: RunOps, line: str, rank: int | None, rank_at: int) -> Values | None:
@@ -193,20 +237,35 @@ def run_fast(fast: FastPlan, ops: RunOps, line: str, rank: int | None, rank_at: 
         samples = float(cut[i]) * fast.samples_scale
         if not (samples >= 0 and samples != INF):
             return run(ops, line, rank, rank_at)
+    steps_rate = elapsed = None
+    i = fast.rate
+    if i >= 0:  # a tqdm bar's shown rate: run's Tqdm op
+        shown = float(cut[i]) * fast.rate_scale
+        if not (shown >= 0 and shown != INF):
+            return run(ops, line, rank, rank_at)
+        turned = 1.0 / shown if shown else None
+        if fast.rate_inverse:
+            step_seconds, steps_rate = shown, turned
+        else:
+            step_seconds, steps_rate = turned, shown
+    if fast.elapsed:
+        elapsed = clock_seconds(tuple([int(cut[j]) for j in fast.elapsed]))
     metrics = tuple([(name, float(cut[j]) * scale) for name, j, scale in fast.metrics])
-    if step is None and loss is None and tokens is None and samples is None:
+    if step is None and loss is None and tokens is None and samples is None and steps_rate is None:
         return None
     if rank is None and rank_at >= 0:
         rank = rank_digits(line, rank_at)
-    # run's rate_from, inline: no printed iteration rate in a fast plan.
+    # run's rate_from, inline (a printed iteration rate: a tqdm bar's).
     rate: float | None
     unit: str | None
     if tokens is not None:
         rate, unit = tokens, TOK_S
     elif samples is not None:
         rate, unit = samples, SAMPLES_S
+    elif steps_rate is not None:
+        rate, unit = steps_rate, IT_S
     elif step_seconds:
         rate, unit = 1.0 / step_seconds, IT_S
     else:
         rate = unit = None
-    return step, total, tokens, loss, rank, metrics, step_seconds, rate, unit, None
+    return step, total, tokens, loss, rank, metrics, step_seconds, rate, unit, elapsed

@@ -8,24 +8,30 @@ stamp, nothing else on the line) and reads a run of them at once
 edges: minute and fraction-length changes, invalid dates, a second of 60,
 values that fail the fast checks (NaN, inf, fractional steps), lines that
 are not lanes in between (tracebacks, tqdm redraws, rank prefixes, lines
-without stamps), and chunk borders anywhere.
+without stamps), and chunk borders anywhere. Runs of stamp-less tqdm bars
+(``Bare`` lanes: dated by the lines before them) between stamped lines,
+glog lines and unstamped noise are among them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import random
 from datetime import UTC
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dflash_watch.parsers.lanes as lanes_module
 import dflash_watch.parsers.stream as stream_module
 from dflash_watch.parsers.progress import _PLANS, _run_fast, column_plan, line_shape, progress_columns
 from dflash_watch.parsers.stream import LogStream
 from dflash_watch.parsers.timestamps import TimeParser
 
 UTC = UTC
+ROOT = Path(__file__).resolve().parents[2]
 
 PROGRESS_FORMATS = [
     "{ts} - INFO - dflash.train - step {step}/500000 | loss {loss} | acc_len 3.4 | {tps} Ktok/s | pad_eff 0.93 | lr 2.0e-04",
@@ -51,6 +57,24 @@ NOISE = [
     "\x1b[32m{ts} - INFO - step {step} | loss {loss} | {tps} Ktok/s\x1b[0m\r",
     "\x00\x00{ts} - INFO - step {step} | loss {loss} | {tps} Ktok/s ✓",
 ]
+# tqdm bars without a stamp (HF Trainer, Lightning, the issue's progress
+# log): each is dated by the stamp on the lines before it.
+TQDM = [
+    "Training: {pct}%|          | {step}/500000 [01:{ss}<40:00, {rate}it/s, loss={loss}, tok/s={tps}]",
+    " {pct}%|██▌       | {step}/500 [{hh}:{ss}:{ss}<00:10, {rate}s/it]",
+    "Epoch 1: {pct}%|##        | {step}/{step} [00:{ss}<?, ?it/s]",
+    "Epoch 2: {pct}%|##  | {step}/0 [00:{ss}<00:09, {rate}kit/s, loss={loss}, v_num=1]",
+    "Training: {pct}%|          | {step}/500000 [01:{ss}<40:00, {rate}it/s, loss={loss}, tok/s={tps}]",
+]
+# Stamps of other styles, and none, in the gaps before a bar.
+GAPS = [
+    "W1129 10:00:0{d}.123456 4242 dataloader.cc:7] slow worker 3: queue depth 0",
+    "I0101 00:00:0{d} 4242 rendezvous.cc:1] restart",
+    "NCCL INFO Channel 0{d}/32 : 0[0] -> 1[1] via P2P/IPC",
+    '{{"time": "2025-11-29T10:00:0{d}", "msg": "ok"}}',
+    # A step line stamped the glog way: its own stamp, no Bare lane.
+    "I1129 10:00:0{d}.5 4242 train.py:9] step 1{d} | loss 2.{d} | 2{d}.5 Ktok/s",
+]
 VALUES = {
     "loss": ["2.7512", "nan", "0.0000", "12.5", "inf"],
     "tps": ["21.7", "0", "nan", "inf", "1e400", "3.25"],
@@ -58,6 +82,11 @@ VALUES = {
     "stepf": ["7.0", "7.5", "12"],
     "ms": ["250", "0", "nan"],
     "sec": ["1.5", "inf", "0.25"],
+    "pct": ["  0", " 45", "100"],
+    "rate": ["2.9", "0.00", "12.25", "0", "1" + "0" * 400],
+    "ss": ["01", "59", "61"],
+    "hh": ["0", "12", "123456789"],
+    "d": ["0", "5"],
 }
 
 
@@ -84,12 +113,32 @@ def us_stamp(iso: str) -> str:
     return f"{iso[5:7]}/{iso[8:10]}/{iso[0:4]} {iso[11:]}"
 
 
+def redigit(value: str, rnd: random.Random) -> str:
+    """``value`` with every digit drawn anew: the same line shape, other values."""
+    return "".join(rnd.choice("0123456789") if c.isdigit() else c for c in value)
+
+
 def make_log(seed: int, n: int) -> str:
     rnd = random.Random(seed)
     t = [1_764_410_400 % 86400]
     us = rnd.random()  # the share of lines stamped the US way (HF scripts)
     out = []
+    bars = rnd.random() < 0.6  # a log with tqdm bars between its lines
+    # Each bar format keeps a few shapes per log (its values' lengths), with
+    # new digits on every line: the column reading has lanes to take.
+    shapes = {fmt: [{k: rnd.choice(v) for k, v in VALUES.items()} for _ in range(2)] for fmt in TQDM}
     for _ in range(n):
+        r = rnd.random()
+        if bars and r < 0.35:
+            # A run of one bar shape, sometimes right after another's.
+            fmt = rnd.choice(TQDM)
+            for _ in range(rnd.choice([1, 1, 2, 5])):
+                values = {k: redigit(v, rnd) for k, v in rnd.choice(shapes[fmt]).items()}
+                out.append(fmt.format(**values))
+            continue
+        if bars and r < 0.45:
+            out.append(rnd.choice(GAPS).format(d=rnd.randrange(10)))
+            continue
         fmt = rnd.choice(PROGRESS_FORMATS) if rnd.random() < 0.75 else rnd.choice(NOISE)
         values = {k: rnd.choice(v) for k, v in VALUES.items()}
         ts = stamp(rnd, t)
@@ -117,14 +166,20 @@ def replay(text: str, fast: bool, cuts: list[int]) -> tuple:
     return [repr(e) for e in events], stream.lines, stream.last_time, stream._times.year
 
 
-def replay_both(text: str, cuts: list[int], monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+def replay_both(
+    text: str, cuts: list[int], monkeypatch: pytest.MonkeyPatch, lanes: bool = False
+) -> tuple[list[str], list[str]]:
     """The per-line reading's events, once the column reading gave the same;
     and the lines the column reading still read one by one (so a test can
-    tell the column path was really taken, not only that it agrees)."""
+    tell the column path was really taken, not only that it agrees): by the
+    stream, and with ``lanes`` by the run reader too."""
     want = replay(text, False, cuts)
     calls: list[str] = []
-    real = stream_module.read_progress
-    monkeypatch.setattr(stream_module, "read_progress", lambda *a, **k: calls.append(a[3]) or real(*a, **k))
+    for module in (stream_module, lanes_module) if lanes else (stream_module,):
+        real = module.read_progress
+        monkeypatch.setattr(
+            module, "read_progress", lambda *a, _real=real, **k: calls.append(a[3]) or _real(*a, **k)
+        )
     assert replay(text, True, cuts) == want
     return want[0], calls
 
@@ -134,6 +189,42 @@ def replay_both(text: str, cuts: list[int], monkeypatch: pytest.MonkeyPatch) -> 
 def test_columns_answer_as_line_by_line(seed: int, n: int, cuts: list[int]) -> None:
     text = make_log(seed, n)
     assert replay(text, True, cuts) == replay(text, False, cuts)
+
+
+def test_the_generated_logs_take_the_bare_column_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Else the differential above would compare the per-line reading of
+    tqdm bars with itself: most generated bars are read as columns."""
+    taken: list[int] = []
+    real = lanes_module.LineTimes.bare_times
+    monkeypatch.setattr(
+        lanes_module.LineTimes, "bare_times", lambda self, cur, s, e: taken.append(len(s)) or real(self, cur, s, e)
+    )
+    bars = 0
+    for seed in range(40):
+        text = make_log(seed, 120)
+        bars += sum(line.split(": ", 1)[0] in ("Training", "Epoch 1", "Epoch 2") for line in text.split("\n"))
+        assert replay(text, True, [3000]) == replay(text, False, [3000])
+    assert sum(taken) > bars // 2 > 100
+
+
+def test_a_progress_log_reads_its_tqdm_bars_as_columns_and_agrees(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 20's progress log: stamped step lines, stamp-less tqdm bars
+    between them, data-loader and glog lines in the gaps. The bars take the
+    column reading (a ``Bare`` lane), dated as the per-line reading dates
+    them; only bars redrawn with '\\r' are read one at a time."""
+    spec = importlib.util.spec_from_file_location("speed_logs", ROOT / "benchmarks" / "speed_logs.py")
+    assert spec is not None and spec.loader is not None
+    speed_logs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(speed_logs)
+    path = tmp_path / "progress.log"
+    speed_logs.write_log(path, 6000, "progress")
+    text = path.read_bytes().decode("utf-8")  # its '\\r' kept
+    events, calls = replay_both(text, [100_000, 400_000], monkeypatch, lanes=True)
+    bars = [e for e in events if "elapsed_s=None" not in e and e.startswith("Progress(")]
+    assert len(bars) > 500
+    assert calls and all("\r" in line for line in calls)
 
 
 def test_a_realistic_log_is_read_as_columns_and_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,6 +290,25 @@ def test_rank_prefixed_lines_of_every_rank_width_are_read_as_columns_and_agree(
     assert sum(1 for e in events if e.startswith("Progress(")) >= 2999
     assert "rank=63" in "".join(events) and "rank=7," in "".join(events)
     assert calls == []  # no line was read on its own by the stream
+
+
+def test_stampless_shapes_are_those_no_line_of_which_has_a_stamp() -> None:
+    """A ``Bare`` lane's lines are dated by the lines before them: only
+    shapes where ``parse`` reads None whatever the digits may be one."""
+    bare = TimeParser.stampless
+    assert bare(b"Training:   0%|          | 0/000000 [00:00<00:00, 0.0it/s]")
+    assert bare(b"  00%|##| 00/000 [00:00<00:00, 0.00s/it]".replace(b"  00", b"  X0"))
+    assert bare(b"Epoch 0: 00%|##| 0/00")
+    assert bare(b"I am done: step 0")  # a level letter, but no digit after it
+    for stamped in (
+        b"0000-00-00 00:00:00 step 0", b"00/00/0000 00:00:00 step 0", b"  0000-00-00 00:00:00 step",
+        b"I0000 00:00:00.000000 0000 x.cc:0] step 0", b"W000 00:00:00 x] step", b"\t[rank0]: step 0",
+        b'{"time": 0, "step": 0}', b"[0000-00-00 00:00:00] step 0", b"", b"   ",
+    ):
+        assert not bare(stamped), stamped
+    parser = TimeParser(tz=UTC, default_year=2025)
+    for line in ("Training: 5%| 1/9 [00:01<00:09, 2.9it/s]", "I am done: step 3", "Epoch 1: 9%|#| 1/9"):
+        assert bare(line_shape(line)) and parser.parse(line) is None and parser.parse_dated(line) is None
 
 
 def test_us_layout_reads_the_stamp_from_the_shape() -> None:
