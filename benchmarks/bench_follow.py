@@ -21,6 +21,11 @@ from its start. Measured:
 * its lag at the end: from the final crash's write to its alert line on
   headless's stdout (every line before it read first).
 
+``--skew S`` stamps the lines S seconds behind the wall clock (naive stamps
+written in another zone, a skewed host); "behind" is then counted from the
+stamps' own clock. The log already holds lines when headless starts, so it
+is caught up and followed on its own clock (no offset to move events by).
+
 It keeps up when that lag stays within ``--max-lag`` s (the tailer's rounds
 plus the crash's quiet wait); within one core when CPU <= 100%.
 
@@ -72,8 +77,8 @@ def cpu_wait(pid: int) -> float:
     return total / 1e9
 
 
-def final_crash(token: str) -> bytes:
-    stamp = time.strftime("%m/%d/%Y %H:%M:%S").encode()
+def final_crash(token: str, skew: float = 0.0) -> bytes:
+    stamp = time.strftime("%m/%d/%Y %H:%M:%S", time.localtime(time.time() - skew)).encode()
     return (stamp + b" - INFO - __main__ - saving checkpoint\n"
             b"Traceback (most recent call last):\n"
             b'  File "/opt/dflash/train.py", line 412, in <module>\n'
@@ -83,9 +88,10 @@ def final_crash(token: str) -> bytes:
             b"RuntimeError: CUDA error: an illegal memory access was encountered (" + token.encode() + b")\n")
 
 
-def writer(log: Path, rate: float, seconds: float, token: str) -> int:
+def writer(log: Path, rate: float, seconds: float, token: str, skew: float = 0.0) -> int:
     """The training job: ``rate`` lines/s of the progress shape for ``seconds``,
-    then the final crash; prints when it wrote that, on the monotonic clock."""
+    then the final crash; prints when it wrote that, on the monotonic clock.
+    Lines are stamped ``skew`` seconds behind the wall clock."""
     total = int(rate * seconds)
     template = log.with_suffix(".template")
     write_log(template, total, "progress")
@@ -99,14 +105,14 @@ def writer(log: Path, rate: float, seconds: float, token: str) -> int:
         due = min(len(lines), int((time.monotonic() - start) * rate) + 1)
         if due > done:
             block = b"".join(lines[done:due])
-            now = time.localtime()
+            now = time.localtime(time.time() - skew)
             block = _US.sub(time.strftime("%m/%d/%Y %H:%M:%S", now).encode(), block)
             block = _GLOG.sub(time.strftime("W%m%d %H:%M:%S", now).encode(), block)
             os.write(out, block)
             done = due
         time.sleep(0.01)
     elapsed = time.monotonic() - start
-    os.write(out, final_crash(token))
+    os.write(out, final_crash(token, skew))
     print(f"crash {time.monotonic()} {done} {elapsed:.2f}", flush=True)
     os.close(out)
     return 0
@@ -118,10 +124,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="seconds of writing")
     ap.add_argument("--every", type=float, default=2.0, help="seconds between /metrics reads while writing")
     ap.add_argument("--max-lag", type=float, default=3.0, help="crash-to-alert seconds that still count as keeping up")
+    ap.add_argument("--skew", type=float, default=0.0, help="seconds the writer's stamps run behind the wall clock")
     ap.add_argument("--writer", nargs=2, metavar=("LOG", "TOKEN"), help=argparse.SUPPRESS)
     opts = ap.parse_args()
     if opts.writer:
-        return writer(Path(opts.writer[0]), opts.rate, opts.seconds, opts.writer[1])
+        return writer(Path(opts.writer[0]), opts.rate, opts.seconds, opts.writer[1], opts.skew)
     tmp = Path(tempfile.mkdtemp(prefix="bench-follow-"))
     log = tmp / "train.log"
     log.write_bytes(b"")
@@ -132,7 +139,7 @@ def main() -> int:
     try:
         job = subprocess.Popen(
             [sys.executable, __file__, "--rate", str(opts.rate), "--seconds", str(opts.seconds),
-             "--writer", str(log), token], stdout=subprocess.PIPE, text=True, env=env,
+             "--skew", str(opts.skew), "--writer", str(log), token], stdout=subprocess.PIPE, text=True, env=env,
         )
         procs.append(job)
         assert job.stdout is not None
@@ -194,7 +201,7 @@ def main() -> int:
                 with urllib.request.urlopen(url, timeout=5) as r:
                     stamp = re.search(rb"^dflash_last_progress_timestamp_seconds (\S+)$", r.read(), re.M)
                 seen = float(stamp.group(1)) if stamp else float("nan")
-                behind.append((time.monotonic() - t0, time.time() - seen))
+                behind.append((time.monotonic() - t0, time.time() - opts.skew - seen))
         if cpu_end is None:
             cpu_end, t_end = cpu_seconds(watcher.pid), time.monotonic()
             wait_end = cpu_wait(watcher.pid)
@@ -212,7 +219,7 @@ def main() -> int:
     core = 100 * (cpu_end - begin) / wall
     rate = written["lines"] / max(written["elapsed"], 1e-9)
     print(f"writer: {written['lines']:,} lines in {written['elapsed']:.1f} s ({rate:,.0f} lines/s, "
-          f"progress shape); machine load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"progress shape{f', stamped {opts.skew:.0f} s behind' if opts.skew else ''}); machine load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("behind while writing (wall clock - stamp of the last progress read, 1 s resolution): "
           + " ".join(f"t={at:.0f}s:{lag:.1f}s" for at, lag in behind))
     print(f"headless CPU while writing: {cpu_end - begin:.2f} s over {wall:.1f} s = {core:.0f}% of one core; "

@@ -105,8 +105,10 @@ class Ingest:
         # Per file, the line read so far only as redraws (its source), the
         # last step and elapsed counter they showed, and when (``feed_partial``).
         self._partials: dict[str, tuple[str, int | None, float | None, float]] = {}
-        # Live, per GPU sample or probe file: its stamps against the live clock.
+        # Live, per GPU sample or probe file: its stamps against the live
+        # clock; every probe file shares one (``_probe_clock``, ``_onto_live``).
         self._sides: dict[str, SideFileClock] = {}
+        self._probe_clock: SideFileClock | None = None
 
     def feed_text(
         self, path: str, text: str, first_lineno: int, now: float, generation: int = 0, fresh: bool = False,
@@ -309,8 +311,21 @@ class Ingest:
         wall = now if arrived is None else arrived
         side = self._sides.get(path)
         if side is None:
+            if not batch:
+                return batch  # nothing held for it, nothing to learn
             since = self.live_since if self.live_since is not None else wall
-            side = self._sides[path] = SideFileClock(path, since)
+            if type(batch[0]) is ProbeSample:
+                # Every rank's probe file is written by one run, on its
+                # clock: one offset for all of them. A clock per file
+                # learnt each its own from when it happened to be read
+                # (a flush seconds after the stamp, a poll later), and
+                # moved ranks apart that the straggler compares.
+                side = self._probe_clock
+                if side is None:
+                    side = self._probe_clock = SideFileClock("probe files", since)
+            else:
+                side = SideFileClock(path, since)
+            self._sides[path] = side
         return side.onto_live(batch, fresh, log_seen, now, wall)
 
 

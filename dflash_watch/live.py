@@ -401,7 +401,8 @@ class LiveSession:
         Each file keeps its own parser (its rank from its name, its count
         of bad lines, said once per file). A torn last line waits as a
         partial chunk until its newline comes. The default places may
-        never hold a probe file: no "waiting for" notice for those. Probe
+        never hold a probe file, and a probe writer rotates its own: no
+        "waiting for" or "rotated" notice for those. Probe
         lines arrive every few seconds per rank, so this thread polls
         (``probe_poll_s``) instead of keeping a file-event thread.
         """
@@ -415,7 +416,8 @@ class LiveSession:
         while not self._stop.is_set():
             for item in tailer.poll():
                 if not isinstance(item, Chunk):
-                    if self.probes_given or item.kind != "waiting":
+                    # A writer's rotation is routine there too (a new file follows).
+                    if self.probes_given or item.kind not in ("waiting", "rotated"):
                         self.monitor.note(item.message)
                     continue
                 if item.partial:

@@ -70,7 +70,7 @@ def _in_order(floor: float, events: list[Event]) -> bool:
     return floor <= times[0] and all(map(le, times, islice(times, 1, None)))
 
 
-def _at(event: Event, time: float, clocked: bool | None = None) -> Event:
+def at_time(event: Event, time: float, clocked: bool | None = None) -> Event:
     """``event`` at ``time`` (and, for progress, ``clocked`` if given)."""
     if type(event) is Progress:
         values = list(_progress_values(event))
@@ -189,7 +189,7 @@ class EventClock:
                 if self._real_seen:
                     # Dated before the first timestamp, out after it (a
                     # traceback that began before it): as late as the clock.
-                    append(_at(event, self._last_real, False))
+                    append(at_time(event, self._last_real, False))
                     continue
                 if not self._replay:
                     append(event)  # live: arrival time, for the Monitor to judge
@@ -197,11 +197,11 @@ class EventClock:
                 elapsed = event.elapsed_s if type(event) is Progress else None
                 if elapsed is not None and math.isfinite(elapsed) and elapsed >= 0:
                     t = self._elapsed_time(elapsed, event.total_steps, t)  # type: ignore[union-attr]
-                    event = _at(event, t, True)
+                    event = at_time(event, t, True)
                 elif self._el_start is not None:
                     # Between tqdm lines: the counter's last reading, as a
                     # line without a stamp takes the last stamp.
-                    append(_at(event, self._el_start + self._el_now, False))
+                    append(at_time(event, self._el_start + self._el_now, False))
                     continue
                 elif self._pending_on:
                     self._pending.append(event)
@@ -230,7 +230,7 @@ class EventClock:
                     self._last_real = t
             if self._pending:
                 self._released.extend(range(len(out), len(out) + len(self._pending)))
-                out.extend([_at(p, t, False) for p in self._pending])
+                out.extend([at_time(p, t, False) for p in self._pending])
                 self._pending = []
             append(event)
         return out
@@ -295,7 +295,7 @@ class EventClock:
                 if t >= floor:
                     floor = t
                 else:
-                    events[i] = _at(event, floor, False if floor - t > JITTER_S else None)
+                    events[i] = at_time(event, floor, False if floor - t > JITTER_S else None)
         elif events and _in_order(floor, events):
             floor = events[-1].time  # the common case, told in C: nothing held
         else:
@@ -304,6 +304,6 @@ class EventClock:
                 if t >= floor:
                     floor = t
                 else:
-                    events[i] = _at(event, floor, False if floor - t > JITTER_S else None)
+                    events[i] = at_time(event, floor, False if floor - t > JITTER_S else None)
         self._floor = floor
         return events

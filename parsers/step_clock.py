@@ -36,7 +36,7 @@ so events stay in the order the log wrote them.
 
 from __future__ import annotations
 
-from .clock import _at
+from .clock import at_time
 from .events import Event, Progress
 
 # A stamp ahead of the step clock by more than this share of the time run on
@@ -73,7 +73,7 @@ class StepClock:
                 events[i] = self._progress(e)
             elif self._stamp is not None and e.time == self._stamp:
                 if self._elapsed:
-                    events[i] = _at(e, self._now)
+                    events[i] = at_time(e, self._now)
             elif self._stamp is not None and e.time > self._now:
                 self._stamp = None  # stamped text ahead of the clock: it is over
         return events
@@ -90,7 +90,7 @@ class StepClock:
                 self._start(e.time)
         seconds = e.step_seconds
         if seconds is None or seconds <= 0 or e.step is None:
-            return _at(e, self._now) if self._elapsed else e
+            return at_time(e, self._now) if self._elapsed else e
         last = self._step
         if last is None or e.step > last:
             self._elapsed += seconds * (1 if last is None else e.step - last)
@@ -99,9 +99,9 @@ class StepClock:
             # from here as a new run.
             self._elapsed += seconds
         self._step = e.step
-        # ``_at``: positional rebuild, several times cheaper than ``replace``
+        # ``at_time``: positional rebuild, several times cheaper than ``replace``
         # (this runs once per unstamped step line).
-        return _at(e, self._base + self._elapsed, True)
+        return at_time(e, self._base + self._elapsed, True)
 
     def _start(self, stamp: float) -> None:
         self._stamp = stamp

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -21,3 +22,15 @@ def marker() -> Iterator[str]:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@pytest.fixture(autouse=True)
+def _unload_fake_nvml() -> Iterator[None]:
+    """Fake NVMLs a test installed are unloaded when it ends, so Xid threads
+    of samplers it did not close end too (``FakeNvml.unload``)."""
+    yield
+    fake_nvml = sys.modules.get("fake_nvml")
+    if fake_nvml is not None:
+        for fake in fake_nvml.FakeNvml.installed:
+            fake.unload()
+        fake_nvml.FakeNvml.installed.clear()

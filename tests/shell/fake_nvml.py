@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pynvml
 
@@ -133,11 +134,27 @@ class FakeNvml:
 
     # -- installation -----------------------------------------------------
 
+    # Every fake installed by the test now running; ``tests/shell/conftest.py``
+    # unloads them when it ends.
+    installed: ClassVar[list[FakeNvml]] = []
+
     def install(self, monkeypatch) -> FakeNvml:
         """Patch through pytest's monkeypatch (undone after the test)."""
         for name in FUNCTIONS:
             monkeypatch.setattr(pynvml, name, self._counted(name))
+        FakeNvml.installed.append(self)
         return self
+
+    def unload(self) -> None:
+        """The driver goes away: every event wait fails from now on.
+
+        A sampler a test never closed keeps its Xid thread waiting on this
+        fake (it took the wait function at start, so undoing the patch does
+        not reach it). Unloaded, the thread ends on its own failure rule
+        (five failed waits) instead of waking 20 times a second through
+        every later test: 17 such threads starved a later test's reader
+        thread of the GIL (0.4 s alone, 28 s in the full suite)."""
+        self.wait_error = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
 
     def _counted(self, name: str) -> Callable:
         fn = getattr(self, name)

@@ -59,8 +59,8 @@ def check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = alerts(path)
     with monkeypatch.context() as m:
         m.setattr(ingest_module, "LogStream", functools.partial(LogStream, fast=False))
-        m.setattr(clock_module, "_at", _plain_at)
-        m.setattr(step_clock_module, "_at", _plain_at)
+        m.setattr(clock_module, "at_time", _plain_at)
+        m.setattr(step_clock_module, "at_time", _plain_at)
         m.setattr(clock_module, "_in_order", lambda floor, events: False)
         plain = alerts(path)
     assert fast == plain, path.name
@@ -114,8 +114,8 @@ def test_stream_events_in_random_chunks_are_the_per_event_ones(
     fast = stream_events(log, seed)
     with monkeypatch.context() as m:
         m.setattr(ingest_module, "LogStream", functools.partial(LogStream, fast=False))
-        m.setattr(clock_module, "_at", _plain_at)
-        m.setattr(step_clock_module, "_at", _plain_at)
+        m.setattr(clock_module, "at_time", _plain_at)
+        m.setattr(step_clock_module, "at_time", _plain_at)
         m.setattr(clock_module, "_in_order", lambda floor, events: False)
         plain = stream_events(log, seed)
     assert fast == plain

@@ -159,6 +159,7 @@ def test_live_follows_probe_files_new_ranks_and_rotation(tmp_path: Path) -> None
         # Rotation by the writer: rank0 moves to .1, a fresh file starts.
         w0.close()
         os.replace(rank0, str(rank0) + ".1")
+        time.sleep(0.3)  # polls see the file gone before the new one comes (a slow writer)
         _probe(rank0, range(7, 9))
         assert _wait(lambda: {(0, 7), (0, 8)} <= seen())
     notices = [n for n in monitor.notices if "not probe lines" in n]
