@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,23 @@ def _alerts(proc: subprocess.Popen[str], until: float, stop: object = None) -> l
             if stop is not None and stop(alert):  # type: ignore[operator]
                 break
     return got
+
+
+def _no_stall_beside(headless: subprocess.Popen[str], writer: subprocess.Popen[str], side: Path,
+                     line_now: Callable[[], str], seconds: float) -> None:
+    """For ``seconds``, append ``line_now()`` (stamped on this machine's
+    clock) to ``side`` every 0.25 s while the lagging writer runs; headless
+    must fire no stall meanwhile."""
+    end = time.monotonic() + seconds
+    alerts: list[dict] = []
+    with open(side, "a", encoding="utf-8") as fh:
+        while time.monotonic() < end:
+            fh.write(line_now())
+            fh.flush()
+            alerts += _alerts(headless, time.monotonic() + 0.25)
+    assert writer.poll() is None, "the writer ended early: the test saw no live run"
+    stalls = [a for a in alerts if a["detector"] == "stall"]
+    assert not stalls, stalls
 
 
 def _stop(*procs: subprocess.Popen) -> str:
@@ -317,17 +335,11 @@ def test_gpu_samples_on_the_wall_clock_open_no_stall_beside_a_lagging_log(tmp_pa
     try:
         time.sleep(1.0)
         writer = _writer(tmp_path, log, -600.0, 60, 0.15, 1, 0, unbuffered=True)
-        end = time.monotonic() + 9.0
-        alerts: list[dict] = []
-        with open(samples, "a", encoding="utf-8") as fh:
-            while time.monotonic() < end:
-                line = {"time": time.time(), "gpu": 0, "used_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}
-                fh.write(json.dumps(line) + "\n")
-                fh.flush()
-                alerts += _alerts(headless, time.monotonic() + 0.25)
-        assert writer.poll() is None, "the writer ended early: the test saw no live run"
-        stalls = [a for a in alerts if a["detector"] == "stall"]
-        assert not stalls, stalls
+        def sample() -> str:
+            line = {"time": time.time(), "gpu": 0, "used_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}
+            return json.dumps(line) + "\n"
+
+        _no_stall_beside(headless, writer, samples, sample, 9.0)
     finally:
         _stop(*(p for p in (writer, headless) if p is not None))
 
@@ -391,16 +403,10 @@ def test_a_log_ten_minutes_behind_beside_a_log_on_the_wall_clock_opens_no_stall(
     try:
         wait_for_notice(headless, "to appear")
         writer = _writer(tmp_path, log, -600.0, 60, 0.15, 1, 0, unbuffered=True)
-        end = time.monotonic() + 8.0
-        alerts: list[dict] = []
-        with open(watchdog, "a", encoding="utf-8") as fh:
-            while time.monotonic() < end:
-                stamp = time.strftime("%Y-%m-%d %H:%M:%S") + f",{int(time.time() * 1000) % 1000:03d}"
-                fh.write(f"{stamp} - INFO - watchdog - heartbeat: still at step 1, waiting in all_reduce\n")
-                fh.flush()
-                alerts += _alerts(headless, time.monotonic() + 0.25)
-        assert writer.poll() is None, "the writer ended early: the test saw no live run"
-        stalls = [a for a in alerts if a["detector"] == "stall"]
-        assert not stalls, stalls
+        def heartbeat() -> str:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S") + f",{int(time.time() * 1000) % 1000:03d}"
+            return f"{stamp} - INFO - watchdog - heartbeat: still at step 1, waiting in all_reduce\n"
+
+        _no_stall_beside(headless, writer, watchdog, heartbeat, 8.0)
     finally:
         _stop(*(p for p in (writer, headless) if p is not None))
