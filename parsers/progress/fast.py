@@ -59,7 +59,7 @@ class FastPlan:
     elapsed: tuple[int, ...] = ()
 
 
-def fast_plan(ops: Ops, line: str, shape: bytes) -> FastPlan | None:
+def fast_plan(ops: Ops, line: str) -> FastPlan | None:
     """The fast form of ``ops``, or None where only ``run`` is exact."""
     spans: list[slice] = []
     slots: dict[str, tuple[Any, ...]] = {

@@ -88,7 +88,7 @@ def line_shape(line: str) -> bytes:
 
 def planned(line: str, shape: bytes) -> tuple[int, RunOps, FastPlan | None]:
     rank_at, ops = plan(line)
-    return rank_at, runnable(ops), (fast_plan(ops, line, shape) if ops else None)
+    return rank_at, runnable(ops), (fast_plan(ops, line) if ops else None)
 
 
 def plan_of(line: str, shape: bytes) -> tuple[int, RunOps, FastPlan | None]:
