@@ -29,6 +29,17 @@ ends as it is read, which history does not (``_written_live``). Once
 seen, the interval between bursts is sent to the detectors as a
 ``Delivery`` event, so a stall waits for a few bursts (``detectors.stall``),
 and it is said once how to get lines as they are written.
+
+A buffered writer met by a watcher started after it (``python train.py >
+log &``, the watcher minutes later) has its latest burst read as catch-up,
+on the data's own clock, before any fresh chunk could show a burst: the
+silence until the next one would be a stall. Its file tells: a buffer is
+written out when the next line no longer fits in it, so the file was last
+written a step after its last line was stamped (a log written line by
+line, as it was stamped), or ends mid-line (C's stdio fills the buffer to
+its last byte); and it was written just now (``caught_up``). The stall
+then waits for bursts of the interval its last buffer-full of text took to
+write, by its own stamps, until the bursts that follow tell the real one.
 """
 
 from __future__ import annotations
@@ -39,10 +50,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from dflash_watch.detectors.config import fmt_duration
+from dflash_watch.detectors.stall import BURSTS_ALLOWED
 from dflash_watch.parsers.clock import at_time
 from dflash_watch.parsers.events import Delivery, Event, GpuLost, GpuSample, ProbeSample, Progress
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dflash_watch.parsers.stream import LogStream
 
 # Stamps within this much of the arrival time are on the clock already.
@@ -71,6 +85,20 @@ _SMOOTH_CHUNKS = 5
 # Before a log without stamps has shown a second burst its interval is
 # unknown: this much is allowed meanwhile (x ``stall.BURSTS_ALLOWED``).
 _UNKNOWN_BURST_S = 240.0
+# A block-buffered writer writes its buffer out when this much text is in
+# it (Python's stdout to a file or a pipe: 8 KiB; C's stdio, 4 KiB, bursts
+# half as far apart, allowed for twice over).
+_BUFFER_CHARS = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class FileEnd:
+    """How a log file ends on disk when its catch-up is read (``Alignment.caught_up``)."""
+
+    # Its last byte is no newline: a line is written in part.
+    mid_line: bool
+    # When it was last written (its mtime), on this machine's clock.
+    modified: float
 
 
 @dataclass(slots=True)
@@ -97,6 +125,8 @@ class Alignment:
     _intervals: deque[float] = field(default_factory=lambda: deque(maxlen=5))
     _smooth: int = 0
     said_buffered: bool = False
+    # The catch-up's last ``_BUFFER_CHARS`` of text (``caught_up``).
+    _window: str = field(default="", repr=False)
 
     def prepare(
         self, stamps: tuple[float, float] | None, now: float, since: float, notes: list[str],
@@ -240,16 +270,83 @@ class Alignment:
                 "set PYTHONUNBUFFERED=1 to see lines as they are written; until then a stall is called only "
                 "after a few bursts fail to come"
             )
-        # Dated with the chunk's newest line, not ``now``: the live clock
+        # Dated with the chunk's last line, not ``now``: the live clock
         # may not be on the log's yet (its first chunk, history on its own
         # clock), and an event dated ahead of the data runs every
-        # detector's clock there (ticks at their deadlines on the way).
-        return Delivery(max(e.time for e in events), self.name, self.burst_s)
+        # detector's clock there (ticks at their deadlines on the way). Nor
+        # its latest time: steps before a log's first stamp are dated on the
+        # wall clock, maybe days ahead of the stamped lines after them.
+        return Delivery(events[-1].time, self.name, self.burst_s)
+
+    def caught_up(
+        self, stream: LogStream, text: str, events: list[Event], wall: float, file_end: Callable[[], FileEnd | None]
+    ) -> Delivery | None:
+        """A ``Delivery`` for a chunk of the catch-up (``text``, parsed by
+        ``stream`` into ``events``, read at ``wall`` on this machine's clock)
+        when it shows a block-buffered writer still writing, else None.
+
+        Buffered (``_buffered``): the file (``file_end``, asked only when
+        the rest could hold) was written out a step after its last line was
+        stamped, or ends mid-line; and within the few bursts a stall allows
+        (a writer silent longer is judged as any: at the usual time). Its
+        mtime, not its stamps, says how recent: a log that ended long ago
+        (history) is not. The interval: the time the last ``_BUFFER_CHARS``
+        of text took to write, by its stamps (under ``_BURST_SPAN_S``:
+        bursts too close to matter), at least as long as the file has been
+        silent (a running writer's next burst is still to come); without
+        stamps, unknown (``_UNKNOWN_BURST_S``). Only the interval is set:
+        the fresh chunks that follow go on from it as from a burst seen live
+        (``delivery``), and a line-buffered writer's lines coming one by one
+        end it.
+        """
+        window = text[-_BUFFER_CHARS:] if len(text) >= _BUFFER_CHARS else (self._window + text)[-_BUFFER_CHARS:]
+        self._window = window
+        if len(window) == _BUFFER_CHARS:
+            window = window[window.find("\n") + 1:]  # from its first whole line
+        stamps = stream.peek_stamps(window) if window else None
+        estimate = _UNKNOWN_BURST_S
+        if stamps is not None:
+            estimate = (stamps[1] - stamps[0]) * _BUFFER_CHARS / len(window)
+        interval = 0.0
+        end = file_end() if estimate >= _BURST_SPAN_S else None
+        if end is not None and -_RECENT_S <= wall - end.modified <= BURSTS_ALLOWED * estimate + _RECENT_S:
+            last_line = window[window.rfind("\n", 0, len(window) - 1) + 1:]
+            last = stream.peek_stamps(last_line, 1)
+            if _buffered(end, stamps, None if last is None else last[1], window.count("\n")):
+                interval = max(estimate, wall - end.modified)
+        before = self.burst_s
+        # Dated with the chunk's last line, as ``delivery``'s.
+        at = events[-1].time if events else stream.last_time
+        if at is None or interval == before or (before and interval and abs(interval - before) <= 0.25 * before):
+            return None
+        self.burst_s = interval
+        return Delivery(at, self.name, interval)
 
     def _burst(self, interval: float) -> None:
         self._smooth = 0
         self._intervals.append(interval)
         self.burst_s = statistics.median(self._intervals)
+
+
+def _buffered(end: FileEnd, stamps: tuple[float, float] | None, last: float | None, lines: int) -> bool:
+    """Whether a file that ends as ``end`` says, of the text it held when
+    caught up (``stamps``: its first and last; ``last``: its last line's,
+    None if unstamped; ``lines``: how many), that a buffer wrote it out.
+
+    A line written as it goes reaches the file as it is stamped. A buffer
+    is written out when the line after its last no longer fits (Python's
+    ``print``: so its file ends with a whole line) or as that line fills it
+    (C's stdio: mid-line): a step after its last line was stamped. The
+    stamps' own resolution is allowed for (whole seconds: a second), and a
+    log stamped on another clock (hours off) says nothing."""
+    if end.mid_line:
+        return True
+    if stamps is None or last is None or lines < 2:
+        return False
+    step = (stamps[1] - stamps[0]) / (lines - 1)
+    coarse = 1.0 if stamps[0] % 1.0 == 0.0 and last % 1.0 == 0.0 else 0.0
+    late = end.modified - last
+    return coarse + 0.5 * step <= late <= coarse + 2.0 * step + _ON_CLOCK_S
 
 
 def _written_live(span: float, waited: float, lag: float | None, step: float = 0.0) -> bool:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, overload
 from dflash_watch.parsers.events import Event, GpuLost, GpuSample, ProbeSample, Progress
 from dflash_watch.parsers.stream import LogStream
 
-from .alignment import Alignment, SideFileClock, date_on_arrival
+from .alignment import Alignment, FileEnd, SideFileClock, date_on_arrival
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -139,6 +139,12 @@ class Ingest:
             if not fresh:
                 state.caught_up = True
                 events = stream.feed(text, first_lineno, now)
+                if arrived is not None:
+                    # Live (the catch-up of a file being followed): a
+                    # buffered writer's burst read as catch-up (``alignment``).
+                    if state.align is None:
+                        state.align = Alignment(display_name(path), learn=False)
+                    delivery = state.align.caught_up(stream, text, events, arrived, lambda: _file_end(path))
             else:
                 align = state.align
                 if align is None:
@@ -327,6 +333,25 @@ class Ingest:
                 side = SideFileClock(path, since)
             self._sides[path] = side
         return side.onto_live(batch, fresh, log_seen, now, wall)
+
+
+def _file_end(path: str) -> FileEnd | None:
+    """How the file at ``path`` ends now (``alignment.FileEnd``), None if it
+    cannot be read. Its last byte and mtime, one ``pread``: asked (under the
+    Monitor's lock) only for a catch-up chunk that could be a buffered
+    writer's burst, of a file the tailer has just read (in the page cache)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        last = os.pread(fd, 1, st.st_size - 1) if st.st_size else b""
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return FileEnd(bool(last) and last != b"\n", st.st_mtime)
 
 
 def _flushed(state: StreamState, now: float) -> list[Event]:
