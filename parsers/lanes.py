@@ -8,8 +8,8 @@ by one: same values, same order (tests/core/test_stream_columns.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from itertools import accumulate, compress, repeat
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, compress, islice, repeat
 from operator import eq, is_not
 from typing import Any, cast
 
@@ -88,12 +88,15 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     columns cannot take (a value check fails, a stamp does not parse) and
     the rest of its stretch are read one at a time, exactly as ``feed``
     reads any progress line.
+
+    A run without rank prefixes whose lanes all have their columns (the
+    common case: issue 20's step lines and tqdm bars, a stretch of a line or
+    two each) is read in one pass in the file's order (``_read_in_order``),
+    with next to nothing to do per stretch; any other run stretch by stretch
+    (``_read_by_stretch``). Same events either way
+    (tests/core/test_lanes_in_order.py).
     """
-    lines, starts, ends = cur.run_lines, cur.run_starts, cur.run_ends
-    events = cur.events
-    prefix = dating.prefix
-    total = len(lines)
-    columns: Sequence[Any] | None
+    lines, starts = cur.run_lines, cur.run_starts
     ranked = cur.run_lanes
     # Each line's lane and its text after its rank prefix: the run itself
     # when it holds no ranked line (no copy on the hot path).
@@ -109,6 +112,160 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
         accumulate(map(cur.view.count, repeat("\n"), [cur.count_pos, *starts[:-1]], starts), initial=cur.count_no)
     )
     del numbers[0]
+    # No rank prefix, and columns for the whole run of every lane with more
+    # than one line in it (the common case): one pass in the file's order.
+    if lanes is ranked and all(group[0] is not None or group[2] == 1 for group in groups.values()):
+        _read_in_order(cur, dating, pattern, lanes, groups, numbers)
+    else:
+        _read_by_stretch(cur, dating, pattern, lanes, bodies, groups, numbers)
+    cur.count_pos = starts[-1]
+    cur.count_no = numbers[-1]
+    # In place: the stream's loop holds these lists in locals. Nothing read
+    # above keeps them (columns and stamps are new lists).
+    cur.clear_run()
+
+
+def _read_in_order(
+    cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None, lanes: list[Lane | Bare | bytes],
+    groups: dict[int, list[Any]], numbers: list[int],
+) -> None:
+    """``read_lanes`` of a run without rank prefixes in which every lane of
+    two lines or more has columns for the whole run (``_groups``): in the
+    file's order, with next to nothing to do per stretch. A progress shape
+    between stamped lines (step lines and tqdm bars, each with lines between)
+    makes a stretch of every line or two.
+
+    Each lane's events come out of one ``map`` of ``Progress`` over its
+    columns (in C), fed each line's time as it is read: stamped lines one by
+    one in ``TimeParser._minute_run``'s way (a stretch's first line parsed,
+    unless it repeats the minute read last: ``minute_for``), a ``Bare``
+    stretch at once by ``LineTimes.bare_times``. Lines of a lane with one
+    line in the run, plain progress lines (bytes) and the rest of a stretch
+    once a stamp does not parse are read on their own, as
+    ``_read_by_stretch`` reads them; the clock and the count of stamped
+    lines move as there."""
+    lines, starts, ends = cur.run_lines, cur.run_starts, cur.run_ends
+    events = cur.events
+    append = events.append
+    prefix = dating.prefix
+    times = dating.times
+    ids = list(map(id, lanes))
+    # id -> (its lines' times so far, its events as they are read, its
+    # one-line stamp reading (None: a Bare lane), fraction digits, 10 ** those).
+    made: dict[int, tuple[list[float], Iterator[Progress], Any, int, int]] = {}
+    for key, (whole, _, _, lane) in groups.items():
+        if whole is None:
+            continue  # its one line is read on its own
+        steps, totals, tokens, losses, metrics, seconds, *after = whole
+        lane_stamps: list[float] = []  # grows as the lines are read: ``map`` reads on
+        sources = map(prefix.__add__, map(str, compress(numbers, map(eq, ids, repeat(key)))))
+        lane_events = map(
+            Progress, lane_stamps, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
+            repeat(type(lane) is not Bare), *after,  # clocked: a stamp of its own
+        )
+        if isinstance(lane, Bare):
+            made[key] = (lane_stamps, lane_events, None, 0, 1)
+        else:
+            made[key] = (lane_stamps, lane_events, times.run_parse(lane.run), lane.frac_len, 10**lane.frac_len)
+    clock = cur.clock
+    covered = cur.covered
+    own = 0
+    prev: object = None
+    entry = None
+    stamps: list[float] = []  # of the stretch's lane (set with ``entry``)
+    progress: Iterator[Progress] = iter(())
+    parse: Any = None
+    frac_len = scale = 0
+    minute: str | None = None
+    base = 0.0
+    entering = False  # the minute was taken over from before the stretch: not entered yet
+    alone = False  # the rest of the stretch is read on its own (a stamp did not parse)
+    total = len(lanes)
+    i = 0
+    while i < total:
+        lane = lanes[i]
+        if lane is not prev:
+            prev = lane
+            entry = made.get(id(lane))
+            alone = False
+            if entry is not None:
+                stamps, progress, parse, frac_len, scale = entry
+                if parse is None:  # a Bare stretch: dated at once, by the lines before each
+                    j = i + 1
+                    while j < total and lanes[j] is lane:
+                        j += 1
+                    cur.clock = clock
+                    cur.covered = covered
+                    stamps.extend(dating.bare_times(cur, starts[i:j], ends[i:j]))
+                    events.extend(islice(progress, j - i))
+                    clock = cur.clock
+                    covered = cur.covered
+                    i = j
+                    continue
+                held = times.minute_for(frac_len)
+                entering = held is not None
+                minute, base = held if held is not None else (None, 0.0)
+        if entry is not None and not alone:  # a stamped line, its stamp read as _minute_run reads it
+            s = lines[i]
+            second = s[17:19]
+            if s[:16] == minute and second < "60":  # (a str is never None)
+                if frac_len:
+                    stamp = base + int(second) + int(s[20 : 20 + frac_len]) / scale
+                else:
+                    stamp = base + int(second) + 0.0
+                if entering:
+                    times.minute_entered()
+                    entering = False
+            else:
+                value = parse(s)
+                if value is not None:
+                    stamp = value
+                    minute, base = times.minute()
+                    entering = False
+                else:
+                    alone = True
+            if not alone:
+                own += 1
+                clock = stamp
+                covered = ends[i] + 1
+                stamps.append(stamp)
+                append(next(progress))
+                i += 1
+                continue
+        # On its own, as ``_read_by_stretch`` reads it.
+        cur.clock = clock
+        cur.covered = covered
+        dating.own_count += own
+        own = 0
+        line = lines[i]
+        if type(lane) is bytes:
+            read_progress(cur, dating, pattern, line, starts[i], ends[i], numbers[i], None, None, lane)
+        else:
+            if entry is not None:  # its entry in the lane's columns, not read
+                stamps.append(0.0)
+                next(progress)
+            if read_progress(cur, dating, pattern, line, starts[i], ends[i], numbers[i], None, None, None) is None:
+                read_padding(cur, dating, line, starts[i], ends[i], numbers[i], None, None)
+        clock = cur.clock
+        covered = cur.covered
+        i += 1
+    cur.clock = clock
+    cur.covered = covered
+    dating.own_count += own
+
+
+def _read_by_stretch(
+    cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None, lanes: list[Lane | Bare | bytes],
+    bodies: list[str], groups: dict[int, list[Any]], numbers: list[int],
+) -> None:
+    """``read_lanes`` stretch by stretch: each stretch's columns (sliced
+    from its lane's, or read for the stretch alone) and stamps read at once."""
+    lines, starts, ends = cur.run_lines, cur.run_starts, cur.run_ends
+    ranked = cur.run_lanes
+    events = cur.events
+    prefix = dating.prefix
+    total = len(lines)
+    columns: Sequence[Any] | None
     i = 0
     while i < total:
         lane = lanes[i]
@@ -126,7 +283,7 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
             prefixes = cast("list[Ranked]", ranked[i:j])  # a stretch of one lane: all ranked
             ranks = [int(line[p.rank_at : p.rank_end]) for line, p in zip(lines[i:j], prefixes)]
         group = groups[id(lane)]
-        whole, taken = group
+        whole, taken = group[:2]
         group[1] = taken + j - i
         done = 0
         if whole is None and j - i < _COLUMNS_MIN:
@@ -167,22 +324,19 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
             if read_progress(cur, dating, pattern, line, starts[m], ends[m], numbers[m], rank, split, None) is None:
                 read_padding(cur, dating, line, starts[m], ends[m], numbers[m], rank, split)
         i = j
-    cur.count_pos = starts[-1]
-    cur.count_no = numbers[-1]
-    # In place: the stream's loop holds these lists in locals. Nothing read
-    # above keeps them (columns and stamps are new lists).
-    cur.clear_run()
 
 
 def _groups(lines: list[str], lanes: list[Lane | Bare | bytes]) -> dict[int, list[Any]]:
     """Each lane of the run (by id) -> [its lines' columns or None (read per
-    stretch), how many of its lines were taken so far]. A run holds a few
-    lanes: each one's lines are picked out in C (``compress``)."""
+    stretch), how many of its lines were taken so far, how many it has, the
+    lane]. A run holds a few lanes: each one's lines are picked out in C
+    (``compress``)."""
     ids = list(map(id, lanes))
     out: dict[int, list[Any]] = {}
     # The lanes by id, plain lines (bytes) left out in C.
     found: dict[int, Any] = dict(compress(zip(ids, lanes), map(is_not, map(type, lanes), repeat(bytes))))
     for key, lane in found.items():
         group_lines = list(compress(lines, map(eq, ids, repeat(key))))
-        out[key] = [value_columns(lane.fast, group_lines) if len(group_lines) > 1 else None, 0]
+        count = len(group_lines)
+        out[key] = [value_columns(lane.fast, group_lines) if count > 1 else None, 0, count, lane]
     return out

@@ -329,19 +329,16 @@ class LogStream:
         flag_cache = self._flag_cache
         every_line = self._progress_literals is None
         fast = self._fast
-        k = 0
-        n_ends = len(ends)
-        n = len(text)
-        pos = 0
-        find = view.find
-        rfind = view.rfind
+        k = pos = 0
+        n_ends, n = len(ends), len(text)
+        find, rfind = view.find, view.rfind
         wide = view is not text
         # Progress lines of a column shape (``Lane``) wait in the cursor's
         # run, in order, and are read together before the next line that
         # does anything else. Held in locals: the hot loop appends to them.
         run_lines, run_starts, run_ends, run_lanes = cur.run_lines, cur.run_starts, cur.run_ends, cur.run_lanes
+        is_open = assembler.is_open  # it opens and closes only as it is fed: asked after each feed
         while pos < n:
-            is_open = assembler.is_open
             if is_open:
                 if open_at is None:
                     open_at = len(events)
@@ -404,6 +401,7 @@ class LogStream:
             if run_lines:
                 read_lanes(cur, self._dating, self._pattern)
             self._line_events(cur, line, start, end, flags, shape, is_open)
+            is_open = assembler.is_open
         if run_lines:
             read_lanes(cur, self._dating, self._pattern)
         return open_at

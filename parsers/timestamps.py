@@ -248,6 +248,32 @@ class TimeParser:
             key, base = self._min_key, self._min_val
         return out
 
+    def run_parse(self, run: Callable[[list[str], int], list[float]]) -> Callable[[str], float | None]:
+        """The one-line reading behind ``run`` (``iso_run`` or ``us_run``):
+        what ``_minute_run`` calls on a line outside the minute it holds."""
+        return self._iso if run == self.iso_run else self._us
+
+    def minute(self) -> tuple[str, float]:
+        """(the minute just read as written, its epoch): what ``_minute_run``
+        adds the seconds of the lines after a parsed one to."""
+        return self._min_key, self._min_val
+
+    def minute_for(self, frac_len: int) -> tuple[str, float] | None:
+        """``minute()`` when ``parse`` would read a lane line of ``frac_len``
+        fraction digits that starts with that minute from it (``_same_minute``:
+        a fraction as long as the last one), else None. A caller that reads
+        lane lines in ``_minute_run``'s way may then add seconds to it from a
+        stretch's first line on, not only from its second, calling
+        ``minute_entered`` when it does: same values, same state after."""
+        if not self._min_key or self._frac_len != frac_len:
+            return None
+        return self._min_key, self._min_val
+
+    def minute_entered(self) -> None:
+        """What ``_same_minute`` leaves behind when it reads a line: the year
+        and month of the minute (glog lines after it take them)."""
+        self._year, self._month = self._min_ym
+
     @staticmethod
     def us_layout(shape: bytes) -> int | None:
         """``iso_layout`` for lines that start with a US stamp as Python

@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from itertools import repeat
+from operator import add, le, mul
 from typing import Any
 
 from ..events import IT_S, SAMPLES_S, TOK_S
-from .fast import INF, FastPlan, clock_seconds
+from .fast import INF, FastPlan
 from .plans import PLAN_LINE_MAX, plan_of
 
 # One column: an entry per line, or a ``repeat`` of one value.
@@ -51,23 +52,38 @@ def _whole_positive(value: float) -> bool:
     return math.isfinite(value) and value > 0 and value == int(value)
 
 
-def _rate_ok(value: float) -> bool:
-    return value >= 0 and value != INF  # NaN fails the first test
+def _rates_ok(values: list[float]) -> bool:
+    """``run_fast``'s check of a rate, ``v >= 0 and v != inf``, on every
+    value, in C: ``0.0 <= v`` is ``v >= 0`` (NaN fails both)."""
+    return all(map(le, repeat(0.0), values)) and INF not in values
 
 
-def _scaled(column: tuple[str, ...], scale: float) -> list[float]:
+def _scaled(column: list[str], scale: float) -> list[float]:
     values = list(map(float, column))
     # x * 1.0 is x for every float (NaN, -0.0 and inf included).
-    return values if scale == 1.0 else [v * scale for v in values]
+    # ``scale.__rmul__(v)`` is ``v * scale``: run_fast's product, in C.
+    return values if scale == 1.0 else list(map(scale.__rmul__, values))
 
 
-def _counts(column: tuple[str, ...], digits_only: bool, ok: Callable[[float], bool]) -> list[int] | None:
+def _counts(column: list[str], digits_only: bool, ok: Callable[[float], bool]) -> list[int] | None:
     """Steps or totals: int() of plain digits; else whole floats that pass
     ``ok``, or None when one does not."""
     if digits_only:
         return list(map(int, column))
     values = list(map(float, column))
     return list(map(int, values)) if all(map(ok, values)) else None
+
+
+def _clock_column(parts: list[list[int]]) -> list[float]:
+    """``clock_seconds`` of each line's clock parts (hours first, when
+    shown), in C: the same whole seconds (exact in ints), the same float."""
+    if len(parts) == 3:
+        hours, minutes, seconds = parts
+        whole = map(add, map(add, map(mul, hours, repeat(3600)), map(mul, minutes, repeat(60))), seconds)
+    else:
+        minutes, seconds = parts[0], parts[1]  # as clock_seconds reads any other
+        whole = map(add, map(mul, minutes, repeat(60)), seconds)
+    return list(map(float, whole))
 
 
 def _per_second(seconds: Iterable[float]) -> list[float | None]:
@@ -85,7 +101,9 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
     ``repeat`` of one value where the shape has no such field. None where
     ``run_fast`` would fall back on any line. Entry i of every column is
     ``run_fast``'s value of line i."""
-    cols = list(zip(*map(fast.cut, lines)))
+    # A column at a time: no tuple per line (``zip(*rows)`` makes one per
+    # line, then one per column: twice the time on runs of thousands).
+    cols = [list(map(getter, lines)) for getter in fast.columns]
     none = repeat(None)
     steps: Column = none
     totals: Column = none
@@ -111,7 +129,7 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
     i = fast.tokens
     if i >= 0:
         tokens = _scaled(cols[i], fast.tokens_scale)
-        if not all(map(_rate_ok, tokens)):
+        if not _rates_ok(tokens):
             return None
     i = fast.loss
     if i >= 0:
@@ -120,18 +138,18 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
     if i >= 0:
         scale, unit = fast.seconds_scale, fast.seconds_unit
         seconds = [float(x) * scale * unit for x in cols[i]]  # run_fast's order
-        if not all(map(_rate_ok, seconds)):
+        if not _rates_ok(seconds):
             return None
     i = fast.samples
     if i >= 0:
         samples = _scaled(cols[i], fast.samples_scale)
-        if not all(map(_rate_ok, samples)):
+        if not _rates_ok(samples):
             return None
     steps_rates: list[float | None] | None = None
     i = fast.rate
     if i >= 0:  # a tqdm bar's shown rate (``run_fast``'s order and checks)
         shown = _scaled(cols[i], fast.rate_scale)
-        if not all(map(_rate_ok, shown)):
+        if not _rates_ok(shown):
             return None
         turned = [1.0 / v if v else None for v in shown]
         if fast.rate_inverse:
@@ -140,8 +158,7 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
             seconds, steps_rates = turned, list(shown)
     elapsed: Column = none
     if fast.elapsed:
-        parts = [list(map(int, cols[j])) for j in fast.elapsed]
-        elapsed = list(map(clock_seconds, zip(*parts)))
+        elapsed = _clock_column([list(map(int, cols[j])) for j in fast.elapsed])
     if fast.metrics:
         pairs = [list(zip(repeat(name), _scaled(cols[j], scale))) for name, j, scale in fast.metrics]
         metrics = list(zip(*pairs))
