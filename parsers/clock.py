@@ -185,7 +185,10 @@ class EventClock:
         append = out.append
         for event in events:
             t = event.time
-            if t in fallbacks:
+            # A step line with a stamp of its own (``clocked``) was never
+            # dated by a fallback, even where its stamp equals one (a log's
+            # last line stamped in the second its whole-second mtime names).
+            if t in fallbacks and not (type(event) is Progress and event.clocked):
                 if self._real_seen:
                     # Dated before the first timestamp, out after it (a
                     # traceback that began before it): as late as the clock.
