@@ -14,6 +14,7 @@ Pure: no clocks, no files; times are the data's.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, insort
 from collections import deque
 
@@ -230,8 +231,14 @@ class ScaleWatch:
         if step is not None:
             self._last_step = step
         pending, self._pending = self._pending, 0
+        # A counter the log wrote as nan or inf says nothing (and int() of it
+        # would raise): counted as if absent, from the overflow lines.
+        if skipped_iters is not None and not math.isfinite(skipped_iters):
+            skipped_iters = None
+        if skipped_total is not None and not math.isfinite(skipped_total):
+            skipped_total = None
         if skipped_iters is not None:
-            skipped = int(skipped_iters)
+            skipped = max(0, int(skipped_iters))
         elif skipped_total is not None:
             prev, self._last_skipped_total = self._last_skipped_total, skipped_total
             skipped = int(skipped_total - prev) if prev is not None and skipped_total >= prev else 0
