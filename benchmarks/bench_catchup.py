@@ -88,8 +88,11 @@ def monitor_quiet(monitor) -> bool:  # noqa: ANN001
 
 @contextlib.contextmanager
 def per_event_path():  # type: ignore[no-untyped-def]
-    """Every fast path off, as tests/shell/test_fast_path_equivalence.py does."""
-    from dflash_watch import monitor as monitor_module
+    """Every fast path off, as tests/shell/test_fast_path_equivalence.py does
+    (the stream's columns, the positional retiming, the in-order check in C,
+    runs of step lines taken at once)."""
+    from dflash_watch import ingest as ingest_module
+    from dflash_watch.monitor import Monitor
     from dflash_watch.parsers import clock as clock_module
     from dflash_watch.parsers import step_clock as step_module
     from dflash_watch.parsers.stream import LogStream
@@ -99,14 +102,16 @@ def per_event_path():  # type: ignore[no-untyped-def]
             return dataclasses.replace(event, time=t)
         return dataclasses.replace(event, time=t, clocked=clocked)
 
-    saved = (monitor_module.LogStream, clock_module._at, step_module._at, clock_module._in_order)
-    monitor_module.LogStream = functools.partial(LogStream, fast=False)  # type: ignore[misc]
-    clock_module._at = step_module._at = plain
+    saved = (ingest_module.LogStream, clock_module.at_time, step_module.at_time, clock_module._in_order)
+    ingest_module.LogStream = functools.partial(LogStream, fast=False)  # type: ignore[misc]
+    clock_module.at_time = step_module.at_time = plain
     clock_module._in_order = lambda floor, events: False
+    Monitor.step_runs = False
     try:
         yield
     finally:
-        monitor_module.LogStream, clock_module._at, step_module._at, clock_module._in_order = saved
+        ingest_module.LogStream, clock_module.at_time, step_module.at_time, clock_module._in_order = saved
+        Monitor.step_runs = True
 
 
 def time_grep(path: Path) -> float:

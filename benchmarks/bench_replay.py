@@ -9,7 +9,8 @@ times, in one run, in rounds that interleave them:
 * ``dflash-watch replay --json`` over the file (the fast path), in a child
   process that reports its own peak RSS (ru_maxrss), start-up included,
 * the same replay with every fast path off (``--per-event``: the stream's
-  ``fast=False`` and the plain retiming, as tests/shell/test_fast_path_equivalence.py
+  ``fast=False``, the plain retiming and step lines fed one at a time
+  (``Monitor.step_runs``), as tests/shell/test_fast_path_equivalence.py
   switches them), whose alerts must be the same,
 
 and prints lines/s, the ratio to grep and to the per-event path, and peak
@@ -47,7 +48,7 @@ CHILD = (
     "import resource, sys\n"
     "if sys.argv[1] == '--per-event':\n"
     "    import dataclasses, functools\n"
-    "    from dflash_watch import ingest as R\n"
+    "    from dflash_watch import ingest as R, monitor as M\n"
     "    from dflash_watch.parsers import clock as C, step_clock as S\n"
     "    from dflash_watch.parsers.stream import LogStream\n"
     "    def plain(e, t, clocked=None):\n"
@@ -55,7 +56,8 @@ CHILD = (
     "            return dataclasses.replace(e, time=t)\n"
     "        return dataclasses.replace(e, time=t, clocked=clocked)\n"
     "    R.LogStream = functools.partial(LogStream, fast=False)\n"
-    "    C._at = S._at = plain\n"
+    "    C.at_time = S.at_time = plain\n"
+    "    M.Monitor.step_runs = False\n"
     "    C._in_order = lambda floor, events: False\n"
     "del sys.argv[1]\n"
     "from dflash_watch.cli import main\n"

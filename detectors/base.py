@@ -11,7 +11,11 @@ A detector is one small class with a bounded state:
   it);
 * ``deadline() -> float | None`` says the earliest data time at which a
   ``Tick`` could make it fire although no data arrived (a stall), so that a
-  replay can insert exactly the ticks that matter instead of one per second.
+  replay can insert exactly the ticks that matter instead of one per second;
+* ``quiet_steps(steps)`` is the batching contract (issue 20): a run of step
+  lines that provably changes no alert is taken in one go (see
+  ``StepCommit``); a detector that cannot tell says None and gets them one
+  at a time.
 
 Detectors never read a clock: "now" is always the time of the event.
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -71,6 +75,23 @@ State = Literal["firing", "resolved"]
 # for that type (no type tests on the hot path). Typed ``Any`` in: each
 # handler is called only with the type it is routed.
 Handler = Callable[[Any], "list[Alert]"]
+# The batching contract (issue 20). ``quiet_steps(steps)`` is offered a run
+# of consecutive step lines (``Progress``, nothing else between them, as the
+# per-event path would hand them to the detector's Progress route, in that
+# order; their times need not be sorted: ranks interleave). It answers
+# None, having changed nothing at all, unless it can prove that feeding
+# them one at a time would (a) return no alert and (b) leave its
+# ``deadline()`` after each ``steps[:i]`` at or after ``steps[i].time``
+# (None counting as never) for every i >= 1, so that no Tick would fall
+# inside the run. Otherwise it answers a ``StepCommit``: called once, right
+# after, with nothing fed in between, it leaves the detector exactly as the
+# steps fed one at a time would (every field a later alert, ``deadline()``
+# or a read accessor depends on). The set offers a run only when every
+# detector of the Progress route proves it quiet, and commits them all;
+# else it feeds the run one step at a time. A quiet run has no alert to
+# interleave, and nothing outside a detector reads its state mid-run, so the
+# alerts and states are those of the per-event path.
+StepCommit = Callable[[], None]
 # Every event type a detector can be sent; the default of ``accepts``.
 EVENT_TYPES: tuple[type[Event], ...] = (
     Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery,
@@ -182,6 +203,10 @@ class Detector(Protocol):
 
     def set_baseline(self, value: float | None, /) -> None: ...
 
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """A run of step lines taken at once, if provably quiet (``StepCommit``)."""
+        ...
+
 
 class DetectorBase:
     """The defaults of ``Detector``: sees every event, may have a deadline,
@@ -217,6 +242,11 @@ class DetectorBase:
 
     def set_baseline(self, value: float | None, /) -> None:
         """Judge from now on against the good run's figure (none by default)."""
+
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """None: this detector takes step lines one at a time (the default;
+        see ``StepCommit`` for what a detector that batches them must prove)."""
+        return None
 
 
 class Episode:

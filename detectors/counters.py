@@ -137,6 +137,10 @@ class RankRises:
                 out[str(rank)] = state.total
         return dict(sorted(out.items(), key=lambda kv: -kv[1])[:limit])
 
+    def empty(self) -> bool:
+        """Nothing counted in any rank's window (``busiest`` counts 0)."""
+        return not any(state.total or state.rises for state in self._ranks.values())
+
     def forget_history(self, t: float) -> None:
         """Drop what was counted (a new run starts): spans restart at ``t``."""
         for state in self._ranks.values():

@@ -57,14 +57,22 @@ alerts stay bounded however many arrive over days.
 One instance watches one detector name (``crash`` or ``fx_tracing``);
 fx_tracing incidents are never "survived": a tracing collision kills the
 thread it hits, whatever the others do.
+
+Step lines are most of what the two see and change little: both hand them
+to one shared record (``crash_steps.StepLines``, an append each), and only
+``crash`` weighs them, only while an incident is held or a stream watched.
+A run of them is taken at once (``quiet_steps``) unless one could reach a
+held incident's deadline.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 
 from ..parsers.events import Crash, Event, Progress, Quiet, Tick
-from .base import Alert, DetectorBase, Handler
+from .base import Alert, DetectorBase, Handler, StepCommit
 from .config import DetectorConfig
 from .crash_incident import (
     PROOF_LINES,
@@ -82,7 +90,7 @@ from .crash_incident import (
     weigh,
     weight,
 )
-from .crash_steps import LINES_KEEP, STREAMS_MAX, StepLines
+from .crash_steps import LINES_KEEP, STREAMS_MAX, Lines, StepLines, StreamKey, where
 from .crash_text import KIND_LABELS, describe, incident_alert
 
 __all__ = ["CrashDetector", "CrashEpisode", "KIND_LABELS", "describe", "message_key", "signature_of"]
@@ -132,12 +140,13 @@ class CrashDetector(DetectorBase):
         # survival of a caught traceback, and a restart between two crashes.
         # Shared by the two crash detectors of a set, each line recorded once
         # (``crash_steps``): it reads them only on a Crash, after both have
-        # been sent every earlier step line.
+        # been sent every earlier step line (``_progress``).
         self._steps = steps if steps is not None else StepLines()
-        self._progress = self._steps.seen
         # file -> its last lines where torch elastic said a worker group was
         # gone, as (line, its report?): ``crash_incident.restarted``.
         self._ends: OrderedDict[str, deque[tuple[int, bool]]] = OrderedDict()
+        # The latest time of the other events it got; with the step lines'
+        # (``StepLines.latest``), its clock (``_now``).
         self._clock = float("-inf")
         # The earliest deadline of the held incidents (inf: none held), set
         # by ``_rehold`` wherever one is held, released or its deadline
@@ -148,6 +157,17 @@ class CrashDetector(DetectorBase):
     def deadline(self) -> float | None:
         due = self._due
         return None if due == _INF else due
+
+    @property
+    def _progress(self) -> OrderedDict[StreamKey, Lines]:
+        """(file, rank) -> its last step lines (``StepLines.seen``)."""
+        return self._steps.seen
+
+    def _now(self) -> float:
+        """The detector's clock: the latest event time seen (a step line's
+        from the shared record: a step line is an append, a run one extend)."""
+        latest = self._steps.latest
+        return latest if latest > self._clock else self._clock
 
     def _rehold(self) -> None:
         """Re-read ``_due`` after the held incidents or their deadlines changed."""
@@ -172,10 +192,15 @@ class CrashDetector(DetectorBase):
         return {Progress: self._on_progress}
 
     def _on_progress(self, p: Progress) -> list[Alert]:
+        # Once per training step: an append (the second crash detector of a
+        # set is answered from the first's; ``crash_steps``). fx_tracing
+        # keeps progress only to tell a relaunch apart; crash weighs it
+        # only while an incident is held or a stream watched.
+        self._steps.add(p)
+        if self.name == "crash" and (self._held or self._watch):
+            key, line = where(p)
+            self._weigh_step(key, line, p)
         t = p.time
-        if t > self._clock:
-            self._clock = t
-        self._saw_progress(p)
         return self._release(t) if t >= self._due else []
 
     def update(self, event: Event) -> list[Alert]:
@@ -185,24 +210,28 @@ class CrashDetector(DetectorBase):
         if t > self._clock:
             self._clock = t
         if isinstance(event, Tick):
-            return self._release(self._clock) if self._clock >= self._due else []
+            # (Nothing held: nothing to release, whatever the clock says.)
+            if not self._held:
+                return []
+            now = self._now()
+            return self._release(now) if now >= self._due else []
         if isinstance(event, Quiet):
             return self._quiet() if self._held else []
         if not isinstance(event, Crash) or event.detector != self.name:
             return []
-        out = self._release(self._clock) if self._clock >= self._due else []
-        self._merge(event)
+        now = self._now()
+        out = self._release(now) if now >= self._due else []
+        self._merge(event, now)
         self._rehold()
         if self.config.crash_hold_s <= 0:
-            out.extend(self._release(self._clock))
+            out.extend(self._release(now))
         return out
 
-    def _saw_progress(self, p: Progress) -> None:
-        # Once per training step: a split, a lookup and an append (the
-        # second crash detector of a set is answered from the first's).
-        key, line = self._steps.add(p)
-        if self.name != "crash":
-            return  # fx_tracing keeps progress only to tell a relaunch apart
+    def _weigh_step(self, key: StreamKey, line: int, p: Progress) -> None:
+        """One step line of stream ``key`` as evidence that a crash was
+        survived: a held incident's verdict, a watched one learned caught.
+        Moves a held incident's deadline only to its merge hold's end
+        (``_survives``), never sends: ``quiet_steps`` relies on both."""
         if self._held:
             for inc in self._held:
                 # The stream first: a tuple compare, where most held
@@ -226,7 +255,40 @@ class CrashDetector(DetectorBase):
                 inc for inc in watched if inc.signature not in self._survived and not inc.disproved
             ]
 
-    def _merge(self, c: Crash) -> None:
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """A run of step lines taken at once (``base.StepCommit``): quiet
+        unless one reaches a held incident's deadline, or the end of its
+        merge hold (where a proof of survival in the run would move that
+        deadline). Step lines send nothing else and move no other deadline
+        (``_weigh_step``). Nothing held, nothing watched (or fx_tracing):
+        the commit is the shared record's one ``extend`` (``StepLines.add_run``;
+        the clock of step lines is kept there, ``_now``)."""
+        if self._steps.recorded(steps):
+            return None  # a line recorded before: one at a time, as ``add`` dedupes
+        if self._held:
+            bound = self._due
+            if self.name == "crash":
+                hold = self.config.crash_hold_s
+                for inc in self._held:
+                    if inc.survived is None and inc.survivable(self.name):
+                        bound = min(bound, inc.arrival + hold)
+            for p in steps:
+                if not p.time < bound:  # (a NaN time too: the set would tick before it)
+                    return None
+        if self.name == "crash" and (self._held or self._watch):
+            return functools.partial(self._commit_steps, steps)
+        return functools.partial(self._steps.add_run, steps)
+
+    def _commit_steps(self, steps: Sequence[Progress]) -> None:
+        """``_on_progress`` of each of ``steps`` in turn, proved quiet, for
+        a crash detector that weighs them (an incident held, a stream
+        watched)."""
+        self._steps.add_run(steps)
+        for p in steps:
+            key, line = where(p)
+            self._weigh_step(key, line, p)
+
+    def _merge(self, c: Crash, now: float) -> None:
         inc: Incident | None
         window = self.config.crash_dedupe_s
         t = c.time
@@ -285,7 +347,7 @@ class CrashDetector(DetectorBase):
             return
         known = self.name == "crash" and sig in self._survived
         window = self.config.crash_caught_window_s if known else self.config.crash_survive_s
-        inc = Incident(c, sig, max(t, self._clock), self.config.crash_hold_s, window)
+        inc = Incident(c, sig, max(t, now), self.config.crash_hold_s, window)
         inc.known = known
         if not inc.survivable(self.name):
             inc.window_end = inc.arrival  # no verdict to wait for
@@ -360,13 +422,14 @@ class CrashDetector(DetectorBase):
         """No log is growing: the other ranks' copies are in, so the merge hold
         is over; what waits still is only a verdict not yet decided (the
         survival window, in data time, see the docstring)."""
+        now = self._now()
         for inc in list(self._held):
             if inc.sealed or inc.survived is not None or not inc.survivable(self.name):
-                inc.deadline = self._clock
+                inc.deadline = now
             else:
                 inc.deadline = min(inc.deadline, inc.window_end)
         self._rehold()
-        return self._release(self._clock)
+        return self._release(now)
 
     def _learn_caught(self, inc: Incident) -> None:
         """``inc`` was sent critical, but its stream went on to a later step:

@@ -5,59 +5,184 @@ program that lived on by the progress lines around a crash
 (``crash_incident.restarted``), and ``crash`` also proves a caught
 traceback by them. Those lines are the same for both: ``build_detectors``
 gives the two one ``StepLines``; both hand it every step line, and the
-second hand-over of the same event is answered from the first (split and
-stored once, whichever detector comes first or is there at all). A
-detector made alone records into its own.
+second hand-over of the same event is answered from the first (stored
+once, whichever detector comes first or is there at all). A detector made
+alone records into its own.
+
+They are read only when a crash comes, and one stream keeps only its last
+``LINES_KEEP`` lines, so a line is not split when it arrives: it waits (at
+most ``PENDING_MAX`` of them) and is worked in with the others when the
+record is read or the wait is full (``seen``). Then a stream's older lines,
+which its newer ones would push out anyway, are never split at all. The
+latest time of the lines is kept here too (``latest``: the detectors' clock
+of step lines). So per training step the two detectors cost an append, and
+the batching contract (``base.StepCommit``) takes a run of step lines in one
+``extend`` (``add_run``).
 
 >>> from dflash_watch.parsers.events import Progress
 >>> lines = StepLines()
 >>> p = Progress(1.0, "train.log:7", step=3, rank=0)
 >>> lines.add(p)
-(('train.log', 0), 7)
 >>> lines.add(p)  # the other crash detector: the same record, not a second one
-(('train.log', 0), 7)
 >>> list(lines.seen[("train.log", 0)])
 [(7, 3, 1.0)]
+>>> run = [Progress(2.0, "train.log:8", step=4, rank=0), Progress(2.5, "train.log:9", step=5, rank=0)]
+>>> lines.add_run(run)
+>>> lines.add_run(run)  # the other crash detector's commit
+>>> list(lines.seen[("train.log", 0)])
+[(7, 3, 1.0), (8, 4, 2.0), (9, 5, 2.5)]
+>>> where(run[1])
+(('train.log', 0), 9)
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Sequence
+from itertools import chain, islice
+from operator import attrgetter, is_
 
 from ..parsers.events import Progress
 
 # Streams (file, rank) remembered, and step lines kept per stream.
 STREAMS_MAX = 256
 LINES_KEEP = 16
+# Step lines waiting to be worked in (``StepLines.seen``): enough that most
+# of a stream's lines are pushed out before they are split (16 of 256 of one
+# stream are kept), few enough to hold (the events themselves) and to copy.
+PENDING_MAX = 256
+
+_TIME = attrgetter("time")
 
 StreamKey = tuple[str, "int | None"]
+Lines = deque[tuple[int, "int | None", float]]
+
+
+def where(p: Progress) -> tuple[StreamKey, int]:
+    """The stream (file, rank) and line number of a step line (-1: none)."""
+    file, _, number = p.source.rpartition(":")
+    return (file, p.rank), int(number) if number.isdigit() else -1
 
 
 class StepLines:
     """(file, rank) -> its last ``LINES_KEEP`` step lines as (line, step,
-    data time), for at most ``STREAMS_MAX`` streams (the oldest go)."""
+    data time), for at most ``STREAMS_MAX`` streams (the oldest go); and the
+    latest data time of them all (the crash detectors' clock of step lines)."""
 
-    __slots__ = ("seen", "_last", "_last_at")
+    __slots__ = ("_seen", "_latest", "_pending", "_last")
 
     def __init__(self) -> None:
-        self.seen: OrderedDict[StreamKey, deque[tuple[int, int | None, float]]] = OrderedDict()
-        self._last: Progress | None = None  # the event recorded last, and where
-        self._last_at: tuple[StreamKey, int] = (("", None), -1)
+        self._seen: OrderedDict[StreamKey, Lines] = OrderedDict()
+        self._latest = float("-inf")
+        # Lines handed over but not yet in ``_seen``, in order (< PENDING_MAX).
+        self._pending: list[Progress] = []
+        self._last: Progress | None = None  # the event recorded last
 
-    def add(self, p: Progress) -> tuple[StreamKey, int]:
-        """Record ``p`` (once, however many detectors hand it over); its
-        stream and line. Once per training step: keep it to a split, a
-        lookup and an append."""
-        if p is self._last:
-            return self._last_at
-        file, _, number = p.source.rpartition(":")
-        line = int(number) if number.isdigit() else -1
-        key = (file, p.rank)
-        seen = self.seen.get(key)
-        if seen is None:
-            seen = self.seen[key] = deque(maxlen=LINES_KEEP)
-            if len(self.seen) > STREAMS_MAX:
-                self.seen.popitem(last=False)
-        seen.append((line, p.step, p.time))
-        self._last, self._last_at = p, (key, line)
-        return key, line
+    @property
+    def seen(self) -> OrderedDict[StreamKey, Lines]:
+        """Every stream's last lines, the waiting ones worked in."""
+        if self._pending:
+            self._settle()
+        return self._seen
+
+    @property
+    def latest(self) -> float:
+        """The latest data time of the lines recorded (-inf: none; a NaN
+        time is never the latest, as ``if t > latest`` line by line)."""
+        if self._pending:
+            self._settle()
+        return self._latest
+
+    def add(self, p: Progress) -> None:
+        """Record ``p`` (once, however many detectors hand it over). Once
+        per training step: an identity test and an append."""
+        if p is not self._last:
+            self._last = p
+            pending = self._pending
+            pending.append(p)
+            if len(pending) >= PENDING_MAX:
+                self._settle()
+
+    def recorded(self, steps: Sequence[Progress]) -> bool:
+        """Whether the run's last line is the line recorded last: then
+        ``add_run`` would take the run for handed over already. Asked before a
+        run is taken (a run ending in a line recorded before, the same event
+        twice, goes one line at a time)."""
+        return steps[-1] is self._last
+
+    def add_run(self, steps: Sequence[Progress]) -> None:
+        """Record a run of step lines as ``add`` would one at a time, once
+        however many detectors hand it over (its last line recorded last:
+        handed over already; see ``recorded``). The lines wait as ``add``'s
+        would, worked in at the same counts, so the record is the same."""
+        last = self._last
+        if steps[-1] is last:
+            return
+        if steps[0] is last or any(map(is_, steps, islice(steps, 1, None))):
+            for p in steps:  # the same event twice in a row: recorded once
+                self.add(p)
+            return
+        pending = self._pending
+        room = PENDING_MAX - len(pending)
+        if len(steps) < room:
+            pending.extend(steps)
+        else:
+            start = 0
+            while start < len(steps):
+                pending.extend(steps[start:start + room])
+                start += room
+                if len(pending) >= PENDING_MAX:
+                    self._settle()
+                room = PENDING_MAX
+        self._last = steps[-1]
+
+    def _settle(self) -> None:
+        """Work the waiting lines in as one ``add`` at a time would have.
+        With few streams, all seen before, only each one's last
+        ``LINES_KEEP`` lines are split and appended (``_tails``); else every
+        line, oldest first (``_walk``: most are kept anyway, or a new stream
+        takes its place in the order and pushes the oldest out)."""
+        pending = self._pending
+        self._latest = max(chain((self._latest,), map(_TIME, pending)))
+        if len(self._seen) * LINES_KEEP * 2 > len(pending) or not self._tails():
+            self._walk()
+        pending.clear()
+
+    def _tails(self) -> bool:
+        """Append each stream's last ``LINES_KEEP`` waiting lines, found
+        newest first until every stream has them; False (nothing done) when
+        a stream is new."""
+        pending, seen = self._pending, self._seen
+        keys = [(p.source.rpartition(":")[0], p.rank) for p in pending]
+        streams = set(keys)
+        if not all(key in seen for key in streams):
+            return False
+        tails: dict[StreamKey, list[Progress]] = {key: [] for key in streams}
+        short = len(streams)  # streams with fewer than LINES_KEEP lines found
+        for i in range(len(pending) - 1, -1, -1):
+            tail = tails[keys[i]]
+            if len(tail) < LINES_KEEP:
+                tail.append(pending[i])
+                if len(tail) == LINES_KEEP:
+                    short -= 1
+                    if not short:
+                        break
+        for key, tail in tails.items():
+            lines = seen[key]
+            for p in reversed(tail):
+                number = p.source.rpartition(":")[2]
+                lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
+        return True
+
+    def _walk(self) -> None:
+        """Append every waiting line, oldest first (``add``'s old loop)."""
+        seen = self._seen
+        for p in self._pending:
+            file, _, number = p.source.rpartition(":")
+            key = (file, p.rank)
+            lines = seen.get(key)
+            if lines is None:
+                lines = seen[key] = deque(maxlen=LINES_KEEP)
+                if len(seen) > STREAMS_MAX:
+                    seen.popitem(last=False)
+            lines.append((int(number) if number.isdigit() else -1, p.step, p.time))

@@ -42,15 +42,17 @@ Example: a steady loss, then grad_norm nan.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from math import isfinite
 from typing import Any
 
 from ..parsers.events import Crash, Event, Overflow, ProbeSample, ProcessExit, Progress
-from .base import Alert, DetectorBase, Episode, Handler, Severity
+from .base import Alert, DetectorBase, Episode, Handler, Severity, StepCommit
 from .config import DetectorConfig, fmt_duration
-from .loss_metrics import CODES, GRAD, NAN, OTHER, SCALE, SKIP, code_of
+from .loss_metrics import figures_of
 from .loss_robust import RobustWindow, ScaleWatch, SlidingMin, skip_ratio
+from .loss_steps import quiet_loss_steps
 
 NAME = "loss"
 
@@ -135,6 +137,11 @@ class LossDetector(DetectorBase):
     def fast_routes(self) -> dict[type[Event], Handler]:
         return {Progress: self._on_progress}
 
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """A run of step lines at once where none can fire or resolve
+        (``base.StepCommit``; the proof and the commit: ``loss_steps``)."""
+        return quiet_loss_steps(self, steps)
+
     def update(self, event: Event) -> list[Alert]:
         if type(event) is Progress:
             return self._on_progress(event)
@@ -152,33 +159,16 @@ class LossDetector(DetectorBase):
 
     def _on_progress(self, event: Progress) -> list[Alert]:
         """A step line: the figures it carries in its metrics, read in place
-        (no copy of the event). Once per training step."""
+        (no copy of the event). Once per training step. A run of them read
+        at once (``quiet_steps``) is read by ``loss_reports`` with the same
+        ``loss_metrics.figures_of``."""
         loss = event.loss
         metrics = event.metrics
         if not metrics:
             if loss is None:
                 return []  # a bare rate line (tok/s, it/s): nothing of the loss
             return self._on_report(event, loss, None, None, None, None, None)
-        grad = scale = nan_iters = skipped = skipped_total = None
-        codes = CODES
-        for name, value in metrics:
-            code = codes.get(name)
-            if code is None:
-                code = code_of(name)
-            if code == OTHER:
-                continue
-            if code == GRAD:
-                if grad is None:
-                    grad = value
-            elif code == SCALE:
-                if scale is None:
-                    scale = value
-            elif code == NAN:
-                nan_iters = value
-            elif code == SKIP:
-                skipped = value
-            else:
-                skipped_total = value
+        grad, scale, nan_iters, skipped, skipped_total = figures_of(metrics)
         if loss is None and grad is None and nan_iters is None and scale is None and skipped is None \
                 and skipped_total is None:
             return []

@@ -49,3 +49,37 @@ def code_of(name: str) -> int:
         code = GRAD if k in GRAD_KEYS else SCALE if k in SCALE_KEYS else OTHER
     CODES[name] = code
     return code
+
+
+# A step line's loss figures besides the loss: grad norm, loss scale, NaN
+# iterations, skipped iterations, skipped in all (None: not on the line).
+Figures = tuple[float | None, float | None, float | None, float | None, float | None]
+NO_FIGURES: Figures = (None, None, None, None, None)
+
+
+def figures_of(metrics: tuple[tuple[str, float], ...]) -> Figures:
+    """The loss figures among a step line's numbers, by ``code_of``: the
+    first grad norm and loss scale count, the last of each counter. The one
+    reading of them, for the detector's step lines one at a time
+    (``LossDetector._on_progress``) and in runs (``loss_reports``)."""
+    grad = scale = nan_iters = skipped = skipped_total = None
+    codes = CODES
+    for name, value in metrics:
+        code = codes.get(name)
+        if code is None:
+            code = code_of(name)
+        if code == OTHER:
+            continue
+        if code == GRAD:
+            if grad is None:
+                grad = value
+        elif code == SCALE:
+            if scale is None:
+                scale = value
+        elif code == NAN:
+            nan_iters = value
+        elif code == SKIP:
+            skipped = value
+        else:
+            skipped_total = value
+    return grad, scale, nan_iters, skipped, skipped_total

@@ -36,9 +36,10 @@ progress line, fires on its fourth turn.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 from ..parsers.events import Event, GpuSample, Progress
-from .base import Alert, Episode, Handler
+from .base import Alert, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_bytes, fmt_clock, fmt_duration, fmt_gib
 from .memory import ARMED, RELAUNCH, GpuPhase, MemoryDetector, MemoryModel
 
@@ -82,6 +83,17 @@ class MemoryVolatility(MemoryDetector):
     def _on_progress(self, p: Progress) -> list[Alert]:
         self.memory.progress(p)
         return []
+
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit:
+        """Step lines only arm the memory model: never an alert, never a
+        deadline (``base.StepCommit``)."""
+        progress = self.memory.progress
+
+        def commit() -> None:
+            for p in steps:
+                progress(p)
+
+        return commit
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is not GpuSample:

@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from ..parsers.events import Event, PaddingReport, ProbeSample, ProcessExit, Progress
 from ..parsers.padding import padding_from_metrics
-from .base import Alert, DetectorBase, Episode
+from .base import Alert, DetectorBase, Episode, StepCommit
 from .config import DetectorConfig, fmt_duration
 
 NAME = "padding"
@@ -51,6 +52,10 @@ _BUCKETS = 24  # a window is kept in this many time buckets (5 s of a 120 s one)
 _PER_BUCKET = 2  # log reports read per bucket at most (24 buckets: 48 a window)
 _KEPT = 4096  # buckets at most (a sparse log: one report per bucket)
 _RANKS_SHOWN = 32
+
+
+def _NOTHING() -> None:
+    """The commit of a quiet run that changes no field."""
 
 
 class _Window:
@@ -179,6 +184,26 @@ class PaddingDetector(DetectorBase):
         """The efficiency below which the detector fires."""
         c = self.config
         return self.baseline - c.padding_margin if self.baseline is not None else c.padding_floor
+
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """A run of step lines none of which adds a report changes nothing
+        (``base.StepCommit``): after probe lines, or where every line either
+        falls in the open bucket already read twice or states no padding.
+        A line that would add one refuses the run (it may close a bucket and
+        judge)."""
+        if self._probe_seen:
+            return _NOTHING
+        log = self._log
+        start = log.open_start
+        full = log.open_count >= _PER_BUCKET and start is not None
+        end = start + log.bucket_s if full and start is not None else 0.0
+        for p in steps:
+            metrics = p.metrics
+            if not metrics or (full and start is not None and start <= p.time < end):
+                continue
+            if padding_from_metrics(metrics) is not None:
+                return None
+        return _NOTHING
 
     def update(self, event: Event) -> list[Alert]:
         t = event.time

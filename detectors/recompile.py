@@ -17,14 +17,19 @@ after warm-up against the good run's (``detectors/recompile_rate.py``).
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from typing import Any
 
 from ..parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
-from .base import Alert, DetectorBase, Episode
+from .base import Alert, DetectorBase, Episode, StepCommit
 from .config import DetectorConfig, fmt_duration
 from .recompile_rate import RecompileRate
 
 NAME = "recompile"
+
+
+def _unchanged() -> None:
+    """The commit of step lines that change nothing (``quiet_steps``)."""
 
 
 class RecompileDetector(DetectorBase):
@@ -52,6 +57,30 @@ class RecompileDetector(DetectorBase):
     def set_baseline(self, per_hour: float | None) -> None:
         """The good run's recompiles per hour (the ``rate`` kind's reference)."""
         self.rate.set_baseline(per_hour)
+
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """Step lines with no episode open (``base.StepCommit``; no deadline
+        then): all before the rate's next look, they change nothing
+        (``update``'s first line); across it, the look fires nothing while
+        nothing is counted (``RecompileRate.silent``), and the commit feeds
+        them as one at a time would (a look a minute: cheap)."""
+        if self.episode.active:
+            return None
+        check = self.rate.next_check
+        for p in steps:
+            if not p.time < check:
+                break
+        else:
+            return _unchanged
+        if not self.rate.silent():
+            return None
+        update = self.update
+
+        def commit() -> None:
+            for p in steps:
+                update(p)
+
+        return commit
 
     def update(self, event: Event) -> list[Alert]:
         # A step line (the hot path) between the rate's looks at itself, with

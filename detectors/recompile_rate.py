@@ -124,6 +124,12 @@ class RecompileRate(HourlyBaseline):
             self._probe.forget_history(self._warm_end())
             self._log.forget_history(self._warm_end())
 
+    def silent(self) -> bool:
+        """No look can fire while nothing is counted: a count under
+        ``recompile_rate_min_count`` (at least 1) never does. Looks still
+        move ``next_check`` and end the warm-up (``quiet_steps`` replays them)."""
+        return self.config.recompile_rate_min_count >= 1 and self._rises().empty()
+
     def _judge(self, t: float, where: str) -> list[Alert]:
         self.next_check = t + _CHECK_EVERY_S
         self._counting_now(t)

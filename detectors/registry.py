@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ..parsers.events import Event
+from ..parsers.events import Event, Progress
 from .alloc_thrash import AllocThrash
-from .base import EVENT_TYPES, Alert, Detector, Handler
+from .base import EVENT_TYPES, Alert, Detector, DetectorBase, Handler, StepCommit
 from .config import DetectorConfig
 from .counters import RankRises
 from .crash import CrashDetector, CrashEpisode
@@ -115,6 +115,12 @@ class DetectorSet:
         for etype in EVENT_TYPES:
             self._plans[etype] = self._plan(
                 [(d, routes[etype]) for d, routes in zip(self.detectors, tables) if etype in routes])
+        # The batching contract (``base.StepCommit``): the detectors a step
+        # line goes to, each asked whether a run is quiet. One that keeps the
+        # default (always None) would refuse every run: then none is offered.
+        route = tuple(d for d, routes in zip(self.detectors, tables) if Progress in routes)
+        batches = all(type(d).quiet_steps is not DetectorBase.quiet_steps for d in route)
+        self._step_route: tuple[Detector, ...] = route if batches else ()
 
     def _plan(self, route: list[tuple[Detector, Handler]]) -> _Plan:
         timed = tuple((i, d.deadline) for i, d in enumerate(self._timed) if any(d is r for r, _ in route))
@@ -150,12 +156,44 @@ class DetectorSet:
         finally:
             # Also when a detector raised: those before it did change.
             if timed:
-                deadlines = self._deadlines
-                for i, deadline in timed:
-                    t = deadline()
-                    deadlines[i] = _INF if t is None else t
-                self._best = min(deadlines)
+                self._reread(timed)
         return out
+
+    def _reread(self, timed: tuple[tuple[int, Callable[[], float | None]], ...]) -> None:
+        """Keep the deadlines of ``timed`` (the detectors an event went to) afresh."""
+        deadlines = self._deadlines
+        for i, deadline in timed:
+            t = deadline()
+            deadlines[i] = _INF if t is None else t
+        self._best = min(deadlines)
+
+    @property
+    def takes_step_runs(self) -> bool:
+        """Whether every detector of the step lines' route may take a run at once."""
+        return bool(self._step_route)
+
+    def take_steps(self, steps: Sequence[Progress]) -> bool:
+        """Take a run of consecutive step lines at once, if every detector
+        they go to proves it quiet (``base.StepCommit``): no alert, no
+        deadline inside it. False: nothing changed, feed them one at a time.
+
+        Asked all before any commits, so a refusal leaves every detector as
+        it was; the deadlines of the route's timed detectors are re-read."""
+        route = self._step_route
+        if not route:
+            return False
+        commits: list[StepCommit] = []
+        for d in route:
+            commit = d.quiet_steps(steps)
+            if commit is None:
+                return False
+            commits.append(commit)
+        for commit in commits:
+            commit()
+        timed = self._plans[Progress][1]
+        if timed:
+            self._reread(timed)
+        return True
 
     def refresh(self) -> None:
         """Re-read every deadline (after a detector was changed directly)."""

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from bisect import insort
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from ..parsers.events import (
@@ -76,7 +77,7 @@ from ..parsers.events import (
     Tick,
     XidError,
 )
-from .base import Alert, DetectorBase, Episode, Handler
+from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_clock, fmt_duration
 from .steps import sorted_median
 from .waiting import waiting_text
@@ -91,6 +92,7 @@ BURSTS_ALLOWED = 2.5
 _WAITING_KEPT = 1024
 _WAITING_SHOWN = 64
 _PHASE_WORDS = {"eval": "evaluation", "checkpoint": "checkpoint save"}
+_INF = float("inf")
 
 
 class Stall(DetectorBase):
@@ -145,6 +147,93 @@ class Stall(DetectorBase):
         if self._pending is None:
             return self._progress(p)
         return self.update(p)
+
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """A run of step lines at once (``base.StepCommit``), when provably quiet.
+
+        Step lines alone never fire a stall (only a later event or Tick
+        past the deadline does); they can only resolve one. So the run is
+        quiet when no stall is open or pending and the deadline after each
+        line is at or after the next line's time. After a line that is
+        taken as progress that deadline is at least its time plus
+        ``max(stall_min_s, BURSTS_ALLOWED x burst_s)`` (the threshold never
+        goes under ``stall_min_s``): a floor cheap enough to check without
+        the median, and a gap longer than it makes the run not quiet (it
+        goes one line at a time and ticks where it must). The lines are
+        walked once with ``_progress``'s rules of what is progress, in
+        locals (asking changes nothing); the commit sets the state of the
+        last line taken and lets ``_retune`` derive the threshold and the
+        deadline from it as ``_progress`` does.
+        """
+        if self._pending is not None or self.episode.active:
+            return None  # a line would fire the pending stall or resolve the open one
+        floor = self._limit_floor()
+        dup_s = self.config.duplicate_step_s
+        watching = self._watching
+        d = self._deadline
+        bound = d if watching and d is not None else _INF
+        last_step, last_t, last_total = self._last_step, self._last_t, self._last_total
+        rank0, step_seconds, bars = self._rank, self._step_seconds, self._bars_after_end
+        intervals: list[float] = []
+        taken: Progress | None = None  # the last clocked line taken as progress
+        first = True
+        for p in steps:
+            t = p.time
+            if first:
+                first = False
+            elif not t <= bound:  # (NaN too)
+                return None
+            step = p.step
+            if not p.clocked:
+                last_step, watching, bound = step, False, _INF
+                continue
+            if step is None:
+                rank = p.rank
+                if rank is not None:
+                    if rank0 is None or rank < rank0:
+                        rank0 = rank
+                    elif rank != rank0:
+                        continue
+            elif last_step is not None and watching:
+                if step == last_step:
+                    continue
+                if (step < last_step and last_t is not None and t - last_t <= dup_s
+                        and not (last_total and last_step + 1 >= last_total)):
+                    continue
+            if p.step_seconds is not None and p.step_seconds > 0:
+                step_seconds = p.step_seconds
+            if last_t is not None and watching and t > last_t:
+                intervals.append(t - last_t)
+            if (last_total and last_step is not None and last_step + 1 >= last_total and step is not None
+                    and (step < last_step or p.total_steps != last_total)):
+                bars += 1
+            last_t, last_step, last_total, taken = t, step, p.total_steps, p
+            total = p.total_steps
+            watching = not (total and step is not None and step + 1 >= total and not bars)
+            bound = t + floor if watching else _INF
+
+        def commit() -> None:
+            if taken is not None:
+                kept = self._intervals
+                kept.extend(intervals)
+                while len(kept) > _INTERVALS_KEPT:
+                    kept.popleft()
+                if intervals:
+                    self._sorted[:] = sorted(kept)
+                self._step_seconds = step_seconds
+                self._bars_after_end = bars
+                self._last_t = self._since = taken.time
+                self._phase = None
+                self._waiting.clear()
+                self._last_total = taken.total_steps
+                self._last_elapsed = taken.elapsed_s
+                self._last_source = taken.source
+                self._retune(taken)
+            self._rank = rank0
+            self._last_step = last_step
+            self._watching = watching
+
+        return commit
 
     def update(self, event: Event) -> list[Alert]:
         t = event.time
@@ -293,6 +382,13 @@ class Stall(DetectorBase):
         self._last_elapsed = p.elapsed_s
         self._last_source = p.source
         self._watching = True
+        self._retune(p)
+        return out
+
+    def _retune(self, p: Progress) -> None:
+        """After progress ``p`` was taken: the usual interval, the threshold
+        and the deadline it sets (one home for ``_progress`` and the commit
+        of ``quiet_steps``)."""
         usual = sorted_median(self._sorted) if self._sorted else 0.0
         if self._step_seconds is not None and self._step_seconds > usual:
             usual = self._step_seconds
@@ -314,7 +410,6 @@ class Stall(DetectorBase):
                 # can tell (however long ago). Progress after it re-arms.
                 self._watching = False
         self._set_deadline()
-        return out
 
     def _heard(self, hb: Heartbeat) -> None:
         """Keep the rank's latest word on where it waits (never progress)."""
@@ -351,6 +446,12 @@ class Stall(DetectorBase):
         """The silence allowed after the last progress: the threshold, or a
         few burst intervals of a log that arrives in bursts."""
         return max(self.threshold, BURSTS_ALLOWED * self.burst_s)
+
+    def _limit_floor(self) -> float:
+        """The least ``_limit()`` can be after any progress (the threshold
+        never goes under ``stall_min_s``): the bound ``quiet_steps`` proves
+        a run quiet with. A change to ``_limit`` must keep it a floor."""
+        return max(self.config.stall_min_s, BURSTS_ALLOWED * self.burst_s)
 
     def flush(self) -> list[Alert]:
         """The data ended right after a deadline tick: the silence was real."""

@@ -49,6 +49,7 @@ start: judged once each rank has 5 reports (t=5), named 2 minutes later.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -62,10 +63,10 @@ from ..parsers.events import (
     Progress,
     Tick,
 )
-from .base import Alert, DetectorBase, Episode, Handler
+from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_duration
 from .steps import sorted_median
-from .straggler_hung import find_hung, hung_report, next_deadline
+from .straggler_hung import find_hung, hung_report, next_deadline, quiet_floor
 from .straggler_ranks import RankRow, RankState, rank_of_source
 
 NAME = "straggler"
@@ -119,6 +120,110 @@ class Straggler(DetectorBase):
             self._now = t
         self._progress(p)
         return self._judged(t)
+
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """A run of step lines at once (``base.StepCommit``), when provably quiet.
+
+        Between two judgements a step line changes the ranks' figures and
+        nothing else (no hang is open to resolve); a judgement fires only
+        ``slow`` or ``hung``. ``slow`` is judged (fired, resolved, counted
+        towards) only with two ranks' step or compute seconds within the
+        window: none are (``_newest_any``) and these lines bring none, so
+        an open ``slow`` stays as it is. ``hung`` and the deadline are held
+        off by ``quiet_floor``: every stamp of the run under the floor plus
+        ``straggler_hung_min_s`` away from it. Lines that name no rank (the
+        common case: one process's log) change no rank at all: the commit
+        only moves the clock and the judging times, and judges the deadline
+        once, at the last judgement the lines would have made; lines of
+        ranks are taken one by one (``_progress``), judged only there too.
+        """
+        if self.hung.active:
+            return None  # a step of the hung rank resolves it (``quiet_floor`` rules it out too)
+        times = [p.time for p in steps]
+        if not math.isfinite(sum(times)):
+            return None  # NaN or infinite stamps: not worth a proof
+        n = len(steps)
+        rankless = [p.rank for p in steps].count(None) == n
+        if rankless:
+            # ``rank_of_source`` needs "rank" or "std" in a source. A search
+            # for one letter (memchr) is ~50x faster than for a word, and
+            # most file names have no "k" or no "d".
+            text = "\n".join([p.source for p in steps])
+            if ((("k" in text and "rank" in text) or ("d" in text and "std" in text))
+                    and any(rank_of_source(p.source) is not None for p in steps)):
+                rankless = False
+        if not rankless and [p.step_seconds for p in steps].count(None) != n:
+            return None  # figures: a judgement of ``slow`` could start counting
+        ranks = self.ranks
+        now = self._now
+        high = max(times)
+        end = high if now is None or high > now else now  # the clock after the run (``_on_progress``'s fold)
+        if rankless and len(ranks) < 2 and self._deadline is None:
+            # The common case: a log of one process, no rank anywhere. A
+            # judgement of fewer than two ranks finds nothing and leaves no
+            # deadline (``next_deadline``): only the clock and the judging
+            # times move.
+            next_judge = self._next_judge
+            for t in times:
+                if t >= next_judge:
+                    next_judge = t + _JUDGE_EVERY_S
+
+            def commit_clock() -> None:
+                self._now = end
+                self._next_judge = next_judge
+            return commit_clock
+        cfg = self.config
+        if not rankless or len(ranks) >= 2:
+            start = min(times) - cfg.straggler_window_s  # every judgement's window starts after this
+            newest = self._newest_any
+            if not (newest["step"] < start and newest["compute"] < start):
+                return None  # a rank gave figures within the window: ``slow`` is judged
+            floor = cfg.straggler_hung_min_s
+            lo = quiet_floor(ranks.values(), min(times) if not rankless else math.inf)
+            if not (end - lo < floor and end <= lo + floor):
+                return None
+        # The judgements the lines would make: at most one per second of data time.
+        next_judge = self._next_judge
+        first_judged = last_judged = -1
+        for i, t in enumerate(times):
+            if t >= next_judge:
+                next_judge = t + _JUDGE_EVERY_S
+                last_judged = i
+                if first_judged < 0:
+                    first_judged = i
+        d = self._deadline
+        if d is not None and (now is None or d > now) and d < end and first_judged != 0:
+            return None  # the deadline now could fall inside the run before a judgement moves it
+        # The clock at the last judgement: the newest stamp until then.
+        at = None
+        if last_judged >= 0:
+            at = max(times[:last_judged + 1])
+            if now is not None and not at > now:
+                at = now
+        if rankless:
+            def commit() -> None:
+                self._now = end
+                self._next_judge = next_judge
+                if at is not None:
+                    self._rearm(at)
+            return commit
+
+        def commit_ranks() -> None:
+            # Each line as ``_on_progress`` takes it; only the last judgement
+            # leaves anything (the deadline), on the ranks as they were then.
+            progress = self._progress
+            if at is None:
+                for p in steps:
+                    progress(p)
+            else:
+                for p in steps[:last_judged + 1]:
+                    progress(p)
+                self._rearm(at)
+                for p in steps[last_judged + 1:]:
+                    progress(p)
+            self._now = end
+            self._next_judge = next_judge
+        return commit_ranks
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is Progress:
@@ -174,21 +279,27 @@ class Straggler(DetectorBase):
                       restart=True)
 
     def _progress(self, p: Progress) -> None:
-        rank = p.rank if p.rank is not None else rank_of_source(p.source)
+        rank = p.rank
         if rank is None:
-            return
-        state = self._state(rank, p.time)
+            rank = rank_of_source(p.source)
+            if rank is None:
+                return
+        state = self.ranks.get(rank)
         if state is None:
-            return
-        if p.step is not None:
+            state = self._state(rank, p.time)
+            if state is None:
+                return
+        step = p.step
+        training = False
+        if step is not None:
             self._stopped = False
-        # A step below the rank's last is an eval bar or a redraw: a sign of
-        # life, not a training step's time.
-        seen = state.measured.get("log")
-        training = p.step is not None and (seen is None or p.step > seen)
-        if training and (state.last_step is None or (p.step or 0) > state.last_step):
-            self._phase = None  # the next training step ends an eval or a save
-        state.add(p.time, step=p.step, step_s=p.step_seconds, window_s=self.config.straggler_window_s,
+            # A step below the rank's last is an eval bar or a redraw: a sign
+            # of life, not a training step's time.
+            seen = state.measured.get("log")
+            training = seen is None or step > seen
+            if training and (state.last_step is None or step > state.last_step):
+                self._phase = None  # the next training step ends an eval or a save
+        state.add(p.time, step=step, step_s=p.step_seconds, window_s=self.config.straggler_window_s,
                   source=p.source, clocked=p.clocked, measure=training and p.clocked, kind="log")
 
     def _heartbeat(self, hb: Heartbeat) -> None:
@@ -216,9 +327,14 @@ class Straggler(DetectorBase):
         if not self._stopped:
             out += self._judge_slow(t)
             out += self._judge_hung(t)
+        self._rearm(t)
+        return out
+
+    def _rearm(self, t: float) -> None:
+        """The deadline a judgement at ``t`` leaves (``_judge``, and the
+        commit of ``quiet_steps`` at its last judgement)."""
         self._deadline = (None if self._stopped or self.hung.active
                           else next_deadline(list(self.ranks.values()), self.config, self._phase is not None, t))
-        return out
 
     def _stretch(self, t: float, name: str) -> tuple[float, float, dict[int, float]] | None:
         """(begin, end, ranks): the stretch of data time over which the ranks

@@ -26,6 +26,8 @@ Two ways a rank is found hung (``straggler.py`` fires, on a Tick at
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
 
@@ -79,6 +81,33 @@ def next_deadline(ranks: list[RankState], config: DetectorConfig, in_phase: bool
         if now < end < best:
             best = end
     return best if best > now else None
+
+
+def quiet_floor(ranks: Iterable[RankState], since: float) -> float:
+    """A time no hang judgement or ``next_deadline`` can go under while only
+    step lines stamped at or after ``since`` come (``since`` = inf: none
+    that name a rank), minus ``straggler_hung_min_s``: the batching proof
+    of ``Straggler.quiet_steps``.
+
+    Every limit of the rules is at least ``straggler_hung_min_s`` (a
+    phase only adds to it), and each is counted from one of two times: the
+    latest step of the stepping ranks (the largest ``last_step_time``,
+    which step lines only set to their own stamps) or a timed rank's
+    ``last_seen`` (which never goes back, and a rank that gets a cadence
+    from these lines was seen at one of them). So both are at least the
+    minimum of the latest step, the oldest ``last_seen`` of a timed rank,
+    and ``since``: until that floor plus ``straggler_hung_min_s`` no rank
+    is found hung, and no deadline comes earlier."""
+    last = -math.inf
+    oldest = math.inf
+    for s in ranks:
+        at = s.last_step_time
+        if at is not None and s.last_step is not None and at > last:
+            last = at
+        seen = s.last_seen
+        if s.usual_s is not None and seen is not None and seen < oldest:
+            oldest = seen
+    return min(last if last > -math.inf else math.inf, oldest, since)
 
 
 def find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool,

@@ -168,15 +168,19 @@ class RankState:
             return
         if compute_s is None and step_s is not None and wait_s is not None and step_s >= wait_s:
             compute_s = step_s - wait_s
-        newest = self.newest
-        for name, value in (("step", step_s), ("compute", compute_s), ("wait", wait_s)):
-            if value is not None:
-                self.series[name].append((t, value))
-                if t > newest[name]:
-                    newest[name] = t
-                    if t > self._newest_any[name]:
-                        self._newest_any[name] = t
-        self._prune(t, window_s)
+        series = self.series
+        if step_s is not None or compute_s is not None or wait_s is not None:
+            newest = self.newest
+            for name, value in (("step", step_s), ("compute", compute_s), ("wait", wait_s)):
+                if value is not None:
+                    series[name].append((t, value))
+                    if t > newest[name]:
+                        newest[name] = t
+                        if t > self._newest_any[name]:
+                            self._newest_any[name] = t
+        # Most step lines carry no figure, and most logs have none to prune.
+        if series["step"] or series["compute"] or series["wait"]:
+            self._prune(t, window_s)
 
     def _prune(self, t: float, window_s: float) -> None:
         start = t - window_s
@@ -204,8 +208,19 @@ class RankState:
         intervals, secs, steps_ = self.intervals, self._seconds, self._steps
         if len(intervals) == intervals.maxlen:
             old_s, old_n = intervals[0]
-            del secs[bisect_left(secs, old_s)]
-            del steps_[bisect_left(steps_, float(old_n))]
+            intervals.append((seconds, steps))  # (the oldest drops out)
+            # The value leaving is often the one coming (a steady cadence:
+            # whole seconds, one step): then the sorted list and its median
+            # stay as they are.
+            if old_s != seconds:
+                del secs[bisect_left(secs, old_s)]
+                insort(secs, seconds)
+                self.usual_s = sorted_median(secs)
+            if old_n != steps:
+                del steps_[bisect_left(steps_, float(old_n))]
+                insort(steps_, float(steps))
+                self.usual_n = max(1, int(sorted_median(steps_)))
+            return
         intervals.append((seconds, steps))
         insort(secs, seconds)
         insort(steps_, float(steps))

@@ -51,22 +51,21 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Sequence
 from statistics import median
 from typing import Any
 
 from ..parsers.events import TOK_S, Crash, Event, ProcessExit, Progress
-from .base import Alert, DetectorBase, Episode, Handler
+from . import throughput_quiet
+from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
 from .steps import StepDeduper, sorted_median
+from .throughput_limits import INTERVAL_EVERY, INTERVALS_KEPT, LEARN_MAX, WINDOW_MAX, cadence_budgets
 from .timeline import Timeline
 
-__all__ = ["NAME", "ThroughputDrop"]
+__all__ = ["NAME", "ThroughputDrop", "cadence_budgets"]
 
 NAME = "throughput_drop"
-_WINDOW_MAX = 1024  # reports in the smoothing window at most
-_INTERVALS_KEPT = 16  # recent report intervals, for the run's cadence
-_INTERVAL_EVERY = 8  # reports between re-reads of the cadence
-_LEARN_MAX = 4096
 
 
 class ThroughputDrop(DetectorBase):
@@ -82,7 +81,7 @@ class ThroughputDrop(DetectorBase):
         self.episode = Episode(NAME)
         self._dedupe = StepDeduper(c.duplicate_step_s)
         self._clock = Timeline(c.clock_jitter_s)
-        self._intervals: deque[float] = deque(maxlen=_INTERVALS_KEPT)
+        self._intervals: deque[float] = deque(maxlen=INTERVALS_KEPT)
         self._since_interval = 0
         self.interval: float | None = None  # the run's usual report interval
         # What the interval decides, kept until it changes (once per report
@@ -272,7 +271,7 @@ class ThroughputDrop(DetectorBase):
         if self.baseline is None:
             if self._learn_start is None:
                 self._learn_start = t
-            if len(self._learn) < _LEARN_MAX:
+            if len(self._learn) < LEARN_MAX:
                 self._learn.append(v)
             if t - self._learn_start >= c.throughput_learn_s and len(self._learn) >= 5:
                 self.baseline = float(median(self._learn))
@@ -283,7 +282,7 @@ class ThroughputDrop(DetectorBase):
         ordered = self._sorted
         # The values are finite (checked above): a bisect finds the one that
         # leaves, where ``list.remove`` would scan for it.
-        if len(w) == _WINDOW_MAX:
+        if len(w) == WINDOW_MAX:
             del ordered[bisect_left(ordered, w.popleft()[1])]
         w.append((t, v))
         insort(ordered, v)
@@ -326,15 +325,19 @@ class ThroughputDrop(DetectorBase):
         w = self._intervals
         w.append(dt)
         self._since_interval += 1
-        if self.interval is not None and self._since_interval < _INTERVAL_EVERY:
+        if self.interval is not None and self._since_interval < INTERVAL_EVERY:
             return
         self._since_interval = 0
         interval = median(w)
         if interval != self.interval:
-            c = self.config
             self.interval = interval
-            self._gap_limit = max(c.throughput_restart_gap_s, c.throughput_restart_gap_intervals * interval)
-            self._warm_n = min(c.throughput_warmup_events, max(1, math.ceil(c.throughput_warmup_s / interval)))
+            self._gap_limit, self._warm_n = cadence_budgets(self.config, interval)
+
+    def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
+        """Step lines taken in one go where they provably raise nothing
+        (``throughput_quiet``); None while an episode is open or a rise is
+        tracked, and for a run whose smoothed rate could start a drop or a rise."""
+        return throughput_quiet.quiet_run(self, steps)
 
     def _track_rise(self, t: float, v: float, med: float, base: float) -> None:
         """A learned baseline follows the run up to a faster steady phase."""
@@ -346,7 +349,7 @@ class ThroughputDrop(DetectorBase):
             return
         if self._rise_since is None:
             self._rise_since = t
-        if len(self._rise) < _LEARN_MAX:
+        if len(self._rise) < LEARN_MAX:
             self._rise.append(v)
         if t - self._rise_since >= self.config.throughput_learn_s and len(self._rise) >= 5:
             self.baseline = float(median(self._rise))

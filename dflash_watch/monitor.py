@@ -49,6 +49,7 @@ from .history import GpuHistory, SeriesHistory
 from .ingest import Ingest
 from .latest_probes import LatestProbes
 from .recent_lines import RecentLines
+from .step_runs import MIN_RUN, StepRuns
 
 if TYPE_CHECKING:
     from .control.state import JobState
@@ -67,10 +68,11 @@ _UNIT_RANK = {TOK_S: 3, SAMPLES_S: 2, IT_S: 1}
 # failure): views offer the matching fix.
 GPU_SAMPLING_OFF = "GPU sampling is off (--no-gpu, or [gpu] enabled = false)"
 
-class Monitor(Ingest, RecentLines):
+class Monitor(Ingest, RecentLines, StepRuns):
     """One run's picture. Raw inputs come in through ``Ingest`` (log text,
     partial lines, side files on the live clock) and the log view's lines
     are kept by ``RecentLines``; this file is the event core and the views."""
+
 
     def __init__(
         self,
@@ -193,12 +195,15 @@ class Monitor(Ingest, RecentLines):
     def feed_events(self, events: Iterable[Event]) -> list[Alert]:
         out: list[Alert] = []
         with self._lock:
-            handle = self._handle
-            progress = self._handle_progress
-            for event in events:
-                alerts = progress(event) if type(event) is Progress else handle(event)
-                if alerts:
-                    out.extend(alerts)
+            if self.step_runs and type(events) is list and len(events) >= MIN_RUN and self._detectors.takes_step_runs:
+                out = self._feed_runs(events)
+            else:
+                handle = self._handle
+                progress = self._handle_progress
+                for event in events:
+                    alerts = progress(event) if type(event) is Progress else handle(event)
+                    if alerts:
+                        out.extend(alerts)
             if self._rates:
                 self._flush_rates()
             if self._losses:
@@ -245,16 +250,28 @@ class Monitor(Ingest, RecentLines):
         two calls a fraction of a microsecond)."""
         if self._convert:
             event = self._in_tokens(event)
+        return self._step(event, self._arrive(event.time))
+
+    def _step(self, event: Progress, out: list[Alert]) -> list[Alert]:
+        """``_handle_progress`` after the clock came to the step (``_arrive``)."""
+        self._keep_step(event)
+        return self._detect(event, out)
+
+    def _keep_step(self, event: Progress) -> None:
+        """What the Monitor itself keeps of a step line (not the detectors')."""
         t = event.time
-        out = self._arrive(t)
         self.last_event_time = t
         self.progress_events += 1
         self.last_progress = event
         if self.keep_history:
-            self._remember_rate(t, event)
-            if event.loss is not None:
-                self._remember_loss(t, event.step, event.loss)
-        return self._detect(event, out)
+            self._remember_step(event)
+
+    def _remember_step(self, event: Progress) -> None:
+        """A step line's points of the throughput and loss charts."""
+        t = event.time
+        self._remember_rate(t, event)
+        if event.loss is not None:
+            self._remember_loss(t, event.step, event.loss)
 
     def _handle(self, event: Event) -> list[Alert]:
         if isinstance(event, Progress):

@@ -2,11 +2,12 @@
 
 The fast paths (issue 20): the stream's column reading of progress lines
 (``LogStream(fast=True)``), the step clock's and the event clock's
-positional rebuild of a retimed Progress (``parsers.clock._at``) and the
-event clock's in-order check in C (``parsers.clock._in_order``). The
+positional rebuild of a retimed Progress (``parsers.clock.at_time``), the
+event clock's in-order check in C (``parsers.clock._in_order``) and runs of
+step lines taken at once by the detectors (``Monitor.step_runs``). The
 reference is the same replay with each switched off: ``fast=False`` reads
-every line on its own, ``dataclasses.replace`` retimes, and ``hold`` walks
-every event in Python. Both must give the same alert JSON lines on every
+every line on its own, ``dataclasses.replace`` retimes, ``hold`` walks
+every event in Python, and every step line goes to the detectors alone. Both must give the same alert JSON lines on every
 fixture log, the 20 shared real-world logs (skipped where absent), and
 seeded random logs that mix the shapes the fast paths take and the ones
 that make them fall back.
@@ -24,6 +25,7 @@ import pytest
 
 from dflash_watch import ingest as ingest_module
 from dflash_watch import replay as replay_module
+from dflash_watch.monitor import Monitor
 from dflash_watch.parsers import clock as clock_module
 from dflash_watch.parsers import step_clock as step_clock_module
 from dflash_watch.parsers.stream import LogStream
@@ -62,6 +64,7 @@ def check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         m.setattr(clock_module, "at_time", _plain_at)
         m.setattr(step_clock_module, "at_time", _plain_at)
         m.setattr(clock_module, "_in_order", lambda floor, events: False)
+        m.setattr(Monitor, "step_runs", False)
         plain = alerts(path)
     assert fast == plain, path.name
 

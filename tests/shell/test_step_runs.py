@@ -1,0 +1,142 @@
+"""The Monitor's runs of step lines (issue 20's batching contract) change nothing but speed.
+
+``Monitor._feed_runs`` offers runs of consecutive step lines to
+``DetectorSet.take_steps``, which commits them when every detector of the
+route proves them quiet (``detectors.base.StepCommit``). Each detector's
+proof has its own differential (``tests/core/test_quiet_steps_*.py``); this
+checks the plumbing around them with an oracle that proves any run for any
+detector the slow way: it feeds a deep copy of the whole set one step at a
+time (ticks at deadlines, as ``Monitor.advance_to``), and takes the run only
+if no alert and no tick came, by moving the copies' state into the set.
+With the oracle, replay with runs and replay one event at a time must give
+the same alerts and the same Monitor (its history, counters, clock) on every
+fixture and shared log, the speed shapes and random logs; and the runs must
+really be taken (most of them on the speed shapes), halved around a step
+that is not quiet.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from dflash_watch import replay as replay_module
+from dflash_watch.detectors.registry import DetectorSet
+from dflash_watch.history import SeriesHistory
+from dflash_watch.monitor import Monitor
+from dflash_watch.parsers.events import Progress
+from tests.core.step_runs import log_paths, speed_log
+from tests.random_logs import random_log
+
+
+def _move_state(into: object, source: object) -> None:
+    for cls in type(into).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            if hasattr(source, name) and name != "__weakref__":
+                object.__setattr__(into, name, getattr(source, name))
+    if hasattr(into, "__dict__"):
+        into.__dict__.update(source.__dict__)
+
+
+class Oracle:
+    """``DetectorSet.take_steps`` proven by feeding copies (slow, exact)."""
+
+    def __init__(self) -> None:
+        self.offered = self.taken = 0
+        self.sizes: list[int] = []
+
+    def take_steps(self, dset: DetectorSet, steps: Sequence[Progress]) -> bool:
+        self.offered += 1
+        copies = copy.deepcopy(dset.detectors)
+        trial = DetectorSet(copies)
+        for i, step in enumerate(steps):
+            d = trial.deadline()
+            if i and d is not None and d < step.time:
+                return False  # a tick would fall inside the run
+            if trial.update(step):
+                return False
+        for mine, theirs in zip(dset.detectors, copies):
+            _move_state(mine, theirs)
+        dset.refresh()
+        self.taken += 1
+        self.sizes.append(len(steps))
+        return True
+
+
+@pytest.fixture
+def oracle(monkeypatch: pytest.MonkeyPatch) -> Iterator[Oracle]:
+    o = Oracle()
+    monkeypatch.setattr(DetectorSet, "take_steps", lambda self, steps: o.take_steps(self, steps))
+    monkeypatch.setattr(DetectorSet, "takes_step_runs", property(lambda self: True))
+    yield o
+
+
+def _series(history: SeriesHistory) -> list[list[list[float]]]:
+    return [tier.rows().tolist() for tier in history._tiers] + [[[float(history.count)]]]
+
+
+def _picture(monitor: Monitor) -> tuple[object, ...]:
+    return (
+        monitor.progress_events, repr(monitor.last_progress), monitor.now, monitor.first_time,
+        monitor.last_event_time, monitor.version, monitor.throughput_unit,
+        monitor.keep_history, _series(monitor.throughput), _series(monitor.loss), repr(list(monitor.loss_nonfinite)),
+    )
+
+
+def _replay(path: Path, runs: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], tuple[object, ...]]:
+    monkeypatch.setattr(Monitor, "step_runs", runs)
+    monitor = Monitor(keep_lines=0)
+    result = replay_module.replay([str(path)], monitor=monitor)
+    return [a.to_json() for a in result.alerts], _picture(monitor)
+
+
+def _check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    batched = _replay(path, True, monkeypatch)
+    plain = _replay(path, False, monkeypatch)
+    assert batched[0] == plain[0], f"{path.name}: alerts differ"
+    assert batched[1] == plain[1], f"{path.name}: the Monitor differs"
+
+
+@pytest.mark.parametrize("path", log_paths(), ids=lambda p: p.name)
+def test_runs_change_no_alert_on_any_log(path: Path, oracle: Oracle, monkeypatch: pytest.MonkeyPatch) -> None:
+    _check(path, monkeypatch)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_runs_change_no_alert_on_random_logs(seed: int, tmp_path: Path, oracle: Oracle,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _check(random_log(tmp_path / "r.log", seed, lines=4000), monkeypatch)
+
+
+@pytest.mark.parametrize("shape", ["progress", "ranks", "quiet"])
+def test_speed_shapes_take_most_runs(shape: str, oracle: Oracle, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = speed_log(shape, 6000)
+    _check(path, monkeypatch)
+    assert oracle.offered, "no run was offered"
+    assert oracle.taken >= 0.5 * oracle.offered, (oracle.taken, oracle.offered)
+    if shape == "progress":
+        assert max(oracle.sizes) >= 64, "runs are cut too short"
+
+
+def test_a_run_with_one_loud_step_is_halved_around_it(oracle: Oracle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stall inside a run of steady steps: the run is refused, its halves
+    offered again, and the alert comes as one at a time would give it."""
+    monkeypatch.setattr(Monitor, "step_runs", True)
+    steps = [Progress(time=1000.0 + i, source="log", step=i, tokens_per_s=20000.0, loss=2.0) for i in range(64)]
+    # a silence of 66 minutes before step 40 (not a whole hour: that reads as
+    # the clock stepping): the stall's tick falls inside the run
+    steps = steps[:40] + [Progress(time=s.time + 3960, source="log", step=s.step, tokens_per_s=20000.0, loss=2.0)
+                          for s in steps[40:]]
+    batched = Monitor(keep_lines=0)
+    got = [a.to_json() for a in batched.feed_events(list(steps))]
+    monkeypatch.setattr(Monitor, "step_runs", False)
+    plain = Monitor(keep_lines=0)
+    want = [a.to_json() for a in plain.feed_events(list(steps))]
+    assert got == want
+    assert any('"stall"' in a for a in want), want
+    assert oracle.taken >= 2 and oracle.offered > oracle.taken, (oracle.offered, oracle.taken)
+    assert _picture(batched) == _picture(plain)
+
