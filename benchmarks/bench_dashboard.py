@@ -108,10 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("tmux") is None:
         print("tmux is required", file=sys.stderr)
         return 2
-    socket = f"dfw-bench-{uuid.uuid4().hex[:8]}"
+    # A private server on a socket of its own path, removed at the end (a
+    # name under -L leaves its socket in tmux's folder after kill-server).
+    socket = Path(tempfile.gettempdir(), f"dfw-bench-{uuid.uuid4().hex[:8]}.sock")
 
     def tmux(*a: str) -> str:
-        return subprocess.run(["tmux", "-L", socket, *a], capture_output=True, text=True, timeout=10).stdout
+        return subprocess.run(["tmux", "-S", str(socket), *a], capture_output=True, text=True, timeout=10).stdout
 
     with tempfile.TemporaryDirectory() as tmp:
         log, samples, writer_py = Path(tmp, "train.log"), Path(tmp, "gpu.jsonl"), Path(tmp, "writer.py")
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     spy.wait()
         finally:
             tmux("kill-server")
+            socket.unlink(missing_ok=True)
             writer.kill()
             writer.wait()
 

@@ -65,9 +65,7 @@ def tmux_socket() -> Iterator[str]:
         pytest.skip("tmux not installed")
     name = f"dfw-test-{uuid.uuid4().hex[:12]}"
     yield name
-    Tmux(socket=name).kill_server()
-    base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-    (base / name).unlink(missing_ok=True)
+    Tmux(socket=name).kill_server()  # (it removes the socket file too)
 
 
 @pytest.fixture

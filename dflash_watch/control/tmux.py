@@ -19,6 +19,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # Characters that tmux gives a meaning in a target (session:window.pane,
 # $id, @id, %id, !, ^, = exact match) or in a format (#). A name holding one
@@ -172,10 +173,22 @@ class Tmux:
         return True
 
     def kill_server(self) -> None:
+        """End this server (one of our own: the demo's, a test's) and remove
+        the socket file tmux leaves behind it: every demo would otherwise
+        leave one more in ``/tmp/tmux-UID``. The user's default server
+        (``socket`` None) keeps its file."""
         try:
             self.run("kill-server")
         except (TmuxServerGone, TmuxTargetMissing):
             pass
+        if self.socket:
+            path = Path(self.socket) if "/" in self.socket else self._socket_folder() / self.socket
+            path.unlink(missing_ok=True)
+
+    def _socket_folder(self) -> Path:
+        """Where tmux puts a named (``-L``) server's socket."""
+        env = self.env or os.environ
+        return Path(env.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
 
 
 def classify_error(stderr: str, argv: Sequence[str]) -> TmuxError:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from dflash_watch.control.tmux import Tmux
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
@@ -82,7 +84,7 @@ class Pane:
         return out.returncode == 0 and "0" in out.stdout.split()
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+        Tmux(socket=self.socket).kill_server()  # (its socket file too)
 
 
 def _children(pid: int) -> list[int]:

@@ -1,10 +1,12 @@
-"""Reading a real `headless` subprocess's stderr as it runs (shared by the live tests)."""
+"""Reading a real `headless` subprocess's stderr and stdout as it runs (shared by the live tests)."""
 
 from __future__ import annotations
 
+import json
 import select
 import subprocess
 import time
+from collections.abc import Callable
 
 
 def wait_for_notice(proc: subprocess.Popen[str], text: str, timeout: float = 30.0) -> str:
@@ -25,3 +27,25 @@ def wait_for_notice(proc: subprocess.Popen[str], text: str, timeout: float = 30.
             if not line or text in line:
                 return seen
     raise AssertionError(f"no {text!r} on stderr within {timeout} s: {seen!r}")
+
+
+def alert_lines(proc: subprocess.Popen[str], timeout: float, stop: Callable[[dict], bool]) -> list[dict]:
+    """Alert lines from stdout as they come, up to and with the first that
+    ``stop`` accepts, or all of them by ``timeout`` (or stdout's end). Each
+    carries ``_seen``: the wall time it was read (a test of latency)."""
+    assert proc.stdout is not None
+    got: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if not ready:
+            break
+        line = proc.stdout.readline()
+        if not line:
+            break
+        alert = json.loads(line)
+        alert["_seen"] = time.time()
+        got.append(alert)
+        if stop(alert):
+            break
+    return got

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from headless_helpers import alert_lines
 
 from dflash_watch.monitor import Monitor
 from dflash_watch.sources.logtail import Chunk, LogTailer
@@ -156,22 +157,6 @@ def test_the_complete_line_repeats_none_of_the_states_read_live(tmp_path: Path) 
 # -- live, end to end: a real tqdm writer, a real headless --------------------
 
 
-def _read_alert(proc: subprocess.Popen[str], detector: str, timeout: float) -> tuple[dict | None, float]:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([proc.stdout], [], [], left)
-        if not ready:
-            break
-        line = proc.stdout.readline()
-        if not line:
-            break
-        alert = json.loads(line)
-        if alert["detector"] == detector and alert["state"] == "firing":
-            return alert, time.time()
-    return None, time.time()
-
-
 @needs_tqdm
 @pytest.mark.slow
 def test_a_bar_without_newline_falling_to_a_fifth_fires_throughput_drop_live(tmp_path: Path) -> None:
@@ -194,7 +179,9 @@ def test_a_bar_without_newline_falling_to_a_fifth_fires_throughput_drop_live(tmp
         [sys.executable, str(writer_py), str(log), "4", "30"], stderr=subprocess.PIPE, text=True, env=_env()
     )
     try:
-        alert, at = _read_alert(watch, "throughput_drop", 25.0)
+        got = alert_lines(watch, 25.0, lambda a: a["detector"] == "throughput_drop" and a["state"] == "firing")
+        alert = got[-1] if got and got[-1]["detector"] == "throughput_drop" and got[-1]["state"] == "firing" else None
+        at = alert["_seen"] if alert is not None else time.time()
         assert alert is not None, "no throughput_drop while the bar fell from 2000 to 400 tok/s"
         assert writer.stderr is not None
         dropped = float(writer.stderr.readline())

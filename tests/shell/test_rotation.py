@@ -11,7 +11,6 @@ import json
 import logging
 import logging.handlers
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from headless_helpers import wait_for_notice
+from headless_helpers import alert_lines, wait_for_notice
 
 from dflash_watch.monitor import Monitor
 from dflash_watch.sources.logtail import Chunk, LogTailer, TailNotice
@@ -109,24 +108,6 @@ def _headless(tmp_path: Path, log: Path) -> subprocess.Popen[str]:
     )
 
 
-def _alerts_until_crash(proc: subprocess.Popen[str], timeout: float) -> list[dict]:
-    """Alert lines from headless's stdout until a crash alert or ``timeout``."""
-    assert proc.stdout is not None
-    alerts: list[dict] = []
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([proc.stdout], [], [], left)
-        if not ready:
-            break
-        line = proc.stdout.readline()
-        if not line:
-            break
-        alerts.append(json.loads(line))
-        if alerts[-1]["detector"] == "crash":
-            break
-    return alerts
-
-
 def _watch_writer(tmp_path: Path, mode: str) -> tuple[list[dict], str]:
     log = tmp_path / "train.log"
     proc = _headless(tmp_path, log)  # started first: the log does not exist yet
@@ -134,7 +115,7 @@ def _watch_writer(tmp_path: Path, mode: str) -> tuple[list[dict], str]:
     try:
         early = wait_for_notice(proc, "to appear")
         writer = _writer(tmp_path, mode, log)
-        alerts = _alerts_until_crash(proc, 12.0)
+        alerts = alert_lines(proc, 12.0, lambda a: a["detector"] == "crash")
         writer.wait(timeout=20)
         assert writer.returncode == 0, writer.stderr.read() if writer.stderr else ""
     finally:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from headless_helpers import wait_for_notice
+from headless_helpers import alert_lines, wait_for_notice
 
 from dflash_watch.sources.logtail import Chunk, LogTailer, TailNotice
 
@@ -78,18 +77,6 @@ class Writer:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         self.proc.wait(timeout=10)
-
-
-def _stdout_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
-    """stdout up to and with the first line holding ``text``, or all of it by ``timeout``."""
-    assert proc.stdout is not None
-    seen, deadline = "", time.monotonic() + timeout
-    while text not in seen and select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen += line
-    return seen
 
 
 def _messages(items: list[Chunk | TailNotice]) -> list[tuple[int, str]]:
@@ -158,14 +145,14 @@ def test_headless_attached_between_rename_and_create_alerts_the_crash_in_the_ren
         write("crash")  # into the renamed file: the writer was not told to reopen yet
         # The log goes quiet: its last traceback is a crash (quiet_s). Wait
         # for the alert line itself, not for a time a loaded machine overruns.
-        seen = _stdout_until(proc, '"detector": "crash"', timeout=30.0)
+        seen = alert_lines(proc, 30.0, lambda a: a["detector"] == "crash")
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=20)
         write.close()
     # Alerted live, while it ran (a stop would flush the held traceback too).
-    crashes = [a for a in map(json.loads, seen.splitlines()) if a["detector"] == "crash"]
+    crashes = [a for a in seen if a["detector"] == "crash"]
     assert [(a["kind"], a["state"]) for a in crashes] == [("cuda_error", "firing")], early + err
     assert not [a for a in map(json.loads, out.splitlines()) if a["detector"] == "crash"], out
     assert crashes[0]["source"].startswith("train.log:"), crashes[0]

@@ -17,17 +17,14 @@ are replayed by the fast test at the end (no torch needed).
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from headless_helpers import wait_for_notice
+from headless_helpers import alert_lines, wait_for_notice
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "straggler"
@@ -144,23 +141,6 @@ def _headless(tmp: Path) -> subprocess.Popen[str]:
     )
 
 
-def _read_alerts(proc: subprocess.Popen[str], until: float, stop) -> list[dict]:  # noqa: ANN001
-    assert proc.stdout is not None
-    got: list[dict] = []
-    while time.monotonic() < until:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            alert = json.loads(line)
-            alert["_seen"] = time.time()
-            got.append(alert)
-            if stop(alert):
-                break
-    return got
-
-
 def _stop(proc: subprocess.Popen) -> str:
     if proc.poll() is None:
         proc.terminate()
@@ -181,7 +161,7 @@ def test_slow_rank_named_live_under_headless_and_in_replay(tmp_path: Path) -> No
     try:
         err = wait_for_notice(headless, "to appear")
         job = _torchrun(tmp_path, "slow", SLOW_STEPS, SLOW_FROM, 60)
-        alerts = _read_alerts(headless, time.monotonic() + 90,
+        alerts = alert_lines(headless, 90,
                               stop=lambda a: a["detector"] == "straggler" and a["state"] == "firing")
         assert job.wait(timeout=120) == 0, (tmp_path / "train.log").read_text()[-3000:]
     finally:
@@ -214,7 +194,7 @@ def test_hung_rank_named_live_under_headless_and_in_replay(tmp_path: Path) -> No
     try:
         err = wait_for_notice(headless, "to appear")
         job = _torchrun(tmp_path, "hang", HANG_STEPS, HANG_AT, HANG_TIMEOUT)
-        alerts = _read_alerts(headless, time.monotonic() + 90,
+        alerts = alert_lines(headless, 90,
                               stop=lambda a: a["detector"] == "straggler" and a["state"] == "firing")
         code = job.wait(timeout=120)  # the gloo timeout ends the others; torchrun ends the hung one
     finally:

@@ -407,3 +407,16 @@ def test_cli_actions_full_cycle_from_config(tmux, tmp_path, marker, capsys):
     assert not marked_pids(marker)
     assert cli_actions.cmd_status(ns(config=str(tmp_path / "missing.toml"))) == 2
     assert "missing.toml not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("by", ["name", "path"])
+def test_killing_a_private_server_removes_its_socket_file(by: str, tmux_socket: str, tmp_path: Path) -> None:
+    """The demo's server (and every test's) leaves nothing in /tmp/tmux-UID."""
+    tmux = Tmux(socket=tmux_socket if by == "name" else str(tmp_path / "s.sock"))
+    tmux.run("new-session", "-d", "-s", "x", "sleep 30")
+    path = tmux._socket_folder() / tmux_socket if by == "name" else tmp_path / "s.sock"
+    assert path.exists()
+    tmux.kill_server()
+    assert not path.exists()
+    with pytest.raises(TmuxServerGone):
+        tmux.run("list-sessions")
