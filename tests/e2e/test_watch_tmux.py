@@ -212,14 +212,18 @@ def test_the_dashboard_serves_metrics_while_it_draws_and_stops_serving_when_it_q
     shown = _step(tmux.wait_for("ui", lambda s: _step(s) is not None))
     deadline = time.monotonic() + 20
     text = None
+    # The log and the GPU sample file are read by their own polls: wait for
+    # both (under load the step can move on before GPU 1's first sample is in).
+    gpu1 = 'dflash_gpu_memory_used_bytes{gpu="1"}'
     while time.monotonic() < deadline and not ((_gauge(text, "dflash_step") or 0) > shown
-                                               and _gauge(text, "dflash_job_up") == 1.0):
+                                               and _gauge(text, "dflash_job_up") == 1.0
+                                               and _gauge(text, gpu1) is not None):
         time.sleep(0.3)
         text = _scrape(url)
     assert (_gauge(text, "dflash_step") or 0) > shown, text
     assert _gauge(text, "dflash_job_up") == 1.0
     assert _gauge(text, "dflash_throughput_tokens_per_second") == pytest.approx(21500.0)
-    assert _gauge(text, 'dflash_gpu_memory_used_bytes{gpu="1"}') == float(70 * 2**30 + 2**20)
+    assert _gauge(text, gpu1) == float(70 * 2**30 + 2**20)
     # The screen is still the dashboard's, drawn while it serves.
     tmux.wait_for("ui", lambda s: (_step(s) or 0) > shown and "GPU 1" in s)
 
