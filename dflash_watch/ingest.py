@@ -144,7 +144,7 @@ class Ingest:
                     # buffered writer's burst read as catch-up (``alignment``).
                     if state.align is None:
                         state.align = Alignment(display_name(path), learn=False)
-                    delivery = state.align.caught_up(stream, text, events, arrived, lambda: _file_end(path))
+                    delivery = state.align.caught_up(stream, text, events, arrived, lambda: _file_end(path, text))
             else:
                 align = state.align
                 if align is None:
@@ -335,23 +335,41 @@ class Ingest:
         return side.onto_live(batch, fresh, log_seen, now, wall)
 
 
-def _file_end(path: str) -> FileEnd | None:
+def _file_end(path: str, text: str) -> FileEnd | None:
     """How the file at ``path`` ends now (``alignment.FileEnd``), None if it
-    cannot be read. Its last byte and mtime, one ``pread``: asked (under the
-    Monitor's lock) only for a catch-up chunk that could be a buffered
-    writer's burst, of a file the tailer has just read (in the page cache)."""
+    cannot be read or holds a whole line after ``text`` (the catch-up chunk
+    just read): then the writer wrote on since the read, and the file's
+    mtime is that later line's, not a buffer's write-out of ``text`` (a
+    line-buffered writer caught between the read and this look read as
+    buffered, and its stall waited for bursts). Its tail and mtime, one
+    ``pread``: asked (under the Monitor's lock) only for a catch-up chunk
+    that could be a buffered writer's burst, of a file the tailer has just
+    read (in the page cache)."""
+    last_line = text[text.rfind("\n", 0, len(text) - 1) + 1:].encode("utf-8", "surrogateescape")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        last = os.pread(fd, 1, st.st_size - 1) if st.st_size else b""
+        n = min(st.st_size, len(last_line) + _TAIL_AFTER)
+        tail = os.pread(fd, n, st.st_size - n) if n else b""
     except OSError:
         return None
     finally:
         os.close(fd)
-    return FileEnd(bool(last) and last != b"\n", st.st_mtime)
+    at = tail.rfind(last_line) if last_line else -1
+    if at < 0:
+        return None
+    after = tail[at + len(last_line):]
+    if b"\n" in after:
+        return None
+    return FileEnd(bool(after) or not last_line.endswith(b"\n"), st.st_mtime)
+
+
+# What a file may hold after the last line read, to be told apart from a
+# whole line written since (a partial line of C stdio's buffer).
+_TAIL_AFTER = 64 * 1024
 
 
 def _flushed(state: StreamState, now: float) -> list[Event]:

@@ -131,3 +131,24 @@ def test_with_the_default_limits_minutes_between_bursts_are_no_stall(tmp_path: P
         assert [a for a in monitor.tick(last + 2000.0) if a.detector == "stall"]
     else:
         assert stalls and 120.0 <= stalls[0].time - last <= 130.0, stalls
+
+
+def test_a_line_written_after_the_catch_up_was_read_is_no_sign_of_a_buffer(tmp_path: Path) -> None:
+    """The file's mtime counts only while the file still ends with what was
+    read: a line-buffered writer that wrote one more line between the read
+    and the look has an mtime a step after the last line read, exactly as a
+    buffer's write-out would (its stall then waited ~19 s, not 1 s)."""
+    from dflash_watch.ingest import _file_end
+
+    log = tmp_path / "train.log"
+    read = "2026-12-02 10:00:00,000 - INFO - step 1\n2026-12-02 10:00:00,100 - INFO - step 2\n"
+    log.write_text(read)
+    end = _file_end(str(log), read)
+    assert end is not None and not end.mid_line
+    with log.open("a") as fh:
+        fh.write("2026-12-02 10:00:00,200 - INFO - ste")  # a buffer written out mid-line
+    end = _file_end(str(log), read)
+    assert end is not None and end.mid_line
+    with log.open("a") as fh:
+        fh.write("p 3\n")  # a whole line since the read: the mtime is that line's
+    assert _file_end(str(log), read) is None
