@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
@@ -23,6 +24,7 @@ from dflash_watch.parsers.events import Event, GpuLost, GpuSample, ProbeSample, 
 from dflash_watch.parsers.stream import LogStream
 
 from .alignment import Alignment, FileEnd, SideFileClock, date_on_arrival
+from .gc_policy import bulk_read
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -119,8 +121,9 @@ class Ingest:
         ``fresh``: live, lines written while the watcher follows the file
         (not the catch-up of what it held): their stamps are put on the live
         clock and the way they arrive is watched (``alignment``); ``arrived``:
-        when, on the clock of ``live_since`` (this machine's)."""
-        with self._lock:
+        when, on the clock of ``live_since`` (this machine's). A catch-up
+        chunk is read as replay reads (``gc_policy.bulk_read``)."""
+        with self._lock, (nullcontext() if fresh else bulk_read()):
             state = self._streams.get(path)
             before: list[Alert] = []
             if state is not None and state.generation != generation:

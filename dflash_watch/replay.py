@@ -27,6 +27,7 @@ from dflash_watch.detectors.base import Alert
 from dflash_watch.parsers.events import Event
 from dflash_watch.parsers.progress.hints import LIGHTNING_HINT
 
+from .gc_policy import bulk_read
 from .ingest import log_stream
 from .monitor import Monitor
 from .sources.chunks import emit
@@ -156,11 +157,12 @@ def replay(
         merged = heapq.merge(*streams, key=_event_time) if len(streams) > 1 else iter(streams[0] if streams else ())
         batches = iter(lambda: list(islice(merged, _MERGED_BATCH)), [])
     feed = monitor.feed_events
-    for batch in batches:
-        for alert in feed(batch):
-            result.alerts.append(alert)
-            if on_alert is not None:
-                on_alert(alert)
+    with bulk_read():
+        for batch in batches:
+            for alert in feed(batch):
+                result.alerts.append(alert)
+                if on_alert is not None:
+                    on_alert(alert)
     if monitor.probe_samples:  # the probe reported the steps that the bar did not
         result.notices[:] = [n for n in result.notices if not n.endswith(LIGHTNING_HINT)]
     parsers: list[SampleParser | ProbeParser] = [*sample_parsers, *probe_parsers]

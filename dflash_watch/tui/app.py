@@ -16,7 +16,6 @@ nobody keeps open for a week:
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 from collections import deque
@@ -34,6 +33,7 @@ from textual.widgets import Footer, Static
 
 from dflash_watch.detectors.base import Alert
 
+from .. import gc_policy
 from ..baseline.guard import BASELINE_WINDOW_S
 from ..baseline.guard import refusal as baseline_refusal
 from ..baseline.store import save_baseline
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BASELINE = "dflash-baseline.json"
 GC_SETTLE_S = 2.0  # after the first paint and the first data: see DashboardApp.settle_gc
-GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections (Python: 700); see settle_gc
+GC_YOUNG_THRESHOLD = gc_policy.LIVE_YOUNG_THRESHOLD  # see settle_gc
 _TOAST_SEVERITY: dict[str, SeverityLevel] = {"critical": "error", "warning": "warning", "info": "information"}
 
 
@@ -211,9 +211,7 @@ class DashboardApp(JobActions, App[int]):
         of them scanned whatever was alive at that moment, dozens of times a
         second. Cyclic garbage waits a little longer; nothing else changes.
         """
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(max(GC_YOUNG_THRESHOLD, gc.get_threshold()[0]), *gc.get_threshold()[1:])
+        gc_policy.settle(GC_YOUNG_THRESHOLD)
 
     # -- redraw ---------------------------------------------------------------------
     @property
