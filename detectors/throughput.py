@@ -33,6 +33,12 @@ by milliseconds, and clocks set back by NTP or DST, neither restart nor
 blind it. Duplicate copies of a step from several ranks are dropped so that
 eight ranks do not weigh eight times.
 
+A step going back is a relaunch only within its own series
+(``throughput_limits.series_of``): a tqdm bar that counts micro-batches, or
+lags, beside stamped optimizer-step lines is another count, not the run
+going back. A relaunch starts every series anew, so both coming back after
+it restart once.
+
 Example: 2 it/s for ten minutes, then 0.8 it/s.
 
 >>> det = ThroughputDrop()
@@ -60,7 +66,7 @@ from . import throughput_quiet
 from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
 from .steps import StepDeduper, sorted_median
-from .throughput_limits import INTERVAL_EVERY, INTERVALS_KEPT, LEARN_MAX, WINDOW_MAX, cadence_budgets
+from .throughput_limits import INTERVAL_EVERY, INTERVALS_KEPT, LEARN_MAX, SERIES, WINDOW_MAX, cadence_budgets
 from .timeline import Timeline
 
 __all__ = ["NAME", "ThroughputDrop", "cadence_budgets"]
@@ -98,8 +104,10 @@ class ThroughputDrop(DetectorBase):
         self._start: float | None = None  # time of the first report of this (re)start
         self._seen = 0  # reports since then
         self._last_t: float | None = None  # on the Timeline
-        self._last_step: int | None = None
-        self._last_total: int | None = None
+        # Per step series (``series_of``: step lines, tqdm bars), the last
+        # step counted and its bar's total: "back" is within one series.
+        self._last_step: list[int | None] = [None] * SERIES
+        self._last_total: list[int | None] = [None] * SERIES
         self._stopped = True
         self._low_since: float | None = None
         self._drop_start: float | None = None
@@ -163,6 +171,10 @@ class ThroughputDrop(DetectorBase):
         self._start = t
         self._seen = 0
         self.restarts += 1
+        # Every series starts anew: the relaunched run's step lines and bar
+        # both count from the start again, and that is one relaunch.
+        self._last_step = [None] * SERIES
+        self._last_total = [None] * SERIES
         self._window.clear()
         self._sorted.clear()
         self._low_since = self._drop_start = self._high_since = None
@@ -239,32 +251,34 @@ class ThroughputDrop(DetectorBase):
         else:
             clock.last = t
         step = p.step
-        last_step = self._last_step
+        series = p.elapsed_s is not None  # ``series_of``, inline
+        last_step = self._last_step[series]
         back = step is not None and last_step is not None and step < last_step
         interleaved = False
         new_loop = False
-        if back and self._last_total and p.total_steps is not None and p.total_steps != self._last_total:
-            new_loop = True  # a bar of another length: another loop (predict after train), learned anew
-        elif (back and self._last_total and last_step is not None and last_step + 1 >= self._last_total
-              and step is not None and step <= 1):
-            back = False  # the next epoch's bar (100/100, then 0/100): not a relaunch
-        elif back and last_t is not None and t - last_t <= c.clock_jitter_s:
-            # Ranks' lines interleaved by their stamps: a step's first copy
-            # came just after the next step's. A relaunch takes seconds.
-            back = False
-            interleaved = True
+        if back:  # within this series
+            last_total = self._last_total[series]
+            if last_total and p.total_steps is not None and p.total_steps != last_total:
+                new_loop = True  # a bar of another length: another loop (predict after train), learned anew
+            elif last_total and last_step + 1 >= last_total and step <= 1:  # type: ignore[operator]
+                back = False  # the next epoch's bar (100/100, then 0/100): not a relaunch
+            elif last_t is not None and t - last_t <= c.clock_jitter_s:
+                # Ranks' lines interleaved by their stamps: a step's first
+                # copy came just after the next step's. A relaunch takes seconds.
+                back = False
+                interleaved = True
         silent = gap_limit is not None and last_t is not None and t - last_t >= gap_limit
         relaunched = self._stopped or back or silent
         if last_t is not None and t > last_t and not relaunched:
             self._add_interval(t - last_t)
         self._last_t = t
-        if step is not None and not interleaved:
-            self._last_step = step
-            self._last_total = p.total_steps
         if relaunched:
             self._restart(t)
             if new_loop:
                 out += self._new_loop(p)
+        if step is not None and not interleaved:
+            self._last_step[series] = step
+            self._last_total[series] = p.total_steps
         self._seen += 1
         if self._seen <= self._warm_n or t - self._start < c.throughput_warmup_s:  # type: ignore[operator]
             return out

@@ -1,11 +1,12 @@
-"""The throughput detector's limits and cadence rules, shared by its per-step
-path (``throughput``) and its runs of step lines (``throughput_quiet``): one
-home, so neither module imports the other's."""
+"""The throughput detector's limits, cadence rules and step series, shared by
+its per-step path (``throughput``) and its runs of step lines
+(``throughput_quiet``): one home, so neither module imports the other's."""
 
 from __future__ import annotations
 
 import math
 
+from ..parsers.events import Progress
 from .config import DetectorConfig
 
 WINDOW_MAX = 1024  # reports in the smoothing window at most
@@ -19,3 +20,26 @@ def cadence_budgets(c: DetectorConfig, interval: float) -> tuple[float, int]:
     relaunch, and the reports of a warm-up."""
     gap_limit = max(c.throughput_restart_gap_s, c.throughput_restart_gap_intervals * interval)
     return gap_limit, min(c.throughput_warmup_events, max(1, math.ceil(c.throughput_warmup_s / interval)))
+
+
+# Step series: the counts a log's progress lines keep, each going up on its
+# own (index: ``series_of``).
+SERIES = 2
+
+
+def series_of(p: Progress) -> int:
+    """The step series of a progress line: 1 for a tqdm bar, 0 for any
+    other line (stamped ``step N`` lines, dicts, user patterns).
+
+    A log may keep two counts in the same rate unit: a tqdm bar that counts
+    micro-batches while the log lines count optimizer steps (gradient
+    accumulation), or a bar redrawn behind the stamped lines. Read as one,
+    every bar line below the last step line is "back", a relaunch. The
+    shape tells them apart with no guess at what they count: only a tqdm
+    bar carries its elapsed counter (``Progress.elapsed_s``, always parsed
+    from ``[MM:SS<...]``), and no other reader sets it. Bars of one run
+    that differ (an epoch bar, predict after train) stay one series, told
+    apart by their total as before (``throughput``'s new loop). The per-step
+    path reads this inline; it is here to name the rule once.
+    """
+    return int(p.elapsed_s is not None)

@@ -2,9 +2,9 @@
 
 ``ThroughputDrop.quiet_steps`` answers here (``base.StepCommit``). The run
 is read with the detector's own rules on local copies of what a step
-changes (the deduper's answer, the timeline, the cadence, the last step,
-the warm-up count, the learning list, a relaunch's fresh start), and
-refused where it could alert or where copying the rule would cost more
+changes (the deduper's answer, the timeline, the cadence, each step
+series' last step, the warm-up count, the learning list, a relaunch's
+fresh start), and refused where it could alert or where copying the rule would cost more
 than feeding it: an open episode, a rise being tracked, another unit, a
 backward clock jump, a relaunch after steps judged in the same run.
 
@@ -19,7 +19,8 @@ positive (a 0.0 and a -0.0 compare equal but print differently), and the
 window must not reach its cap during the run.
 
 Steady training of one source (stamps in order, gaps under the relaunch
-silence, past the warm-up) is read in columns, without a look per line
+silence, past the warm-up; step lines, a tqdm bar or both, each series
+going up on its own) is read in columns, without a look per line
 (``_steady``); anything else is walked line by line (``_walk``), with the
 same answer. The commit then writes the end state at
 once (``_Run.commit``): the window's new front is where the per-step
@@ -69,8 +70,8 @@ class _Run:
     gap_limit: float | None
     warm_n: int
     last_t: float | None
-    last_step: int | None
-    last_total: int | None
+    last_step: list[int | None]  # per step series (``series_of``)
+    last_total: list[int | None]
     count: int  # ``_seen``
     learn_start: float | None
     baseline: float | None
@@ -176,7 +177,8 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
     if len(kept) < len(step_col):
         if not kept:
             return _Run(det, seen, det._clock.last, [], det._since_interval, det.interval, det._gap_limit,
-                        det._warm_n, det._last_t, det._last_step, det._last_total, det._seen, det._learn_start,
+                        det._warm_n, det._last_t, list(det._last_step), list(det._last_total), det._seen,
+                        det._learn_start,
                         det.baseline, False, [], 0, det._start, [], []).commit
         if values is not None:
             values = [values[i] for i in kept]
@@ -186,26 +188,37 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
     if values is None:
         values = [p.rate for p in valid]  # type: ignore[misc]
     totals = [p.total_steps for p in valid]
-    run = _steady(det, seen, values, step_col, time_col, totals)
+    series_col = [p.elapsed_s is not None for p in valid]  # ``series_of``
+    run = _steady(det, seen, values, step_col, time_col, totals, series_col)
     if run is None:
-        run = _walk(det, seen, values, step_col, time_col, totals)
+        run = _walk(det, seen, values, step_col, time_col, totals, series_col)
     if run is None or not _judged_quietly(det, run):
         return None
     return run.commit
 
 
 def _steady(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_col: Sequence[int | None],
-            time_col: Sequence[float], totals: Sequence[int | None]) -> _Run | None:
+            time_col: Sequence[float], totals: Sequence[int | None], series_col: Sequence[bool]) -> _Run | None:
     """The new steps of steady training read in columns, or None when they
     are not that (``_walk`` then reads them line by line)."""
     c = det.config
     baseline = det.baseline
     last_t = det._last_t
-    last_step = det._last_step
     last_total = det._last_total
     clock = det._clock
-    if (det._stopped or last_t is None or last_step is None or det.interval is None
-            or det._seen < c.throughput_warmup_events or len(set(totals)) != 1 or totals[0] != last_total):
+    if det._stopped or last_t is None or det.interval is None or det._seen < c.throughput_warmup_events:
+        return None
+    # Every series in the run has a step to go on from, and every line's
+    # total is its series' last one (no other loop's bar).
+    last_step = list(det._last_step)
+    kinds = set(series_col)
+    if any(last_step[series] is None for series in kinds):
+        return None
+    wanted = {last_total[series] for series in kinds}
+    if len(wanted) == 1:
+        if len(set(totals)) != 1 or totals[0] not in wanted:
+            return None
+    elif any(map(lambda series, n: n != last_total[series], series_col, totals)):
         return None
     offset = clock.offset
     ts = [x + offset for x in time_col]
@@ -220,16 +233,29 @@ def _steady(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_
     # the jitter), not a relaunch; nor the next epoch's bar (checked after).
     silence = c.throughput_restart_gap_s
     jitter = c.clock_jitter_s
-    top = last_step
-    for s, g in zip(step_col, gaps):
-        if not 0.0 <= g < silence or s is None:
+    if len(kinds) > 1:
+        for s, g, series in zip(step_col, gaps, series_col):
+            if not 0.0 <= g < silence or s is None:
+                return None
+            if s >= last_step[series]:  # type: ignore[operator]
+                last_step[series] = s
+            elif g > jitter:
+                return None  # a relaunch
+    else:
+        one = series_col[0]
+        top = last_step[one]
+        for s, g in zip(step_col, gaps):
+            if not 0.0 <= g < silence or s is None:
+                return None
+            if s >= top:  # type: ignore[operator]
+                top = s
+            elif g > jitter:
+                return None  # a relaunch
+        last_step[one] = top
+    for series in kinds:
+        total = last_total[series]
+        if total and last_step[series] + 1 >= total:  # type: ignore[operator]
             return None
-        if s >= top:
-            top = s
-        elif g > jitter:
-            return None  # a relaunch
-    if last_total and top + 1 >= last_total:
-        return None
     # The cadence: only the last re-read counts (the relaunch silence is
     # above the gaps whatever it is, and the warm-up is over).
     dts = [g for g in gaps if g > 0]
@@ -262,18 +288,18 @@ def _steady(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_
             baseline = float(median(learn_old + list(values[:k + 1])))
             learned = True
             judged_t, judged_v = ts[k + 1:], values[k + 1:]
-    return _Run(det, seen, ts[-1], dts, since % _tp.INTERVAL_EVERY, interval, gap_limit, warm_n, ts[-1], top,
-                last_total, det._seen + len(ts), learn_start, baseline, learned, learn_new, 0, det._start,
+    return _Run(det, seen, ts[-1], dts, since % _tp.INTERVAL_EVERY, interval, gap_limit, warm_n, ts[-1], last_step,
+                list(last_total), det._seen + len(ts), learn_start, baseline, learned, learn_new, 0, det._start,
                 judged_t, judged_v)
 
 
 def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_col: Sequence[int | None],
-          time_col: Sequence[float], totals: Sequence[int | None]) -> _Run | None:
+          time_col: Sequence[float], totals: Sequence[int | None], series_col: Sequence[bool]) -> _Run | None:
     """The new steps fed line by line to local copies of what they change
     (``_progress`` without alerts: no episode is open), or None at a
     backward clock jump. A relaunch (after a stop, a silence, a step going
-    back, another loop's bar) starts the window and the warm-up anew, as
-    ``_restart`` does."""
+    back in its series, another loop's bar) starts the window, the warm-up
+    and every step series anew, as ``_restart`` does."""
     c = det.config
     clock = det._clock
     offset = clock.offset
@@ -284,8 +310,8 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
     warm_n = det._warm_n
     since_interval = det._since_interval
     last_t = det._last_t
-    last_step = det._last_step
-    last_total = det._last_total
+    last_steps = list(det._last_step)
+    last_totals = list(det._last_total)
     count = det._seen
     start: float = det._start  # type: ignore[assignment]
     stopped = det._stopped
@@ -300,7 +326,7 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
     dts: list[float] = []
     judged_t: list[float] = []
     judged_v: list[float] = []
-    for v, step, pt, total in zip(values, step_col, time_col, totals):
+    for v, step, pt, total, k in zip(values, step_col, time_col, totals, series_col):
         t = pt + offset
         if clock_last is not None and t < clock_last:
             if clock_last - t > jitter:
@@ -310,17 +336,19 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
             return None  # no stamp: the window's times would not be in order
         else:
             clock_last = t
+        last_step = last_steps[k]
         back = step is not None and last_step is not None and step < last_step
         interleaved = False
         new_loop = False
-        if back and last_total and total is not None and total != last_total:
-            new_loop = True  # another loop's bar
-        elif (back and last_total and last_step is not None and last_step + 1 >= last_total
-              and step is not None and step <= 1):
-            back = False
-        elif back and last_t is not None and t - last_t <= step_jitter:
-            back = False
-            interleaved = True
+        if back:  # within its series
+            last_total = last_totals[k]
+            if last_total and total is not None and total != last_total:
+                new_loop = True  # another loop's bar
+            elif last_total and last_step + 1 >= last_total and step <= 1:  # type: ignore[operator]
+                back = False
+            elif last_t is not None and t - last_t <= step_jitter:
+                back = False
+                interleaved = True
         relaunched = (stopped or back
                       or (gap_limit is not None and last_t is not None and t - last_t >= gap_limit))
         if last_t is not None and t > last_t and not relaunched:
@@ -333,9 +361,6 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
                     interval = new_interval
                     gap_limit, warm_n = _tp.cadence_budgets(c, new_interval)
         last_t = t
-        if step is not None and not interleaved:
-            last_step = step
-            last_total = total
         if relaunched:
             if judged_t:
                 return None  # ``smoothed`` keeps the median of the window it empties
@@ -343,11 +368,16 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
             start = t
             count = 0
             restarts += 1
+            last_steps = [None] * _tp.SERIES
+            last_totals = [None] * _tp.SERIES
             if new_loop:  # ``_new_loop``: what was learned is dropped
                 baseline = det.given_baseline if det.unit == TOK_S else None
                 learn_old, learn_new = [], []
                 learn_start = None
                 learn_replaced = True
+        if step is not None and not interleaved:
+            last_steps[k] = step
+            last_totals[k] = total
         count += 1
         if count <= warm_n or t - start < warmup_s:
             continue
@@ -363,8 +393,8 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
             continue
         judged_t.append(t)
         judged_v.append(v)
-    return _Run(det, seen, clock_last, dts, since_interval, interval, gap_limit, warm_n, last_t, last_step,
-                last_total, count, learn_start, baseline, learn_replaced, learn_new, restarts, start, judged_t, judged_v)
+    return _Run(det, seen, clock_last, dts, since_interval, interval, gap_limit, warm_n, last_t, last_steps,
+                last_totals, count, learn_start, baseline, learn_replaced, learn_new, restarts, start, judged_t, judged_v)
 
 
 def _judged_quietly(det: ThroughputDrop, run: _Run) -> bool:
