@@ -35,7 +35,7 @@ from dataclasses import fields, replace
 from itertools import islice
 from operator import attrgetter, le
 
-from .events import Event, Progress
+from .events import Event, Progress, new_progress
 
 # Backward steps up to this are jitter between ranks or stamps of different
 # precision (a glog line's microseconds after a logger's milliseconds): the
@@ -77,7 +77,7 @@ def at_time(event: Event, time: float, clocked: bool | None = None) -> Event:
         values[0] = time
         if clocked is not None:
             values[_CLOCKED] = clocked
-        return Progress(*values)
+        return new_progress(*values)
     return replace(event, time=time)
 
 

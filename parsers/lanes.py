@@ -14,7 +14,7 @@ from operator import eq, is_not
 from typing import Any, cast
 
 from .cursor import Bare, Cursor, Lane, Ranked
-from .events import Progress
+from .events import Progress, new_progress
 from .line_times import LineTimes
 from .one_line import body_shape, read_padding, read_progress
 from .progress import ProgressPattern, column_plan, value_columns
@@ -149,18 +149,17 @@ def _read_in_order(
     append = events.append
     prefix = dating.prefix
     times = dating.times
-    ids = list(map(id, lanes))
     # id -> (its lines' times so far, its events as they are read, its
     # one-line stamp reading (None: a Bare lane), fraction digits, 10 ** those).
     made: dict[int, tuple[list[float], Iterator[Progress], Any, int, int]] = {}
-    for key, (whole, _, _, lane) in groups.items():
+    for key, (whole, _, _, lane, picks) in groups.items():
         if whole is None:
             continue  # its one line is read on its own
         steps, totals, tokens, losses, metrics, seconds, *after = whole
         lane_stamps: list[float] = []  # grows as the lines are read: ``map`` reads on
-        sources = map(prefix.__add__, map(str, compress(numbers, map(eq, ids, repeat(key)))))
+        sources = map(prefix.__add__, map(str, compress(numbers, picks)))
         lane_events = map(
-            Progress, lane_stamps, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
+            new_progress, lane_stamps, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
             repeat(type(lane) is not Bare), *after,  # clocked: a stamp of its own
         )
         if isinstance(lane, Bare):
@@ -306,7 +305,7 @@ def _read_by_stretch(
             sources = [prefix + str(number) for number in numbers[i : i + done]]
             events.extend(
                 map(
-                    Progress, times, sources, steps, totals, tokens, losses, ranks, metrics, seconds,
+                    new_progress, times, sources, steps, totals, tokens, losses, ranks, metrics, seconds,
                     repeat(not bare), *after,
                 )
             )
@@ -329,14 +328,16 @@ def _read_by_stretch(
 def _groups(lines: list[str], lanes: list[Lane | Bare | bytes]) -> dict[int, list[Any]]:
     """Each lane of the run (by id) -> [its lines' columns or None (read per
     stretch), how many of its lines were taken so far, how many it has, the
-    lane]. A run holds a few lanes: each one's lines are picked out in C
-    (``compress``)."""
+    lane, which of the run's lines are its (a bool each)]. A run holds a few
+    lanes: each one's lines are picked out in C (``compress``), its line
+    numbers too (``_read_in_order``), by the one list of picks."""
     ids = list(map(id, lanes))
     out: dict[int, list[Any]] = {}
     # The lanes by id, plain lines (bytes) left out in C.
     found: dict[int, Any] = dict(compress(zip(ids, lanes), map(is_not, map(type, lanes), repeat(bytes))))
     for key, lane in found.items():
-        group_lines = list(compress(lines, map(eq, ids, repeat(key))))
+        picks = list(map(eq, ids, repeat(key)))
+        group_lines = list(compress(lines, picks))
         count = len(group_lines)
-        out[key] = [value_columns(lane.fast, group_lines) if count > 1 else None, 0, count, lane]
+        out[key] = [value_columns(lane.fast, group_lines) if count > 1 else None, 0, count, lane, picks]
     return out

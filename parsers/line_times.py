@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from .cursor import Cursor
-from .events import Progress
+from .events import Progress, new_progress
 from .progress import FIELDS
 from .progress.ops import Values
 from .timestamps import TimeParser
@@ -56,7 +56,7 @@ class LineTimes:
         time = self.time_at(cur, start, end, line, body)
         own = self.own_count > own_before
         # The values after step_seconds are the fields after ``clocked``.
-        return Progress(time, self.prefix + str(lineno), *found[:FIELDS], own, *found[FIELDS:])
+        return new_progress(time, self.prefix + str(lineno), *found[:FIELDS], own, *found[FIELDS:])
 
     def time_at(self, cur: Cursor, start: int, end: int, line: str, body: str | None = None) -> float:
         """The time of ``line`` (``cur.text[start:end]``): its own timestamp,
@@ -157,6 +157,8 @@ class LineTimes:
             start = text.rfind("\n", lo, end) + 1 or lo
             value = parse(text[start:end])
             if value is not None:
+                if start <= lo or text[start] in _DATED_FIRST:
+                    return value  # ``_dated_glog``'s first answer, without its call
                 return self._dated_glog(text, lo, start, end, value)
             end = start - 1
         # Then only the lines that could hold one, in growing windows from

@@ -30,6 +30,7 @@ from datetime import tzinfo
 from typing import Protocol
 
 from .clock import EventClock, placed
+from .crlf import has_crlf
 from .cursor import Bare, Cursor, Lane, Ranked
 from .events import Crash, Event, Overflow, Progress, Recompile
 from .health_lines import LITERALS as HEALTH_LITERALS
@@ -308,7 +309,7 @@ class LogStream:
         itself, so no event ever sees the placeholder.
         """
         view = self._view(text)
-        if "\x1b" in view or "\x00" in view or "\r\n" in view:
+        if "\x1b" in view or "\x00" in view or has_crlf(view):
             if "\x1b" in view:
                 text = _ANSI.sub("", text)
             if "\x00" in text:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, overload
 
-from ..events import Progress
+from ..events import Progress, new_progress
 from ..numbers import parse_number
 from .columns import column_plan, progress_columns, value_columns
 from .fast import FastPlan, run_fast
@@ -140,7 +140,7 @@ def _by_pattern(pattern: ProgressPattern, line: str, rank: int | None, values: b
 
 def progress_from(time: float, source: str, values: Values, clocked: bool = True) -> Progress:
     """The Progress of a line's ``progress_values``, dated."""
-    return Progress(time, source, *values[:FIELDS], clocked, *values[FIELDS:])
+    return new_progress(time, source, *values[:FIELDS], clocked, *values[FIELDS:])
 
 
 def parse_progress(

@@ -6,7 +6,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..events import Progress
+from ..events import Progress, new_progress
 from ..numbers import finite, parse_number
 from .ops import Fields, Values
 from .run import rate_from
@@ -43,7 +43,7 @@ class ProgressPattern:
 
     def parse(self, line: str, time: float, source: str, rank: int | None = None) -> Progress | None:
         found = self.values(line, rank)
-        return None if found is None else Progress(time, source, *found[:7], True, *found[7:])
+        return None if found is None else new_progress(time, source, *found[:7], True, *found[7:])
 
     def fields(self, line: str, rank: int | None = None) -> Fields | None:
         """The first seven of ``values``: what ``progress_fields`` returns."""

@@ -60,13 +60,23 @@ def redraw_values(line: str, pattern: ProgressPattern | None = None) -> list[Val
 
 def redraw_states(line: str, rank: int | None, pattern: ProgressPattern | None = None) -> list[Values]:
     """``redraw_values`` of ``line``, the text after the rank prefixes,
-    said by ``rank`` (the stream's one split, ``parsers.ranks``)."""
+    said by ``rank`` (the stream's one split, ``parsers.ranks``).
+
+    A state drawn again as it was (tqdm redraws a bar unchanged: issue 20's
+    bars are ``X\\rX``) is not read again: the same text gives the same
+    values, and with a step it replaces the one before by that same step.
+    (Without a step, the values themselves are compared, and a NaN in a
+    fresh reading never equals the last one's: those are read again.)"""
     out: list[Values] = []
     last: object = None
+    seen: str | None = None  # the state read last, its step known
     for segment in line.split("\r"):
+        if segment == seen:
+            continue  # out[-1] is what it would be replaced by
         if not segment.strip():
             continue
         found = progress_values(segment, rank, pattern)
+        seen = segment if found is not None and found[0] is not None else None
         if found is None:
             continue
         key = found[0] if found[0] is not None else found
