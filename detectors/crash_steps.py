@@ -177,10 +177,11 @@ class StepLines:
     def _walk(self) -> None:
         """Append every waiting line, oldest first (``add``'s old loop)."""
         seen = self._seen
+        get = seen.get  # (once, not per line: a 64-rank log walks every line)
         for p in self._pending:
             file, _, number = p.source.rpartition(":")
             key = (file, p.rank)
-            lines = seen.get(key)
+            lines = get(key)
             if lines is None:
                 lines = seen[key] = deque(maxlen=LINES_KEEP)
                 if len(seen) > STREAMS_MAX:

@@ -67,7 +67,7 @@ from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_duration
 from .steps import sorted_median
 from .straggler_hung import find_hung, hung_report, next_deadline, quiet_floor
-from .straggler_ranks import RankRow, RankState, rank_of_source
+from .straggler_ranks import RankRow, RankState, rank_of_source, take_log_steps
 
 NAME = "straggler"
 # Ranks followed at most (a bounded state even if a log names rank 999999).
@@ -209,21 +209,26 @@ class Straggler(DetectorBase):
             return commit
 
         def commit_ranks() -> None:
-            # Each line as ``_on_progress`` takes it; only the last judgement
-            # leaves anything (the deadline), on the ranks as they were then.
-            progress = self._progress
+            # Each line as ``_on_progress`` takes it (``take_log_steps``: no
+            # line has figures); only the last judgement leaves anything
+            # (the deadline), on the ranks as they were then.
             if at is None:
-                for p in steps:
-                    progress(p)
+                self._take(steps)
             else:
-                for p in steps[:last_judged + 1]:
-                    progress(p)
+                self._take(steps[:last_judged + 1])
                 self._rearm(at)
-                for p in steps[last_judged + 1:]:
-                    progress(p)
+                self._take(steps[last_judged + 1:])
             self._now = end
             self._next_judge = next_judge
         return commit_ranks
+
+    def _take(self, steps: Sequence[Progress]) -> None:
+        """``_progress`` of each line, none with figures (``take_log_steps``)."""
+        stepped, advanced = take_log_steps(self.ranks, steps, self.config.straggler_window_s, self._state)
+        if stepped:
+            self._stopped = False
+        if advanced:
+            self._phase = None
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is Progress:

@@ -47,8 +47,19 @@ def limit(ranks: list[RankState], config: DetectorConfig, in_phase: bool) -> flo
     silence the busiest rank's cadence allows (``silence_limit``), the floor
     while no rank has a cadence yet."""
     timed = [s for s in ranks if s.usual_s is not None]
-    busiest = silence_limit(min(timed, key=_USUAL), config) if timed else None
-    out = config.straggler_hung_min_s if busiest is None else busiest
+    return stall_limit(min(timed, key=_USUAL).usual_s if timed else None, config, in_phase)
+
+
+def stall_limit(busiest: float | None, config: DetectorConfig, in_phase: bool) -> float:
+    """``limit`` from the least cadence of the stepping ranks (None: none has
+    one yet): ``silence_limit`` of that rank, the floor without one, plus the
+    phase allowance. The one-pass rules (``next_deadline``, ``find_hung``)
+    find that cadence on their way over the ranks."""
+    out = config.straggler_hung_min_s
+    if busiest is not None:
+        own = config.straggler_hung_factor * busiest
+        if own > out:  # (``max(floor, own)``: the floor unless own is greater)
+            out = own
     return out + config.straggler_phase_allowance_s if in_phase else out
 
 
@@ -63,23 +74,45 @@ def silence_limit(state: RankState, config: DetectorConfig) -> float | None:
 
 
 def next_deadline(ranks: list[RankState], config: DetectorConfig, in_phase: bool, now: float) -> float | None:
-    """The earliest time after ``now`` at which a hang could be judged true."""
-    ranks = stepping(ranks)
-    if len(ranks) < 2:
-        return None
-    last = max([s.last_step_time or 0.0 for s in ranks])
-    best = last + limit(ranks, config, in_phase)  # at or before ``now``: judged already
-    # ``silence_limit`` inline: once per rank per judgement (64 ranks, every second).
+    """The earliest time after ``now`` at which a hang could be judged true.
+
+    One pass over the ranks (64 ranks, at every judgement and every
+    committed run of step lines): ``stepping``, the latest step, ``limit``'s
+    busiest cadence and each rank's own silence (``silence_limit`` inline)
+    together. The earliest own end after ``now`` is kept aside and taken
+    when it is under the stall's: what the ends one by one under a falling
+    best would give (``tests/core/test_ranks_speed_intake.py`` and
+    ``test_detector_shortcuts.py`` hold it to the plain rules)."""
     floor, factor = config.straggler_hung_min_s, config.straggler_hung_factor
+    stepped = 0
+    last = 0.0  # the latest step, ``max`` as the builtin takes it (the first, then any greater)
+    busiest: float | None = None  # the least cadence (``limit``: ``min`` as the builtin)
+    soonest = math.inf  # the earliest own end after ``now``
     for s in ranks:
+        at = s.last_step_time
+        if s.last_step is None or at is None:
+            continue  # not stepping
+        at = at or 0.0
+        if not stepped or at > last:
+            last = at
+        stepped += 1
         usual = s.usual_s
+        if usual is None:
+            continue
+        if busiest is None or usual < busiest:
+            busiest = usual
         seen = s.last_seen
-        if usual is None or seen is None:
+        if seen is None:
             continue
         own = factor * usual
         end = seen + (own if own > floor else floor)
-        if now < end < best:
-            best = end
+        if now < end < soonest:
+            soonest = end
+    if stepped < 2:
+        return None
+    best = last + stall_limit(busiest, config, in_phase)  # at or before ``now``: judged already
+    if soonest < best:
+        best = soonest
     return best if best > now else None
 
 
@@ -112,13 +145,36 @@ def quiet_floor(ranks: Iterable[RankState], since: float) -> float:
 
 def find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool,
               t: float) -> tuple[RankState, str] | None:
-    """(the hung rank, why: ``behind``, ``waited on`` or ``silent``), or None."""
-    ranks = stepping(ranks)
-    if len(ranks) < 2:
+    """(the hung rank, why: ``behind``, ``waited on`` or ``silent``), or None.
+
+    The stepping ranks, their latest step and its time, and the least
+    cadence (``limit``) in one pass: this runs at every judgement (each
+    second of data time, on every rank)."""
+    stepped: list[RankState] = []
+    last = 0.0  # ``max`` of the step times as the builtin takes it (the first, then any greater)
+    top = 0  # the same of the steps
+    busiest: float | None = None  # ``min`` of the cadences, likewise
+    for s in ranks:
+        at, step = s.last_step_time, s.last_step
+        if step is None or at is None:
+            continue  # not stepping
+        at = at or 0.0
+        step = step or 0
+        if not stepped:
+            last, top = at, step
+        else:
+            if at > last:
+                last = at
+            if step > top:
+                top = step
+        usual = s.usual_s
+        if usual is not None and (busiest is None or usual < busiest):
+            busiest = usual
+        stepped.append(s)
+    if len(stepped) < 2:
         return None
-    wait = limit(ranks, config, in_phase)
-    last = max([s.last_step_time or 0.0 for s in ranks])
-    top = max([s.last_step or 0 for s in ranks])
+    ranks = stepped
+    wait = stall_limit(busiest, config, in_phase)
     if t - last >= wait:
         # Nobody stepped: a stall. A straggler if the others wait on one.
         waiters = [s for s in ranks if s.waits_on_others()]

@@ -20,9 +20,10 @@ import math
 import re
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..parsers.events import Heartbeat
+from ..parsers.events import Heartbeat, Progress
 from .steps import sorted_median
 
 # Per rank, per figure: at most this many recent values (a rank that
@@ -30,6 +31,9 @@ from .steps import sorted_median
 _KEPT = 256
 # Intervals between a rank's step advances, for its usual cadence.
 _INTERVALS_KEPT = 16
+# A full window's median is the mean of its middle two (``_INTERVALS_KEPT``
+# is even; ``test_rank_cadence_window_keeps_its_invariant`` checks the median).
+_MID = _INTERVALS_KEPT // 2
 # ``rank3.log:120``, ``train_rank12.out:7``: the rank of a per-rank log
 # whose lines carry no prefix (torchrun ``--redirects``/``--tee`` files
 # named by rank, ``rank*.log`` of the config template).
@@ -205,22 +209,28 @@ class RankState:
     def _interval(self, seconds: float, steps: int) -> None:
         # ``seconds`` > 0 (a later stamp than the last step's): never NaN,
         # so the sorted lists order as ``sorted`` would.
-        intervals, secs, steps_ = self.intervals, self._seconds, self._steps
-        if len(intervals) == intervals.maxlen:
+        intervals = self.intervals
+        if len(intervals) == _INTERVALS_KEPT:
             old_s, old_n = intervals[0]
             intervals.append((seconds, steps))  # (the oldest drops out)
             # The value leaving is often the one coming (a steady cadence:
             # whole seconds, one step): then the sorted list and its median
-            # stay as they are.
+            # stay as they are. Else the median of the full window is its
+            # middle two (``sorted_median`` of an even count, inline: on a
+            # 64-rank log most step lines come here).
             if old_s != seconds:
+                secs = self._seconds
                 del secs[bisect_left(secs, old_s)]
                 insort(secs, seconds)
-                self.usual_s = sorted_median(secs)
+                self.usual_s = (secs[_MID - 1] + secs[_MID]) / 2
             if old_n != steps:
+                steps_ = self._steps
                 del steps_[bisect_left(steps_, float(old_n))]
                 insort(steps_, float(steps))
-                self.usual_n = max(1, int(sorted_median(steps_)))
+                usual_n = int((steps_[_MID - 1] + steps_[_MID]) / 2)
+                self.usual_n = usual_n if usual_n > 1 else 1
             return
+        secs, steps_ = self._seconds, self._steps
         intervals.append((seconds, steps))
         insort(secs, seconds)
         insort(steps_, float(steps))
@@ -236,3 +246,72 @@ class RankState:
         if self.heartbeat is not None and self.heartbeat.waiting_in:
             return self.heartbeat.waiting_in
         return "a timed-out collective" if self.timed_out else None
+
+
+def take_log_steps(ranks: dict[int, RankState], steps: Sequence[Progress], window_s: float,
+                   new_rank: Callable[[int, float], RankState | None]) -> tuple[bool, bool]:
+    """Step lines without figures (no ``step_seconds``), in order, as
+    ``Straggler._progress`` and ``RankState.add`` take them one at a time:
+    the batching contract's commit (``Straggler.quiet_steps``) of a run of
+    many ranks' lines. ``new_rank(rank, t)``: the state of a rank not yet
+    followed (None: not followed, the line is dropped).
+
+    One loop, not two calls with keywords per line: on a 64-rank log a
+    run of 64 lines touches some 40 ranks once each, so nothing per rank
+    amortizes; what a line costs is what is left. Returns (a line named a
+    step: the job steps, ``_stopped`` ends; a training step above its
+    rank's last: an eval or a save ends, ``_phase``). ``add``'s rules for
+    such a line, in its order (``tests/core/test_ranks_speed_intake.py``
+    holds the two to the same state):
+
+    * any line: ``last_seen`` (the latest), ``source`` (where non-empty);
+    * a step above the rank's ``last_step``: a cadence interval (a clocked
+      line, later than the last step), then the step, its time, and no
+      heartbeat or timed-out collective since;
+    * a step above the last one its ``"log"`` figures counted
+      (``measured``): counted now, and a clocked one prunes the window.
+    """
+    stepped = advanced = False
+    for p in steps:
+        rank = p.rank
+        if rank is None:
+            rank = rank_of_source(p.source)
+            if rank is None:
+                continue
+        state = ranks.get(rank)
+        t = p.time
+        if state is None:
+            state = new_rank(rank, t)
+            if state is None:
+                continue
+        seen_at = state.last_seen
+        if seen_at is None or t > seen_at:
+            state.last_seen = t
+        source = p.source
+        if source:
+            state.source = source
+        step = p.step
+        if step is None:
+            continue
+        stepped = True
+        measured = state.measured
+        counted = measured.get("log")
+        fresh = counted is None or step > counted
+        last = state.last_step
+        if last is None or step > last:
+            if fresh:
+                advanced = True
+            at = state.last_step_time
+            if p.clocked and last is not None and at is not None and t > at:
+                state._interval(t - at, step - last)
+            state.last_step = step
+            state.last_step_time = t
+            state.heartbeat = None
+            state.timed_out = False
+        if fresh:
+            measured["log"] = step
+            if p.clocked:
+                series = state.series
+                if series["step"] or series["compute"] or series["wait"]:
+                    state._prune(t, window_s)
+    return stepped, advanced
