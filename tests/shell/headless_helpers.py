@@ -29,10 +29,15 @@ def wait_for_notice(proc: subprocess.Popen[str], text: str, timeout: float = 30.
     raise AssertionError(f"no {text!r} on stderr within {timeout} s: {seen!r}")
 
 
-def alert_lines(proc: subprocess.Popen[str], timeout: float, stop: Callable[[dict], bool]) -> list[dict]:
+def alert_lines(
+    proc: subprocess.Popen[str], timeout: float, stop: Callable[[dict], bool] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> list[dict]:
     """Alert lines from stdout as they come, up to and with the first that
     ``stop`` accepts, or all of them by ``timeout`` (or stdout's end). Each
-    carries ``_seen``: the wall time it was read (a test of latency)."""
+    carries ``_seen``: the ``clock`` time it was read (a test of latency
+    measures it on the clock its start was taken on: wall by default,
+    ``time.monotonic`` where the test times the writer so)."""
     assert proc.stdout is not None
     got: list[dict] = []
     deadline = time.monotonic() + timeout
@@ -44,8 +49,8 @@ def alert_lines(proc: subprocess.Popen[str], timeout: float, stop: Callable[[dic
         if not line:
             break
         alert = json.loads(line)
-        alert["_seen"] = time.time()
+        alert["_seen"] = clock()
         got.append(alert)
-        if stop(alert):
+        if stop is not None and stop(alert):
             break
     return got

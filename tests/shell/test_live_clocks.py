@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from headless_helpers import wait_for_notice
+from headless_helpers import alert_lines, wait_for_notice
 
 WRITER = textwrap.dedent(
     """
@@ -75,22 +74,10 @@ def _writer(tmp_path: Path, log: Path, *args: object, unbuffered: bool) -> subpr
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env())
 
 
-def _alerts(proc: subprocess.Popen[str], until: float, stop: object = None) -> list[dict]:
-    """Alert lines until the monotonic time ``until`` (or a line ``stop`` accepts)."""
-    assert proc.stdout is not None
-    got: list[dict] = []
-    while time.monotonic() < until:
-        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, min(0.2, until - time.monotonic())))
-        if ready:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            alert = json.loads(line)
-            alert["_seen"] = time.monotonic()
-            got.append(alert)
-            if stop is not None and stop(alert):  # type: ignore[operator]
-                break
-    return got
+def _alerts(proc: subprocess.Popen[str], until: float, stop: Callable[[dict], bool] | None = None) -> list[dict]:
+    """Alert lines until the monotonic time ``until`` (or a line ``stop``
+    accepts), each ``_seen`` on the monotonic clock the writers are timed on."""
+    return alert_lines(proc, until - time.monotonic(), stop, clock=time.monotonic)
 
 
 def _no_stall_beside(headless: subprocess.Popen[str], writer: subprocess.Popen[str], side: Path,
