@@ -389,7 +389,12 @@ def _event_time(event: Event) -> float:
 
 def _seen_live(e: Progress, step: int | None, elapsed: float | None) -> bool:
     """Whether a state of a complete line was already read as a redraw
-    (``Ingest._after_partials``): at or before the last one read."""
+    (``Ingest._after_partials``): at or before the last one read. Of a bar
+    that shows its elapsed counter, an event without one is no state of it:
+    a log record written after its last redraw on the same line
+    (``parsers/glued.py``), never read live, whatever step it names."""
+    if elapsed is not None and e.elapsed_s is None:
+        return False
     if step is not None:
         return e.step is not None and e.step <= step
     if elapsed is not None:

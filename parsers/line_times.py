@@ -12,6 +12,7 @@ import re
 
 from .cursor import Cursor
 from .events import Progress, new_progress
+from .glued import glued_at
 from .progress import FIELDS
 from .progress.ops import Values
 from .timestamps import TimeParser
@@ -155,7 +156,14 @@ class LineTimes:
             if end < lo:
                 return None
             start = text.rfind("\n", lo, end) + 1 or lo
-            value = parse(text[start:end])
+            line = text[start:end]
+            value = parse(line)
+            if value is None and "\r" in line:
+                # A log line glued to a tqdm bar's redraws has its own stamp.
+                cut = glued_at(line)
+                if cut:
+                    value = parse(line[cut:])
+                    start += cut
             if value is not None:
                 if start <= lo or text[start] in _DATED_FIRST:
                     return value  # ``_dated_glog``'s first answer, without its call

@@ -6,9 +6,9 @@ prefix tells which rank spoke (a crash on one rank is not the same as a crash
 on all) and hides the text a parser expects at the start of the line, so the
 rank is split off once and the rest is parsed as if it stood alone.
 
-Once means once: the stream splits every event line (``stream._split``) and
+Once means once: the stream splits every event line (``split_line``) and
 its readers (crash, health, progress, padding, the line's own stamp) take
-its ``(rank, text)``. Only faces that are handed a whole line by someone
+its ``(rank, text)`` (``split_line``). Only faces that are handed a whole line by someone
 else split it here themselves: ``TimeParser.parse`` (the lines between
 events, read lazily backwards for a stamp), ``CrashAssembler.feed`` (a
 caller with whole lines) and ``redraw_values`` (the live tailer's partial
@@ -55,6 +55,24 @@ def rank_span(line: str) -> tuple[int, int, int] | None:
     group = 1 if match.group(1) is not None else 2
     rest = len(split_rank(line)[1])
     return match.start(group), match.end(group), len(line) - rest
+
+
+def split_line(line: str) -> tuple[int | None, str]:
+    """The stream's one split of a line's rank prefix:
+    ``(rank, text after the prefixes)``, else ``(None, line)``. Every reader
+    of an event line takes these. The prefix may follow blanks (as the
+    TimeParser and the progress plans read it); one space after it is its
+    own, the rest is the text's (a traceback's indentation)."""
+    text = line
+    c = line[:1]
+    if c == " " or c == "\t":
+        text = line.lstrip(" \t")
+    elif c != "[":
+        return None, line
+    if text[:1] != "[":
+        return None, line
+    rank, body = split_rank(text)
+    return (None, line) if rank is None else (rank, body)
 
 
 _DIGITS = re.compile(r"\d{1,6}")

@@ -33,6 +33,7 @@ from .clock import EventClock, placed
 from .crlf import has_crlf
 from .cursor import Bare, Cursor, Lane, Ranked
 from .events import Crash, Event, Overflow, Progress, Recompile
+from .glued import glued_at
 from .health_lines import LITERALS as HEALTH_LITERALS
 from .health_lines import health_line
 from .lanes import lane_of, read_lanes
@@ -41,7 +42,7 @@ from .one_line import body_shape, read_padding, read_progress
 from .padding import LITERALS as PADDING_LITERALS
 from .progress import CANDIDATES, ProgressPattern, line_shape, progress_possible
 from .progress.hints import SilentBarHint
-from .ranks import split_rank
+from .ranks import split_line
 from .scanner import Scanner, make_scanner
 from .step_clock import StepClock
 from .timestamps import TimeParser
@@ -55,7 +56,7 @@ _DIGITS = 4  # the line holds literals with digits: test them on the line itself
 _PADDING = 8  # the line may state padding efficiency (``parsers.padding``)
 _HEALTH = 16  # the line is a health line (``parsers.health_lines``): tested per shape, exactly
 _NO_PROGRESS = 32  # ... that repeats a step (a heartbeat): never read as progress
-_RANKED = 64  # progress with a rank prefix after blanks: read on its own, split (``_split``)
+_RANKED = 64  # progress with a rank prefix after blanks: read on its own, split (``split_line``)
 # An overflow line this close after a "Grad overflow on iteration N" of the
 # same rank is the same overflow told again (DeepSpeed's verbose scalers).
 _OVERFLOW_ECHO_LINES = 3
@@ -79,24 +80,6 @@ class Assembler(Protocol):
 
 
 Feed = Callable[[str, "int | None", str, int, float], "list[Crash | Recompile]"]  # (line, rank, text, lineno, time)
-
-
-def _split(line: str) -> tuple[int | None, str]:
-    """The stream's one split of a line's rank prefix (``parsers.ranks``):
-    ``(rank, text after the prefixes)``, else ``(None, line)``. Every reader
-    of an event line takes these. The prefix may follow blanks (as the
-    TimeParser and the progress plans read it); one space after it is its
-    own, the rest is the text's (a traceback's indentation)."""
-    text = line
-    c = line[:1]
-    if c == " " or c == "\t":
-        text = line.lstrip(" \t")
-    elif c != "[":
-        return None, line
-    if text[:1] != "[":
-        return None, line
-    rank, body = split_rank(text)
-    return (None, line) if rank is None else (rank, body)
 
 
 def _feeder(assembler: Assembler) -> Feed:
@@ -253,7 +236,9 @@ class LogStream:
         def first_of(candidates: Sequence[str]) -> float | None:
             for line in candidates:
                 if "\r" in line:
-                    line = line.rsplit("\r", 1)[-1]
+                    # Its last redraw, or a log line glued to the redraws.
+                    cut = glued_at(line)
+                    line = line[cut:] if cut else line.rsplit("\r", 1)[-1]
                 t = times.parse(line)
                 if t is not None:
                     return t
@@ -334,6 +319,7 @@ class LogStream:
         n_ends, n = len(ends), len(text)
         find, rfind = view.find, view.rfind
         wide = view is not text
+        has_cr = cur.has_cr
         # Progress lines of a column shape (``Lane``) wait in the cursor's
         # run, in order, and are read together before the next line that
         # does anything else. Held in locals: the hot loop appends to them.
@@ -365,6 +351,18 @@ class LogStream:
             line = view[start:end]
             if wide and "?" in line:
                 line = text[start:end]
+            if has_cr and "\r" in line:
+                cut = glued_at(line)
+                if cut:
+                    # A log line glued to a tqdm bar's redraws (``parsers.glued``):
+                    # the redraws are read up to it, then it as a line of its
+                    # own (same number). ``end + 1`` is where each line's
+                    # reading stops (``LineTimes``: its own stamp is read).
+                    line = line[:cut]
+                    pos = start + cut
+                    end = pos - 1
+                    if not (every_line or is_open):
+                        k -= 1  # its end is the glued line's too
             # A log repeats a few line shapes: which literals a line holds is
             # a dictionary lookup on its shape, not 20-odd substring tests.
             shape = None
@@ -421,7 +419,7 @@ class LogStream:
         line_time: float | None = None
         # The line's one rank split: every reader below takes its rank and
         # the text after the prefix (``split``; None: the line has none).
-        rank, body = _split(line)
+        rank, body = split_line(line)
         split = body if body is not line else None
         if flags & _PROGRESS:
             if split is not None and shape is not None:
@@ -526,7 +524,7 @@ class LogStream:
         flags = self._flags(line, self._shape_progress, self._shape_triggers)
         if any(lit in line for lit in self._padding_literals):
             flags |= _PADDING
-        rank, body = _split(line)
+        rank, body = split_line(line)
         flags = self._health_flags(body, rank, flags)
         if any(lit in shape for lit in self._shaped_digit_literals):
             flags |= _DIGITS
@@ -541,7 +539,7 @@ class LogStream:
         flags = self._flags(line, self._progress_literals, self._triggers)
         if any(lit in line for lit in self._padding_literals):
             flags |= _PADDING
-        rank, body = _split(line)
+        rank, body = split_line(line)
         return self._health_flags(body, rank, flags)
 
     def _health_flags(self, body: str, rank: int | None, flags: int) -> int:

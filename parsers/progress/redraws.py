@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
+from ..glued import glued_at
 from ..ranks import split_rank
 from . import VALUES, progress_values
 from .ops import Values
@@ -55,6 +56,12 @@ def redraw_values(line: str, pattern: ProgressPattern | None = None) -> list[Val
     rank = None
     if line[:1] == "[":
         rank, line = split_rank(line)
+    elif "\r" in line:
+        # A log line glued to the redraws is no state of the bar: the stream
+        # reads it, with its own stamp, once its newline comes.
+        cut = glued_at(line)
+        if cut:
+            line = line[:cut]
     return redraw_states(line, rank, pattern)
 
 

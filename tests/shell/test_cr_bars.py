@@ -350,3 +350,20 @@ def test_a_lightning_log_says_it_in_replay_only_when_its_bar_left_nothing(tmp_pa
     assert "RichProgressBar" not in runs["tqdm"].stderr
     if "rich" in runs:
         assert runs["rich"].stderr.count("RichProgressBar") == 1, runs["rich"].stderr
+
+
+def test_a_log_record_glued_after_the_bar_read_live_is_not_taken_for_a_state(tmp_path: Path) -> None:
+    """tqdm and logging on one stream: a record lands after the bar's last
+    redraw on the same line. Its step (0-based loop: "step 9" while the bar
+    shows 9/40) is at or below the bar's: it is still this record's only
+    reading, not a redraw seen live."""
+    monitor = Monitor()
+    seen = _spy(monitor)
+    path = str(tmp_path / "train.log")
+    bars = [f" {k * 100 // 40:2d}%|##        | {k}/40 [00:{k:02d}<00:30,  1.00it/s]" for k in range(8, 10)]
+    monitor.feed_partial(path, "\r".join(bars) + "\n", 1, 100.0)
+    seen.clear()
+    record = "2026-12-02 21:25:53,887 INFO step 9 | loss 2.31 | 21500 tok/s"
+    monitor.feed_text(path, "\r" + "\r".join(bars) + record + "\n", 1, 101.0)
+    progress = [p for p in seen if type(p).__name__ == "Progress"]
+    assert [(p.step, p.loss, p.tokens_per_s) for p in progress] == [(9, 2.31, 21500.0)]
