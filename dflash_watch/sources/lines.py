@@ -99,10 +99,16 @@ class LineSplitter:
         self.tail_fresh = 0
         parts: list[bytes] = []
         pos = 0
-        for i, part in enumerate(tail.split(b"\r")):
+        split = tail.split(b"\r")
+        for i, part in enumerate(split):
             end = pos + len(part)
             # New: its last byte came since the last call (not a head cut off).
             if end > new_from and part.strip() and not (i == 0 and self.tail_cut):
+                if i and split[i - 1] and not split[i - 1].strip():
+                    # tqdm's clear before it (blanks): it may be a log record
+                    # still being written after the bar, not a state of it;
+                    # the reader tells them apart by it (``parsers/glued.py``).
+                    parts.append(split[i - 1])
                 parts.append(part)
             pos = end + 1
         if not parts:

@@ -367,3 +367,31 @@ def test_a_log_record_glued_after_the_bar_read_live_is_not_taken_for_a_state(tmp
     monitor.feed_text(path, "\r" + "\r".join(bars) + record + "\n", 1, 101.0)
     progress = [p for p in seen if type(p).__name__ == "Progress"]
     assert [(p.step, p.loss, p.tokens_per_s) for p in progress] == [(9, 2.31, 21500.0)]
+
+
+def test_a_record_after_tqdms_clear_caught_half_written_is_read_once_whole(tmp_path: Path) -> None:
+    """``logging_redirect_tqdm``: tqdm clears its bar ('\\r', blanks, '\\r')
+    and the record follows on that line. A look that catches the record half
+    written must not read it as a state of the bar (its tok/s cut short,
+    dated on arrival): it is read once, whole, with its own stamp, when its
+    newline comes."""
+    log = tmp_path / "train.log"
+    log.write_bytes(b"")
+    monitor = Monitor()
+    seen = _spy(monitor)
+    path = str(log)
+    bars = "".join(f"\r {k * 100 // 40:2d}%|##        | {k}/40 [00:{k:02d}<00:30,  1.00it/s]" for k in range(8, 10))
+    record = "2026-12-02 21:25:53,887 INFO step 9 | loss 2.31 | 21500 tok/s\n"
+    with LogTailer([path], use_watchdog=False) as tailer, open(log, "ab") as fh:
+        for text, now in ((bars, 100.0), ("\r" + " " * 60 + "\r" + record[:44], 101.0), (record[44:48], 102.0),
+                          (record[48:], 103.0)):
+            fh.write(text.encode())
+            fh.flush()
+            for chunk in tailer.poll():
+                if isinstance(chunk, Chunk) and chunk.partial:
+                    monitor.feed_partial(chunk.path, chunk.text, chunk.first_lineno, now)
+                elif isinstance(chunk, Chunk):
+                    monitor.feed_text(chunk.path, chunk.text, chunk.first_lineno, now)
+    records = [p for p in seen if type(p).__name__ == "Progress" and p.elapsed_s is None]
+    assert [(p.step, p.loss, p.tokens_per_s) for p in records] == [(9, 2.31, 21500.0)]
+    assert [p.step for p in seen if type(p).__name__ == "Progress" and p.elapsed_s is not None][-1:] == [9]
