@@ -8,7 +8,10 @@ skipped and the loss scale above its floor. The detector is never timed
 (``deadline()`` is always None): only alerts and state are at stake.
 
 The proof is a few bounds, each a look at the highest figure of the run
-(``_under_spike_floor``, ``_under_margin``), not a judgement per report.
+(``_under_spike_floor``, ``_under_margin``), not a judgement per report;
+where the margin's bound cannot clear a noisy loss, its smoothed values
+are judged one by one on a copy of the sliding minimum (``_walk_margin``:
+a rise above the margin that cannot fire yet is quiet too).
 The commit then leaves the state exactly as the reports one at a time:
 
 * a few reports of the lane among many (a multi-rank log, one lane) go
@@ -24,6 +27,7 @@ Nothing changes on the ask: the commit writes it all.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, repeat
@@ -76,19 +80,23 @@ def quiet_loss_steps(det: LossDetector, steps: Sequence[Progress]) -> StepCommit
                 times.append(e.time)
     if (judged and not _under_spike_floor(det, judged)) or not _may_count(det):
         return None
+    if judged and reports.full:
+        times = [e.time for e in lane_events]
     if len(lane_events) <= REPLAYED:
-        if (judged and not _under_margin(det, _smoothed(det, judged)[1])) \
-                or (lane_extras is not None and _count(det, lane_events, lane_extras) is None):
+        if judged:
+            s, smoothed, first = _smoothed(det, judged)
+            if not _under_margin(det, smoothed) and _walk_margin(det, s, smoothed, times[first:]) is None:
+                return None
+        if lane_extras is not None and _count(det, lane_events, lane_extras) is None:
             return None
         return _Replay(det, reports, lane, lane_events, lane_losses, lane_extras).commit
     divergence = None
     if judged:
         s, smoothed, first = _smoothed(det, judged)
-        if not _under_margin(det, smoothed):
-            return None
-        if reports.full:
-            times = [e.time for e in lane_events]
-        divergence = _slide(det, s, smoothed, times[first:])
+        if _under_margin(det, smoothed):
+            divergence = _slide(det, s, smoothed, times[first:])
+        else:  # some may be above: judged one by one (refused only where one fires)
+            divergence = _walk_margin(det, s, smoothed, times[first:])
         if divergence is None:
             return None
     counted = _count(det, lane_events, lane_extras)
@@ -197,6 +205,8 @@ class _DivergenceRun:
     lo: int
     hi: int
     new: list[tuple[float, float]]
+    above_since: float | None = None  # what the run leaves of a rise above the margin
+    above_reports: int = 0
 
 
 def _smoothed(det: LossDetector, losses: list[float]) -> tuple[list[float], list[float], int]:
@@ -299,6 +309,39 @@ def _slide(det: LossDetector, s: list[float], smoothed: list[float], times: list
         while new[gone][0] < cut:
             gone += 1
     return _DivergenceRun(s, value, ref, lo, hi, new[gone:])
+
+
+def _walk_margin(det: LossDetector, s: list[float], smoothed: list[float],
+                 times: list[float]) -> _DivergenceRun | None:
+    """The run's smoothed losses judged one by one (``_judge_divergence``
+    with no episode open) on a copy of the sliding minimum, where the one
+    look of ``_under_margin`` cannot clear them all: a noisy loss whose
+    smoothed value now and then goes above the margin for less than it
+    takes to fire (a few reports, seconds) only starts and resets a rise.
+    None where one would fire."""
+    c = det.config
+    span = det._min.span_s
+    margin = c.loss_divergence_margin
+    lasts, least = c.loss_divergence_s, c.loss_divergence_min_reports
+    pts = deque(det._min._points)
+    since, count = det._above_since, det._above_reports
+    ref: float | None = None
+    for t, v in zip(times, smoothed):
+        ref = pts[0][1] if pts else None
+        while pts and pts[-1][1] >= v:  # ``SlidingMin.add``
+            pts.pop()
+        pts.append((t, v))
+        while pts and pts[0][0] < t - span:
+            pts.popleft()
+        if ref is None or v <= ref + margin * abs(ref) + 1e-12:
+            since, count = None, 0
+            continue
+        if since is None:
+            since = t
+        count += 1
+        if not (t - since < lasts or count < least):
+            return None  # it fires
+    return _DivergenceRun(s, smoothed[-1], ref, 0, 0, list(pts), since, count)
 
 
 # -- the skip ledger -----------------------------------------------------------
@@ -476,7 +519,7 @@ class _Plan:
             return  # nothing judged: the minimum and the margin untouched
         det._smoothed = run.smoothed
         det._recent_min = run.recent_min
-        det._above_since, det._above_reports = None, 0
+        det._above_since, det._above_reports = run.above_since, run.above_reports
         points = det._min._points
         for _ in range(len(points) - run.hi):
             points.pop()

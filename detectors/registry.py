@@ -121,6 +121,11 @@ class DetectorSet:
         route = tuple(d for d, routes in zip(self.detectors, tables) if Progress in routes)
         batches = all(type(d).quiet_steps is not DetectorBase.quiet_steps for d in route)
         self._step_route: tuple[Detector, ...] = route if batches else ()
+        # The order they are asked in: the last to refuse first (a crash
+        # held open refuses every run until it settles; asked last, the
+        # others worked each halved run out for nothing). Commits keep the
+        # route's order.
+        self._ask_order: list[int] = list(range(len(self._step_route)))
 
     def _plan(self, route: list[tuple[Detector, Handler]]) -> _Plan:
         timed = tuple((i, d.deadline) for i, d in enumerate(self._timed) if any(d is r for r, _ in route))
@@ -182,14 +187,18 @@ class DetectorSet:
         route = self._step_route
         if not route:
             return False
-        commits: list[StepCommit] = []
-        for d in route:
-            commit = d.quiet_steps(steps)
+        order = self._ask_order
+        commits: list[StepCommit | None] = [None] * len(route)
+        for at, i in enumerate(order):
+            commit = route[i].quiet_steps(steps)
             if commit is None:
+                if at:
+                    del order[at]
+                    order.insert(0, i)
                 return False
-            commits.append(commit)
+            commits[i] = commit
         for commit in commits:
-            commit()
+            commit()  # type: ignore[misc]
         timed = self._plans[Progress][1]
         if timed:
             self._reread(timed)

@@ -19,8 +19,9 @@ positive (a 0.0 and a -0.0 compare equal but print differently), and the
 window must not reach its cap during the run.
 
 Steady training of one source (stamps in order, gaps under the relaunch
-silence, past the warm-up; step lines, a tqdm bar or both, each series
-going up on its own) is read in columns, without a look per line
+silence, past the warm-up's reports; step lines, a tqdm bar or both, each
+series going up on its own; a run that ends the warm-up's seconds too) is
+read in columns, without a look per line
 (``_steady``); anything else is walked line by line (``_walk``), with the
 same answer. The commit then writes the end state at
 once (``_Run.commit``): the window's new front is where the per-step
@@ -222,8 +223,14 @@ def _steady(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_
         return None
     offset = clock.offset
     ts = [x + offset for x in time_col]
-    if ts[0] - det._start < c.throughput_warmup_s:  # type: ignore[operator]
-        return None
+    # The warm-up's last seconds: its steps are counted, not learned nor
+    # judged. Past ``throughput_warmup_events`` (above) only its time is
+    # left, and times are in order (checked below): a first part of the run.
+    start0: float = det._start  # type: ignore[assignment]
+    warmup_s = c.throughput_warmup_s
+    warm = 0
+    if ts[0] - start0 < warmup_s:
+        warm = bisect_left(ts, True, key=lambda t: not t - start0 < warmup_s)
     # The timeline's last time is the last step's (both are set by each
     # step counted): gaps from it that never go back move no offset.
     gaps = [ts[0] - last_t]
@@ -273,21 +280,23 @@ def _steady(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_
     learned = False
     learn_new: list[float] = []
     judged_t, judged_v = ts, values
-    if baseline is None:
+    if warm:
+        judged_t, judged_v = ts[warm:], values[warm:]
+    if baseline is None and judged_t:
         learn_old = det._learn
-        if len(learn_old) + len(ts) > _tp.LEARN_MAX:
+        if len(learn_old) + len(judged_t) > _tp.LEARN_MAX:
             return None
-        start = ts[0] if learn_start is None else learn_start
+        start = judged_t[0] if learn_start is None else learn_start
         learn_s = c.throughput_learn_s
-        k = max(bisect_left(ts, True, key=lambda t: t - start >= learn_s), 4 - len(learn_old))
+        k = max(bisect_left(judged_t, True, key=lambda t: t - start >= learn_s), 4 - len(learn_old))
         learn_start = start
-        if k >= len(ts):
-            learn_new = list(values)
+        if k >= len(judged_t):
+            learn_new = list(judged_v)
             judged_t, judged_v = [], []
         else:
-            baseline = float(median(learn_old + list(values[:k + 1])))
+            baseline = float(median(learn_old + list(judged_v[:k + 1])))
             learned = True
-            judged_t, judged_v = ts[k + 1:], values[k + 1:]
+            judged_t, judged_v = judged_t[k + 1:], judged_v[k + 1:]
     return _Run(det, seen, ts[-1], dts, since % _tp.INTERVAL_EVERY, interval, gap_limit, warm_n, ts[-1], last_step,
                 list(last_total), det._seen + len(ts), learn_start, baseline, learned, learn_new, 0, det._start,
                 judged_t, judged_v)

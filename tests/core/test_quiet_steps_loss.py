@@ -215,12 +215,14 @@ def test_a_first_loss_of_zero_and_signed_zeros() -> None:
 @pytest.mark.parametrize(("eps", "quiet"), [(-1e-9, True), (0.0, True), (1e-9, False)])
 def test_a_smoothed_loss_at_the_divergence_margin(eps: float, quiet: bool) -> None:
     """A minimum of 2.0, then a flat loss right at 2.0 + 0.3 x 2.0 (+1e-12): the
-    smoothed loss (a median of equal values) is that loss exactly."""
+    smoothed loss (a median of equal values) is that loss exactly. Above it
+    for 30 s a rise starts (taken: it cannot fire yet); for 330 s it fires."""
     c = DetectorConfig()
     margin = 2.0 + c.loss_divergence_margin * abs(2.0) + 1e-12
     base = _flat(60)
     run = _flat(30, loss=margin + eps, t0=60.0, step0=60)
-    assert _taken(_fed(base), run) is quiet
+    assert _taken(_fed(base), run)
+    assert _taken(_fed(base), _flat(330, loss=margin + eps, t0=60.0, step0=60)) is quiet
     _same([*base, *run, *_flat(600, loss=margin + eps, t0=90.0, step0=90)])
 
 

@@ -98,3 +98,36 @@ def test_detectors_off_the_route_are_not_asked() -> None:
     assert dset.take_steps(STEPS)
     assert gpu.asked == 0 and gpu.committed == []
     assert a.committed == [10]
+
+
+def test_the_last_to_refuse_is_asked_first_and_commits_keep_the_route_order() -> None:
+    """A crash held open refuses every run until it settles: asked first,
+    the others are not asked to work out runs that are refused anyway. The
+    commits still run in the route's order (two detectors may share a
+    record, as crash and fx_tracing do)."""
+    order: list[str] = []
+    first, second, third = Fake("first", True), Fake("second", True), Fake("third", False)
+    for fake in (first, second, third):
+        inner = fake.quiet_steps
+
+        def asked(steps, /, inner=inner, name=fake.name):  # type: ignore[no-untyped-def]
+            commit = inner(steps)
+            if commit is None:
+                return None
+
+            def done() -> None:
+                order.append(name)
+                commit()
+
+            return done
+
+        fake.quiet_steps = asked  # type: ignore[method-assign]
+    dset = DetectorSet([first, second, third])
+    assert not dset.take_steps(STEPS)
+    assert (first.asked, second.asked, third.asked) == (1, 1, 1)
+    assert not dset.take_steps(STEPS)
+    assert (first.asked, second.asked, third.asked) == (1, 1, 2)  # only the refuser was asked
+    third.answer = True
+    assert dset.take_steps(STEPS)
+    assert order == ["first", "second", "third"]
+    assert (first.committed, second.committed, third.committed) == ([10], [10], [10])
