@@ -87,12 +87,15 @@ def _plain_next_deadline(ranks: list[RankState], config: DetectorConfig, in_phas
     return best if best > now else None
 
 
-def _plain_find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool,
-                     t: float) -> tuple[RankState, str] | None:
+def _plain_find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool, t: float,
+                     limit: Callable[[list[RankState], DetectorConfig, bool], float] = hung.limit,
+                     ) -> tuple[RankState, str] | None:
+    """``find_hung`` as it was: the stepping ranks, the limit (``limit``),
+    the latest step one by one."""
     ranks = hung.stepping(ranks)
     if len(ranks) < 2:
         return None
-    wait = hung.limit(ranks, config, in_phase)
+    wait = limit(ranks, config, in_phase)
     last = max([s.last_step_time or 0.0 for s in ranks])
     top = max([s.last_step or 0 for s in ranks])
     if t - last >= wait:

@@ -28,6 +28,7 @@ from dflash_watch.detectors.straggler import Straggler
 from dflash_watch.detectors.straggler_ranks import RankState
 from dflash_watch.parsers.events import Heartbeat, Phase, ProbeSample, Progress
 from tests.core.step_runs import snapshot
+from tests.core.test_detector_shortcuts import _plain_find_hung
 
 
 def _lines(rng: random.Random, n: int, t0: float) -> list[Progress]:
@@ -135,34 +136,6 @@ def _plain_next_deadline(ranks: list[RankState], config: DetectorConfig, in_phas
     return best if best > now else None
 
 
-def _plain_find_hung(ranks: list[RankState], config: DetectorConfig, in_phase: bool,
-                     t: float) -> tuple[RankState, str] | None:
-    """``find_hung`` as it was: the stepping ranks, the limit, the latest step one by one."""
-    ranks = hung.stepping(ranks)
-    if len(ranks) < 2:
-        return None
-    wait = _plain_limit(ranks, config, in_phase)
-    last = max([s.last_step_time or 0.0 for s in ranks])
-    top = max([s.last_step or 0 for s in ranks])
-    if t - last >= wait:
-        waiters = [s for s in ranks if s.waits_on_others()]
-        silent = [s for s in ranks if not s.waits_on_others() and (s.last_seen or 0.0) <= t - wait]
-        behind = [s for s in silent if (s.last_step or 0) < top]
-        if behind:
-            return min(behind, key=lambda s: (s.last_step or 0, s.rank)), "behind"
-        if waiters and silent and len(silent) < len(ranks):
-            return min(silent, key=lambda s: (s.last_step or 0, s.rank)), "waited on"
-        return None
-    for s in sorted(ranks, key=lambda s: s.rank):
-        own = hung.silence_limit(s, config)
-        if own is None or s.last_seen is None or t - s.last_seen < own:
-            continue
-        ahead = max((o.last_step or 0) for o in ranks if o is not s)
-        if ahead >= (s.last_step or 0) + 2 * s.usual_n:
-            return s, "silent"
-    return None
-
-
 def _random_ranks(rng: random.Random) -> list[RankState]:
     """Ranks that never stepped, without a cadence, never seen, waiting in a
     collective or timed out; ties; now and then a NaN, infinite or zero figure."""
@@ -202,6 +175,6 @@ def test_the_hang_rules_in_one_pass_are_the_rules_one_by_one(seed: int) -> None:
         got, want = hung.next_deadline(ranks, config, in_phase, now), _plain_next_deadline(ranks, config, in_phase, now)
         assert got == want or (got != got and want != want), (got, want)
         hit = hung.find_hung(ranks, config, in_phase, now)
-        assert hit == _plain_find_hung(ranks, config, in_phase, now)
+        assert hit == _plain_find_hung(ranks, config, in_phase, now, _plain_limit)
         found += hit is not None
     assert found > 100  # the rules found hangs of each kind to compare
