@@ -72,6 +72,7 @@ RESTARTED = textwrap.dedent("""\
     rank = int(os.environ["RANK"])
     print(f"attempt {os.environ['TORCHELASTIC_RESTART_COUNT']} rank {rank}", flush=True)
     if rank == 1:
+        time.sleep(1.0)  # rank 0's line first: two processes writing one file interleave mid-line
         raise RuntimeError("bad config: drafter has 4 layers, checkpoint has 5")
     time.sleep(60)
 """)
