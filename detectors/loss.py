@@ -51,7 +51,7 @@ from ..parsers.events import Crash, Event, Overflow, ProbeSample, ProcessExit, P
 from .base import Alert, DetectorBase, Episode, Handler, Severity, StepCommit
 from .config import DetectorConfig, fmt_duration
 from .loss_metrics import figures_of
-from .loss_robust import RobustWindow, ScaleWatch, SlidingMin, skip_ratio
+from .loss_robust import RobustWindow, ScaleWatch, SlidingMin, skip_ratio, within_margin
 from .loss_steps import quiet_loss_steps
 
 NAME = "loss"
@@ -368,7 +368,7 @@ class LossDetector(DetectorBase):
         ref_min = self._min.min()
         self._min.add(r.time, smoothed)
         self._recent_min = ref_min
-        if ref_min is None or smoothed <= ref_min + c.loss_divergence_margin * abs(ref_min) + 1e-12:
+        if ref_min is None or within_margin(smoothed, ref_min, c.loss_divergence_margin):
             self._above_since, self._above_reports = None, 0
             return []
         if self._above_since is None:

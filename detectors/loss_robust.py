@@ -79,6 +79,18 @@ class RobustWindow:
         return MAD_TO_SIGMA * median_of([abs(v - med) for v in self._sorted])
 
 
+def within_margin(value: float, ref: float, margin: float) -> bool:
+    """``value`` at or under ``ref`` plus ``margin`` of its size: the one
+    divergence rule, for the detector's judgement per report and the step
+    runs' proofs alike (the 1e-12 keeps a loss equal to its bound quiet
+    whatever the rounding of ``margin * |ref|``).
+
+    >>> within_margin(1.2, 1.0, 0.2), within_margin(1.21, 1.0, 0.2)
+    (True, False)
+    """
+    return value <= ref + margin * abs(ref) + 1e-12
+
+
 class SlidingMin:
     """The minimum of (time, value) points over the last ``span_s`` seconds.
 
@@ -106,6 +118,13 @@ class SlidingMin:
 
     def clear(self) -> None:
         self._points.clear()
+
+    def copy(self) -> SlidingMin:
+        """An independent copy: a step run walks its adds on one and leaves
+        the detector's own minimum untouched unless the run is taken."""
+        twin = SlidingMin(self.span_s)
+        twin._points = deque(self._points)
+        return twin
 
     def min(self) -> float | None:
         return self._points[0][1] if self._points else None

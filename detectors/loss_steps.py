@@ -27,7 +27,6 @@ Nothing changes on the ask: the commit writes it all.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, repeat
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING
 from ..parsers.events import Progress
 from .base import StepCommit
 from .loss_reports import Extra, Reports, follow_lane, read_reports
+from .loss_robust import within_margin
 
 if TYPE_CHECKING:
     from .loss import LossDetector
@@ -180,7 +180,7 @@ def _under_margin(det: LossDetector, smoothed: list[float]) -> bool:
     points = det._min._points
     if points and points[0][1] < low:
         low = points[0][1]
-    return low > 0.0 and max(smoothed) <= low + det.config.loss_divergence_margin * abs(low) + 1e-12
+    return low > 0.0 and within_margin(max(smoothed), low, det.config.loss_divergence_margin)
 
 
 def _may_count(det: LossDetector) -> bool:
@@ -320,20 +320,15 @@ def _walk_margin(det: LossDetector, s: list[float], smoothed: list[float],
     takes to fire (a few reports, seconds) only starts and resets a rise.
     None where one would fire."""
     c = det.config
-    span = det._min.span_s
     margin = c.loss_divergence_margin
     lasts, least = c.loss_divergence_s, c.loss_divergence_min_reports
-    pts = deque(det._min._points)
+    walk = det._min.copy()
     since, count = det._above_since, det._above_reports
     ref: float | None = None
     for t, v in zip(times, smoothed):
-        ref = pts[0][1] if pts else None
-        while pts and pts[-1][1] >= v:  # ``SlidingMin.add``
-            pts.pop()
-        pts.append((t, v))
-        while pts and pts[0][0] < t - span:
-            pts.popleft()
-        if ref is None or v <= ref + margin * abs(ref) + 1e-12:
+        ref = walk.min()
+        walk.add(t, v)
+        if ref is None or within_margin(v, ref, margin):
             since, count = None, 0
             continue
         if since is None:
@@ -341,7 +336,7 @@ def _walk_margin(det: LossDetector, s: list[float], smoothed: list[float],
         count += 1
         if not (t - since < lasts or count < least):
             return None  # it fires
-    return _DivergenceRun(s, smoothed[-1], ref, 0, 0, list(pts), since, count)
+    return _DivergenceRun(s, smoothed[-1], ref, 0, 0, list(walk._points), since, count)
 
 
 # -- the skip ledger -----------------------------------------------------------
