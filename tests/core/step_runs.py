@@ -36,6 +36,8 @@ from dflash_watch.parsers.events import Event, Progress, Tick
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 REALWORLD = ROOT.parent / "shared" / "realworld"
+SPEED_SHAPES = ("quiet", "progress", "ranks", "legacy")
+RANDOM_SEEDS = (1, 2, 3, 4, 5)
 RUN_LENGTHS = (2, 3, 5, 16, 64, 300)
 _CODE = (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.BuiltinMethodType,
          functools.partial)
@@ -194,16 +196,31 @@ def speed_log(shape: str, lines: int = 20000) -> Path:
     return path
 
 
-def log_event_lists(random_seeds: Sequence[int] = (1, 2, 3, 4, 5)) -> Iterator[tuple[str, list[Event]]]:
+def log_event_lists(random_seeds: Sequence[int] = RANDOM_SEEDS) -> Iterator[tuple[str, list[Event]]]:
     """(name, events) of every fixture and shared log, the four speed shapes
     and random logs (``tests.random_logs``)."""
     from tests.random_logs import random_log
 
     for path in log_paths():
         yield path.name, _events(path)
-    for shape in ("quiet", "progress", "ranks", "legacy"):
+    for shape in SPEED_SHAPES:
         yield f"speed-{shape}", _events(speed_log(shape))
     folder = Path(tempfile.gettempdir()) / "dflash-watch-step-runs"
     folder.mkdir(exist_ok=True)
     for seed in random_seeds:
         yield f"random-{seed}", _events(random_log(folder / f"random-{seed}.log", seed))
+
+# Every log the detectors' batching is held to: fixtures and shared logs,
+# the speed shapes, random logs. Known at collection time, for parametrize.
+LOG_COUNT = len(log_paths()) + len(SPEED_SHAPES) + len(RANDOM_SEEDS)
+
+
+@functools.cache
+def all_log_events() -> list[tuple[str, list[Event]]]:
+    """``log_event_lists()`` read once per test session: each detector's
+    batching test walks the same logs (events are frozen, so sharing them
+    is safe)."""
+    logs = list(log_event_lists())
+    assert len(logs) == LOG_COUNT, "a log the parametrized tests would not reach"
+    return logs
+

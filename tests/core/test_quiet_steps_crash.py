@@ -17,7 +17,6 @@ are taken, so that the fast path cannot quietly become "always None".
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 from collections import OrderedDict, deque
@@ -31,15 +30,9 @@ from dflash_watch.detectors.crash import CrashDetector
 from dflash_watch.detectors.crash_steps import LINES_KEEP, PENDING_MAX, STREAMS_MAX, StepLines
 from dflash_watch.detectors.registry import DetectorSet, build_detectors
 from dflash_watch.parsers.events import Crash, Event, Frame, Progress, Tick
-from tests.core.step_runs import compare_runs, log_event_lists, log_paths, snapshot
+from tests.core.step_runs import LOG_COUNT, all_log_events, compare_runs, snapshot
 
-_LOG_COUNT = len(log_paths()) + 4 + 5  # fixtures and shared logs, speed shapes, random logs
 T0 = 1_764_410_400.0
-
-
-@functools.cache
-def _logs() -> list[tuple[str, list[Event]]]:
-    return list(log_event_lists())
 
 
 class _Pair(DetectorBase):
@@ -90,9 +83,9 @@ class _Pair(DetectorBase):
         return commit
 
 
-@pytest.mark.parametrize("index", range(_LOG_COUNT))
+@pytest.mark.parametrize("index", range(LOG_COUNT))
 def test_every_log_batched_as_one_at_a_time(index: int) -> None:
-    name, events = _logs()[index]
+    name, events = all_log_events()[index]
     # (The long speed logs once here: test_speed_logs_runs_are_taken feeds
     # two of them again with another seed.)
     for seed in (1,) if name.startswith("speed-") else (1, 2, 3):
@@ -370,7 +363,7 @@ def test_a_set_takes_runs_with_both_crash_detectors() -> None:
 
 @pytest.mark.parametrize("shape", ["progress", "ranks"])
 def test_speed_logs_runs_are_taken(shape: str) -> None:
-    events = dict(_logs())[f"speed-{shape}"]
+    events = dict(all_log_events())[f"speed-{shape}"]
     offered, taken = compare_runs(_Pair, events, seed=7, label=shape)
     assert offered > 50
     assert taken >= 0.9 * offered, (offered, taken)

@@ -20,9 +20,9 @@ import pytest
 from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.detectors.loss import LossDetector
 from dflash_watch.parsers.events import Crash, Event, Overflow, ProcessExit, Progress
-from tests.core.step_runs import compare_runs, log_event_lists, snapshot
+from tests.core.step_runs import all_log_events, compare_runs, snapshot
 
-LOGS = dict(log_event_lists())
+LOGS = dict(all_log_events())
 NAN = float("nan")
 
 

@@ -21,14 +21,14 @@ from dflash_watch.detectors.memory_volatility import MemoryVolatility
 from dflash_watch.detectors.padding import PaddingDetector
 from dflash_watch.detectors.recompile import RecompileDetector
 from dflash_watch.parsers.events import Event, ProbeSample, Progress, Recompile
-from tests.core.step_runs import compare_runs, log_event_lists
+from tests.core.step_runs import all_log_events, compare_runs
 
 MAKERS: dict[str, Callable[[], Detector]] = {
     "memory_volatility": lambda: MemoryVolatility(DetectorConfig(), memory=MemoryModel(DetectorConfig())),
     "recompile": lambda: RecompileDetector(DetectorConfig()),
     "padding": lambda: PaddingDetector(DetectorConfig()),
 }
-LOGS = list(log_event_lists())
+LOGS = all_log_events()
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))

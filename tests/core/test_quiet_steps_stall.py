@@ -11,31 +11,22 @@ taken, so that the fast path cannot quietly become "always None".
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.detectors.registry import DetectorSet
 from dflash_watch.detectors.stall import Stall
 from dflash_watch.parsers.events import Delivery, Event, Phase, Progress, Tick
-from tests.core.step_runs import compare_runs, log_event_lists, log_paths
-
-_LOG_COUNT = len(log_paths()) + 4 + 5  # fixtures and shared logs, speed shapes, random logs
-
-
-@functools.cache
-def _logs() -> list[tuple[str, list[Event]]]:
-    return list(log_event_lists())
+from tests.core.step_runs import LOG_COUNT, all_log_events, compare_runs
 
 
 def _make() -> Stall:
     return Stall(DetectorConfig(tz="UTC"))
 
 
-@pytest.mark.parametrize("index", range(_LOG_COUNT))
+@pytest.mark.parametrize("index", range(LOG_COUNT))
 def test_every_log_batched_as_one_at_a_time(index: int) -> None:
-    name, events = _logs()[index]
+    name, events = all_log_events()[index]
     for seed in (1, 2) if name.startswith("speed-") else (1, 2, 3):
         compare_runs(_make, events, seed=seed, label=f"{name} seed {seed}")
 
@@ -169,7 +160,7 @@ def test_nan_time_is_not_quiet() -> None:
 
 @pytest.mark.parametrize("shape", ["progress", "ranks"])
 def test_speed_logs_runs_are_taken(shape: str) -> None:
-    events = dict(_logs())[f"speed-{shape}"]
+    events = dict(all_log_events())[f"speed-{shape}"]
     offered, taken = compare_runs(_make, events, seed=7, label=shape, check_state=False)
     assert offered > 50
     assert taken >= 0.9 * offered, (offered, taken)

@@ -15,7 +15,6 @@ be taken, so that the fast path cannot quietly become "always None".
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Callable, Sequence
 
@@ -25,24 +24,18 @@ from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.detectors.registry import DetectorSet
 from dflash_watch.detectors.throughput import ThroughputDrop
 from dflash_watch.parsers.events import Crash, Event, ProcessExit, Progress
-from tests.core.step_runs import compare_runs, log_event_lists, log_paths, snapshot
+from tests.core.step_runs import LOG_COUNT, all_log_events, compare_runs, snapshot
 
-_LOG_COUNT = len(log_paths()) + 4 + 5  # fixtures and shared logs, speed shapes, random logs
 _SEEDS = (1, 2, 3)
-
-
-@functools.cache
-def _logs() -> list[tuple[str, list[Event]]]:
-    return list(log_event_lists())
 
 
 def _make() -> ThroughputDrop:
     return ThroughputDrop(DetectorConfig(tz="UTC"))
 
 
-@pytest.mark.parametrize("index", range(_LOG_COUNT))
+@pytest.mark.parametrize("index", range(LOG_COUNT))
 def test_every_log_batched_as_one_at_a_time(index: int) -> None:
-    name, events = _logs()[index]
+    name, events = all_log_events()[index]
     for seed in _SEEDS:
         compare_runs(_make, events, seed=seed, label=f"{name} seed {seed}")
 
@@ -357,7 +350,7 @@ def test_the_window_at_its_cap() -> None:
 
 def test_an_ask_changes_nothing() -> None:
     """Asked and not committed (another detector refused), nothing moved."""
-    _, events = next((name, ev) for name, ev in _logs() if name == "speed-progress")
+    _, events = next((name, ev) for name, ev in all_log_events() if name == "speed-progress")
     steps = [e for e in events if isinstance(e, Progress)]
     det = _make()
     s = DetectorSet([det])
@@ -393,7 +386,7 @@ def test_lines_without_a_rate() -> None:
 def test_speed_logs_are_mostly_taken(shape: str, least: int) -> None:
     """The quiet shape's two interleaved step counters relaunch the run
     again and again (a step far behind, seconds late): taken as well."""
-    _, events = next((name, ev) for name, ev in _logs() if name == f"speed-{shape}")
+    _, events = next((name, ev) for name, ev in all_log_events() if name == f"speed-{shape}")
     offered, taken = compare_runs(_make, events, seed=4, label=shape)
     assert offered > least
     assert taken >= 0.9 * offered, (offered, taken)
