@@ -15,7 +15,9 @@ crash that is not a consequence), with the rest in its evidence.
   restart: when the progress lines between the two show a program running
   (a relaunch starting again at step 0, or two lines of a stream after the
   crash that did not prove it survived; ``crash_incident.restarted``), the
-  second crash is an incident of its own, so a crash loop alerts each time.
+  second crash is an incident of its own, so a crash loop alerts each time;
+  and a consequence worded like the first attempt's (torch elastic's
+  ``failed (exitcode: 1)`` again) is the relaunch's crash's, not the first's.
 - *Consequences* (``parsers.signatures.COLLATERAL_CAUSES``, an NCCL
   timeout, the report): join the most recent incident within the window; with
   none they start one themselves (a report or a watchdog timeout may be
@@ -308,6 +310,13 @@ class CrashDetector(DetectorBase):
         sig = signature_of(c)
         alias = message_key(c)
         inc = self._open.get(sig) or self._open.get(alias)
+        if inc is not None and is_collateral(c) and self._recent and self._recent[-1] is not inc and (
+            self._restarted(inc, self._recent[-1].root)
+        ):
+            # The agent's line after a relaunch's crash (``failed (exitcode:
+            # 1)`` again, word for word but its pid): that crash's, not the
+            # first attempt's it reads like.
+            inc = None
         if inc is not None and t - inc.first_time <= window and not self._restarted(inc, c):
             if is_collateral(c):
                 inc.add_collateral(c)  # another rank's copy of a consequence

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from ..parsers.crash.garbled import garbled_line
 from ..parsers.crash.remedies import remedy
 from ..parsers.events import Crash
 from .base import Alert
@@ -141,6 +142,11 @@ def incident_alert(inc: Incident, detector: str, cfg: DetectorConfig) -> Alert:
     }
     if hint is not None:
         evidence["timed_out_ranks"], evidence["suspect_ranks"] = hint[1], hint[2]
+    garbled = garbled_line(c.exc_type, c.text) if c.frames else None
+    if garbled is not None:
+        # Another process wrote into the exception line (a rank printing as
+        # this one died): type and message were recovered from it, or not.
+        evidence["garbled"] = garbled
     return Alert(
         time=c.time,
         detector=detector,

@@ -57,6 +57,15 @@ _OOM_KILLER = re.compile(r"Out of memory: Killed process (\d+)")
 # torch elastic's agent (torch/distributed/elastic/multiprocessing/api.py).
 _CLOSING = re.compile(r"Sending process (\d+) closing signal (SIG[A-Z]+)")
 _CHILD_EXIT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)(?: \(pid: (\d+)\))?")
+
+
+def worker_exited(text: str) -> bool:
+    """torch elastic's agent says a worker process exited (``failed
+    (exitcode: 1) local_rank: 1``): it prints this once its workers are
+    gone, so no traceback of theirs goes on past it."""
+    return _CHILD_EXIT.search(text) is not None
+
+
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
 # The agent itself got a signal: that one did come from outside.
 _AGENT_SIGNAL = re.compile(r"SignalException: Process (\d+) got signal: (\d+)")

@@ -6,7 +6,10 @@ streams (parsers/tracebacks.py): ``frames`` (after the header), ``message``
 direct cause..."), and ``report`` (torch elastic's ChildFailedError table,
 parsers/child_report.py). A traceback is never trusted to be well formed:
 foreign lines inside it are tolerated up to a limit, and its end is only
-known from a line that cannot continue it.
+known from a line that cannot continue it. Another rank's text written into
+the exception line itself is read with the innermost frame's ``raise`` line
+(parsers/crash/garbled.py); torch elastic's ``failed (exitcode: N)`` line
+ends a traceback whose exception line never became readable.
 
 ``Trace.feed`` answers with one of three verdicts so that the assembler
 alone decides what to emit: the line was taken and the traceback goes on
@@ -24,6 +27,8 @@ from dataclasses import dataclass, field
 
 from ..events import Frame
 from .child_report import RULE, ReportReader
+from .fatal_signals import worker_exited
+from .garbled import recover, unread_line
 from .signatures import ExcLine, scan_markers, short_type
 
 OPEN, DONE, ENDED = 0, 1, 2
@@ -107,6 +112,13 @@ class Trace:
     last_time: float = 0.0
     child: bool = False               # the exception is torch elastic's ChildFailedError
     report: ReportReader | None = None
+    # Another process wrote into the exception line (parsers/crash/garbled.py):
+    # its message follows on the next line (``: <message>``) ...
+    await_colon: bool = False
+    # ... and, where no exception could be read from it, the line in the
+    # exception's place that names one, with its line number and time.
+    code_seen: bool = False           # the line before was a frame's source line
+    unread: tuple[str, int, float] | None = None
 
     def add(self, text: str, lineno: int, time: float) -> None:
         self.n_lines += 1
@@ -160,6 +172,15 @@ class Trace:
                 return OPEN
             return ENDED
         # state == "message": the exception line was seen.
+        if self.await_colon:
+            self.await_colon = False
+            if stripped.startswith(":"):
+                # ``RuntimeError<foreign text>`` / ``: <message>``: the rest of it.
+                last = self.chain[-1]
+                self.chain[-1] = ExcLine(last.exc_type, stripped[1:].strip()[:MESSAGE_CHARS])
+                self.has_message = True
+                self.add(text, lineno, time)
+                return OPEN
         if self.child and RULE.match(text) is not None:
             self.state = "report"
             self.report = ReportReader()
@@ -198,7 +219,12 @@ class Trace:
         return OPEN
 
     def _frames_line(self, text: str, lineno: int, time: float) -> int:
+        if "failed (exitcode" in text and worker_exited(text):
+            # torch elastic says the worker is gone: whatever it printed is
+            # in, exception line or not (another process wrote into it).
+            return ENDED
         self.add(text, lineno, time)
+        after_code, self.code_seen = self.code_seen, False
         file_match = FILE.search(text)
         if file_match is not None:
             self.frame(file_match)
@@ -210,6 +236,9 @@ class Trace:
             if _CARET.match(text) is None and self.expect_code and self.frames:
                 last = self.frames[-1]
                 self.frames[-1] = Frame(last.file, last.line, last.function, text.strip())
+                self.code_seen = True
+            elif after_code and _CARET.match(text) is not None:
+                self.code_seen = True  # the source line's carets: the exception line still comes next
             self.expect_code = False
             return OPEN
         self.expect_code = False
@@ -217,6 +246,17 @@ class Trace:
             self.junk_run = 0
             self.exception_line(text, lineno, time)
             return OPEN
+        if after_code and text.strip():
+            code = self.frames[-1].code if self.frames else None
+            found = recover(text, code) if code else None
+            if found is not None:
+                self.junk_run = 0
+                self.exception_line(text, lineno, time, found[0])
+                self.has_message = not found[1]
+                self.await_colon = found[1]
+                return OPEN
+            if self.unread is None and unread_line(text):
+                self.unread = (text.strip()[:MESSAGE_CHARS], lineno, time)
         self.junk_run += 1
         return DONE if self.junk_run > _JUNK_LIMIT else OPEN
 
@@ -225,10 +265,14 @@ class Trace:
         self.expect_code = True
         self.junk_run = 0
 
-    def exception_line(self, text: str, lineno: int, time: float) -> None:
+    def exception_line(self, text: str, lineno: int, time: float, garbled: ExcLine | None = None) -> None:
+        """``text`` is the exception line; ``garbled``: what was recovered
+        from it when another process wrote into it (garbled.recover)."""
         self.close_exception()
         match = _EXC.match(text)
-        if match is None:  # a bare torch exception line: split on the first colon
+        if garbled is not None:
+            exc_type, message = garbled.exc_type, garbled.message
+        elif match is None:  # a bare torch exception line: split on the first colon
             exc_type, _, message = text.partition(":")
             exc_type, message = exc_type.strip(), message.strip()
         else:

@@ -10,7 +10,8 @@ a traceback, and never trusts a traceback to be well formed: whatever it
 assembles is classified from every line it saw (parsers/signatures.py).
 
 The readers live beside this file, one concept each: the traceback state
-machine (parsers/traceback_state.py), torch elastic's ChildFailedError
+machine (parsers/traceback_state.py), an exception line another process
+wrote into (parsers/crash/garbled.py), torch elastic's ChildFailedError
 report (parsers/child_report.py), faulthandler's block after a segfault
 (parsers/crash/fault_blocks.py), one-line fatal signals
 (parsers/fatal_signals.py) and dynamo's recompile blocks
@@ -39,6 +40,7 @@ from . import fatal_signals, fault_blocks
 from .child_report import report_message
 from .fatal_signals import SignalReader
 from .fault_blocks import FaultBlock
+from .garbled import GARBLED_TYPE
 from .signatures import ChildReport, classify, scan_markers, short_type, traceback_signature
 from .torchlog import TRIGGERS as _RECOMPILE_TRIGGERS
 from .torchlog import RecompileBlock, fatal_recompile, is_fail_on_limit
@@ -252,7 +254,12 @@ class CrashAssembler:
         chain = tuple(trace.chain)
         markers = frozenset(trace.markers)
         verdict = classify(chain, all_frames, markers, report)
-        if not chain:
+        if not chain and trace.unread is not None:
+            # Its exception line is there but another process wrote into it
+            # beyond reading (parsers/crash/garbled.py): a crash all the same.
+            exc_type = GARBLED_TYPE
+            message, lineno, time = trace.unread
+        elif not chain:
             # Headless garble that never reached an exception line: only worth
             # an alert when its text alone names a specific failure.
             if verdict.detector == "crash" and verdict.kind == "exception":
