@@ -22,6 +22,16 @@ anything until ``take`` (the batching contract, ``base.StepCommit``):
 >>> e.take(seen)
 >>> e._times == d._times
 True
+
+A log may keep two step counts (``throughput_limits.series_of``: a tqdm
+bar counting micro-batches beside lines counting optimizer steps): a copy
+is the same step of the same count, so ``SeriesDeduper`` keeps one
+``StepDeduper`` per count. The bar's micro-batch 5 is no copy of the
+lines' step 5 that comes seconds later:
+
+>>> s = SeriesDeduper(30.0)
+>>> [s.of[k].is_copy(Progress(t, "log:1", step=5)) for t, k in [(10.0, 1), (12.0, 0), (12.5, 0)]]
+[False, False, True]
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from ..parsers.events import Progress
 
@@ -125,8 +136,8 @@ class StepDeduper:
         if not stepless:
             try:
                 low = min(ranks)  # type: ignore[type-var]
-            except TypeError:  # some have no rank
-                low = min([r for r in ranks if r is not None], default=None)
+            except TypeError:  # some have no rank (most logs: none has, counted in C)
+                low = None if ranks.count(None) == n else min([r for r in ranks if r is not None])
             if low is not None and (rank_min is None or low < rank_min):
                 rank_min = low
             if len(numbers) == n and times_of.keys().isdisjoint(steps):
@@ -258,6 +269,69 @@ class SeenSteps:
     new: Sequence[int]  # the places of the lines that are not copies, in order
     rank: int | None
     fresh: bool
+
+
+_FLIP = bytes([1, 0]) + bytes(254)  # ``bytes.translate``'s table: 0 <-> 1
+
+
+class SeriesDeduper:
+    """One ``StepDeduper`` per step series (``throughput_limits.series_of``:
+    ``of[0]`` the step lines', ``of[1]`` the tqdm bars'): a rank copy is the
+    same step of the same series; two counts that pass the same numbers (a
+    bar of micro-batches, lines of optimizer steps) never drop each other's
+    lines.
+
+    ``peek`` and ``take`` answer a run of step lines of both series at once,
+    as each series' own deduper fed its lines in order would (the batching
+    contract, ``base.StepCommit``): the series are independent, so each
+    one's lines are peeked on their own (columns picked in C, no look per
+    line) and the answers merged in place.
+    """
+
+    __slots__ = ("of",)
+
+    def __init__(self, window_s: float) -> None:
+        self.of = (StepDeduper(window_s), StepDeduper(window_s))
+
+    def peek(self, steps: list[int | None], times: list[float], ranks: list[int | None],
+             bars: list[bool]) -> SeenSeries:
+        """What the series' dedupers would answer for each step line (given
+        as its columns and whether it is a bar's), changing nothing."""
+        if True not in bars:
+            seen = self.of[0].peek(steps, times, ranks)
+            return SeenSeries(seen.new, ((0, seen),))
+        if False not in bars:
+            seen = self.of[1].peek(steps, times, ranks)
+            return SeenSeries(seen.new, ((1, seen),))
+        picks = (bytes(bars).translate(_FLIP), bars)  # the lines': each bar's flag flipped, in C
+        parts = tuple(
+            (k, self.of[k].peek(list(compress(steps, pick)), list(compress(times, pick)), list(compress(ranks, pick))))
+            for k, pick in enumerate(picks)
+        )
+        n = len(bars)
+        if sum(len(seen.new) for _, seen in parts) == n:
+            return SeenSeries(range(n), parts)  # no copy: every line, in order
+        new: list[int] = []
+        for (_, seen), pick in zip(parts, picks):
+            places = list(compress(range(n), pick))
+            new += map(places.__getitem__, seen.new)
+        new.sort()
+        return SeenSeries(new, parts)
+
+    def take(self, seen: SeenSeries) -> None:
+        """Record what ``peek`` saw, in each series' deduper."""
+        of = self.of
+        for k, part in seen.parts:
+            of[k].take(part)
+
+
+@dataclass(slots=True)
+class SeenSeries:
+    """``SeriesDeduper.peek``'s answer: the places of the lines that are not
+    copies (in order, over the whole run), and each series' own answer."""
+
+    new: Sequence[int]
+    parts: tuple[tuple[int, SeenSteps], ...]
 
 
 def _forgotten(recent: deque[int], step: int, gone: int) -> int:

@@ -36,8 +36,10 @@ eight ranks do not weigh eight times.
 A step going back is a relaunch only within its own series
 (``throughput_limits.series_of``): a tqdm bar that counts micro-batches, or
 lags, beside stamped optimizer-step lines is another count, not the run
-going back. A relaunch starts every series anew, so both coming back after
-it restart once.
+going back, and a rank copy is the same step of the same series (the bar's
+micro-batch 10 is no copy of optimizer step 10 logged seconds later). A
+relaunch starts every series anew, so both coming back after it restart
+once.
 
 Example: 2 it/s for ten minutes, then 0.8 it/s.
 
@@ -65,8 +67,16 @@ from ..parsers.events import TOK_S, Crash, Event, ProcessExit, Progress
 from . import throughput_quiet
 from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
-from .steps import StepDeduper, sorted_median
-from .throughput_limits import INTERVAL_EVERY, INTERVALS_KEPT, LEARN_MAX, SERIES, WINDOW_MAX, cadence_budgets
+from .steps import SeriesDeduper, sorted_median
+from .throughput_limits import (
+    INTERVAL_EVERY,
+    INTERVALS_KEPT,
+    LEARN_MAX,
+    SERIES,
+    WINDOW_MAX,
+    cadence_budgets,
+    first_bar_is_new_loop,
+)
 from .timeline import Timeline
 
 __all__ = ["NAME", "ThroughputDrop", "cadence_budgets"]
@@ -85,7 +95,7 @@ class ThroughputDrop(DetectorBase):
         self.baseline: float | None = self.given_baseline
         self.unit: str | None = None  # the unit of the rates judged (None: none seen yet)
         self.episode = Episode(NAME)
-        self._dedupe = StepDeduper(c.duplicate_step_s)
+        self._dedupe = SeriesDeduper(c.duplicate_step_s)  # a copy is within its series
         self._clock = Timeline(c.clock_jitter_s)
         self._intervals: deque[float] = deque(maxlen=INTERVALS_KEPT)
         self._since_interval = 0
@@ -108,6 +118,10 @@ class ThroughputDrop(DetectorBase):
         # step counted and its bar's total: "back" is within one series.
         self._last_step: list[int | None] = [None] * SERIES
         self._last_total: list[int | None] = [None] * SERIES
+        # Whether a tqdm bar was counted in this detector's life (not reset
+        # by a relaunch): only the first can be another loop after step
+        # lines only (``first_bar_is_new_loop``).
+        self._bar_seen = False
         self._stopped = True
         self._low_since: float | None = None
         self._drop_start: float | None = None
@@ -222,7 +236,8 @@ class ThroughputDrop(DetectorBase):
             # An unclocked line's time is an earlier line's: a "sustained"
             # drop cannot be timed on it.
             return []
-        if self._dedupe.is_copy(p):
+        series = p.elapsed_s is not None  # ``series_of``, inline
+        if self._dedupe.of[series].is_copy(p):
             return []
         out: list[Alert] = []
         c = self.config
@@ -251,7 +266,6 @@ class ThroughputDrop(DetectorBase):
         else:
             clock.last = t
         step = p.step
-        series = p.elapsed_s is not None  # ``series_of``, inline
         last_step = self._last_step[series]
         back = step is not None and last_step is not None and step < last_step
         interleaved = False
@@ -267,6 +281,10 @@ class ThroughputDrop(DetectorBase):
                 # copy came just after the next step's. A relaunch takes seconds.
                 back = False
                 interleaved = True
+        elif series and last_step is None and not self._bar_seen and step is not None:
+            self._bar_seen = True
+            if first_bar_is_new_loop(step, p.total_steps, self._last_step[0], self._last_total[0]):
+                back = new_loop = True  # a loop after the step lines' (predict after train)
         silent = gap_limit is not None and last_t is not None and t - last_t >= gap_limit
         relaunched = self._stopped or back or silent
         if last_t is not None and t > last_t and not relaunched:

@@ -40,6 +40,25 @@ def series_of(p: Progress) -> int:
     from ``[MM:SS<...]``), and no other reader sets it. Bars of one run
     that differ (an epoch bar, predict after train) stay one series, told
     apart by their total as before (``throughput``'s new loop). The per-step
-    path reads this inline; it is here to name the rule once.
+    path reads this inline; it is here to name the rule once. A rank copy
+    is the same step of the same series (``steps.SeriesDeduper``).
     """
     return int(p.elapsed_s is not None)
+
+
+def first_bar_is_new_loop(step: int, total: int | None, lines_step: int | None, lines_total: int | None) -> bool:
+    """Whether the first tqdm bar a run shows, after its step lines (series
+    0) only, is another loop's bar (``ThroughputDrop._new_loop``).
+
+    A loop of step lines, then a bar of another length below their last
+    step: prediction or evaluation after training logged by lines, in the
+    same unit. Its rate is not the training's. Before the series were told
+    apart the bar went "back" below the lines and was read so; its own
+    series has no last step, so this names that case. A bar beside the
+    lines from the start counts micro-batches (at or above the optimizer
+    step) or the same steps (the same total): neither is taken. Asked only
+    of the first bar of the detector's life: after a relaunch the run's own
+    bar comes back below the lines' global step, and is no other loop.
+    """
+    return lines_step is not None and bool(lines_total) and total is not None and total != lines_total \
+        and step < lines_step

@@ -2,11 +2,12 @@
 
 ``ThroughputDrop.quiet_steps`` answers here (``base.StepCommit``). The run
 is read with the detector's own rules on local copies of what a step
-changes (the deduper's answer, the timeline, the cadence, each step
-series' last step, the warm-up count, the learning list, a relaunch's
-fresh start), and refused where it could alert or where copying the rule would cost more
-than feeding it: an open episode, a rise being tracked, another unit, a
-backward clock jump, a relaunch after steps judged in the same run.
+changes (each step series' deduper's answer, the timeline, the cadence,
+each step series' last step and whether a bar was seen, the warm-up
+count, the learning list, a relaunch's fresh start), and refused where it
+could alert or where copying the rule would cost more than feeding it:
+an open episode, a rise being tracked, another unit, a backward clock
+jump, a relaunch after steps judged in the same run.
 
 A step judged against the baseline is quiet when its smoothed rate can be
 neither low nor a rise. Rather than take a median per step, every value
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING
 from ..parsers.events import TOK_S, Progress, rate_of
 from . import throughput_limits as _tp
 from .base import StepCommit
-from .steps import SeenSteps, sorted_median
+from .steps import SeenSeries, sorted_median
 
 if TYPE_CHECKING:
     from .throughput import ThroughputDrop
@@ -63,7 +64,7 @@ class _Run:
     """What a quiet run leaves behind: ``commit`` writes it into the detector."""
 
     det: ThroughputDrop
-    seen: SeenSteps
+    seen: SeenSeries
     clock_last: float | None
     dts: list[float]  # report intervals added, in order
     since_interval: int
@@ -73,6 +74,7 @@ class _Run:
     last_t: float | None
     last_step: list[int | None]  # per step series (``series_of``)
     last_total: list[int | None]
+    bar_seen: bool
     count: int  # ``_seen``
     learn_start: float | None
     baseline: float | None
@@ -95,6 +97,7 @@ class _Run:
         det._last_t = self.last_t
         det._last_step = self.last_step
         det._last_total = self.last_total
+        det._bar_seen = self.bar_seen
         det._seen = self.count
         det._learn_start = self.learn_start
         if self.learn_replaced:
@@ -173,23 +176,23 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
         return None  # the first rate sets the unit and starts the run (no unit before)
     step_col = [p.step for p in valid]
     time_col = [p.time for p in valid]
-    seen = det._dedupe.peek(step_col, time_col, [p.rank for p in valid])
+    series_col = [p.elapsed_s is not None for p in valid]  # ``series_of``
+    seen = det._dedupe.peek(step_col, time_col, [p.rank for p in valid], series_col)
     kept = seen.new
     if len(kept) < len(step_col):
         if not kept:
             return _Run(det, seen, det._clock.last, [], det._since_interval, det.interval, det._gap_limit,
-                        det._warm_n, det._last_t, list(det._last_step), list(det._last_total), det._seen,
-                        det._learn_start,
-                        det.baseline, False, [], 0, det._start, [], []).commit
+                        det._warm_n, det._last_t, list(det._last_step), list(det._last_total), det._bar_seen,
+                        det._seen, det._learn_start, det.baseline, False, [], 0, det._start, [], []).commit
         if values is not None:
             values = [values[i] for i in kept]
         valid = [valid[i] for i in kept]
         step_col = [step_col[i] for i in kept]
         time_col = [time_col[i] for i in kept]
+        series_col = [series_col[i] for i in kept]
     if values is None:
         values = [p.rate for p in valid]  # type: ignore[misc]
     totals = [p.total_steps for p in valid]
-    series_col = [p.elapsed_s is not None for p in valid]  # ``series_of``
     run = _steady(det, seen, values, step_col, time_col, totals, series_col)
     if run is None:
         run = _walk(det, seen, values, step_col, time_col, totals, series_col)
@@ -198,7 +201,7 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
     return run.commit
 
 
-def _steady(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_col: Sequence[int | None],
+def _steady(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step_col: Sequence[int | None],
             time_col: Sequence[float], totals: Sequence[int | None], series_col: Sequence[bool]) -> _Run | None:
     """The new steps of steady training read in columns, or None when they
     are not that (``_walk`` then reads them line by line)."""
@@ -298,11 +301,11 @@ def _steady(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_
             learned = True
             judged_t, judged_v = judged_t[k + 1:], judged_v[k + 1:]
     return _Run(det, seen, ts[-1], dts, since % _tp.INTERVAL_EVERY, interval, gap_limit, warm_n, ts[-1], last_step,
-                list(last_total), det._seen + len(ts), learn_start, baseline, learned, learn_new, 0, det._start,
-                judged_t, judged_v)
+                list(last_total), det._bar_seen, det._seen + len(ts), learn_start, baseline, learned, learn_new, 0,
+                det._start, judged_t, judged_v)
 
 
-def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_col: Sequence[int | None],
+def _walk(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step_col: Sequence[int | None],
           time_col: Sequence[float], totals: Sequence[int | None], series_col: Sequence[bool]) -> _Run | None:
     """The new steps fed line by line to local copies of what they change
     (``_progress`` without alerts: no episode is open), or None at a
@@ -321,6 +324,7 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
     last_t = det._last_t
     last_steps = list(det._last_step)
     last_totals = list(det._last_total)
+    bar_seen = det._bar_seen
     count = det._seen
     start: float = det._start  # type: ignore[assignment]
     stopped = det._stopped
@@ -358,6 +362,10 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
             elif last_t is not None and t - last_t <= step_jitter:
                 back = False
                 interleaved = True
+        elif k and last_step is None and not bar_seen and step is not None:
+            bar_seen = True
+            if _tp.first_bar_is_new_loop(step, total, last_steps[0], last_totals[0]):
+                back = new_loop = True  # another loop's bar after step lines only
         relaunched = (stopped or back
                       or (gap_limit is not None and last_t is not None and t - last_t >= gap_limit))
         if last_t is not None and t > last_t and not relaunched:
@@ -403,7 +411,8 @@ def _walk(det: ThroughputDrop, seen: SeenSteps, values: Sequence[float], step_co
         judged_t.append(t)
         judged_v.append(v)
     return _Run(det, seen, clock_last, dts, since_interval, interval, gap_limit, warm_n, last_t, last_steps,
-                last_totals, count, learn_start, baseline, learn_replaced, learn_new, restarts, start, judged_t, judged_v)
+                last_totals, bar_seen, count, learn_start, baseline, learn_replaced, learn_new, restarts, start,
+                judged_t, judged_v)
 
 
 def _judged_quietly(det: ThroughputDrop, run: _Run) -> bool:
