@@ -277,6 +277,26 @@ class EventClock:
             events[i] = event
         return events
 
+    @property
+    def plain(self) -> bool:
+        """No event the stream makes now can be dated by a fallback time:
+        ``resolve`` and ``on_dated`` pass events as they are, and ``hold``
+        takes them one by one, each by the one time before it (the floor).
+        Then the column reader may date events as it builds them
+        (``parsers.final_times``)."""
+        return not self._fallbacks and not self._exempt and self._reset_at is None
+
+    @property
+    def floor(self) -> float:
+        """The latest time ``hold`` handed out: no event leaves before it."""
+        return self._floor
+
+    @floor.setter
+    def floor(self, time: float) -> None:
+        # Moved by ``parsers.final_times``, which holds events as ``hold``
+        # would, one by one, as they are built.
+        self._floor = time
+
     # -- step 2: never back ---------------------------------------------------
 
     def hold(self, events: list[Event]) -> list[Event]:

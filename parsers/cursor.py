@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .events import Event
+from .final_times import FinalTimes
 from .progress.fast import FastPlan
 
 
@@ -74,6 +75,9 @@ class Cursor:
     run_starts: list[int] = field(default_factory=list)
     run_ends: list[int] = field(default_factory=list)
     run_lanes: list[Lane | Bare | Ranked | bytes] = field(default_factory=list)
+    # The stream's clocks, when the column reader may give the events it
+    # builds their final times (``parsers.final_times``); else None.
+    final: FinalTimes | None = None
 
     def clear_run(self) -> None:
         """Empty the run in place: the loop holds its lists in locals."""

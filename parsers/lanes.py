@@ -13,6 +13,7 @@ from itertools import accumulate, compress, islice, repeat
 from operator import eq, is_not
 from typing import Any, cast
 
+from .clock import JITTER_S
 from .cursor import Bare, Cursor, Lane, Ranked
 from .events import Progress, new_progress
 from .line_times import LineTimes
@@ -143,35 +144,62 @@ def _read_in_order(
     line in the run, plain progress lines (bytes) and the rest of a stretch
     once a stamp does not parse are read on their own, as
     ``_read_by_stretch`` reads them; the clock and the count of stamped
-    lines move as there."""
+    lines move as there. Where the stream's clocks let it (``cur.final``),
+    each event is built at its final time: a bar run on by the step clock,
+    a step line held behind it (``parsers.final_times``), not built again."""
     lines, starts, ends = cur.run_lines, cur.run_starts, cur.run_ends
     events = cur.events
     append = events.append
     prefix = dating.prefix
     times = dating.times
+    # The stream's clocks, where events get their final times as they are
+    # built (``parsers.final_times``): each line's time and ``clocked`` go
+    # into the lane's ``map`` as it is read, and the clocks move here.
+    final = cur.final
     # id -> (its lines' times so far, its events as they are read, its
-    # one-line stamp reading (None: a Bare lane), fraction digits, 10 ** those).
-    made: dict[int, tuple[list[float], Iterator[Progress], Any, int, int]] = {}
-    for key, (whole, _, _, lane, picks) in groups.items():
+    # one-line stamp reading (None: a Bare lane), fraction digits, 10 ** those,
+    # its lines' clocked so far (``final``), its steps and step times).
+    made: dict[int, tuple[list[float], Iterator[Progress], Any, int, int, list[bool], Any, Any]] = {}
+    for key, (whole, _, count, lane, picks) in groups.items():
         if whole is None:
             continue  # its one line is read on its own
         steps, totals, tokens, losses, metrics, seconds, *after = whole
         lane_stamps: list[float] = []  # grows as the lines are read: ``map`` reads on
+        lane_clocked: list[bool] = []  # likewise, where ``final`` dates them
         sources = map(prefix.__add__, map(str, compress(numbers, picks)))
         lane_events = map(
             new_progress, lane_stamps, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
-            repeat(type(lane) is not Bare), *after,  # clocked: a stamp of its own
+            repeat(type(lane) is not Bare) if final is None else lane_clocked,  # clocked: a stamp of its own
+            *after,
         )
         if isinstance(lane, Bare):
-            made[key] = (lane_stamps, lane_events, None, 0, 1)
+            if final is None:
+                made[key] = (lane_stamps, lane_events, None, 0, 1, lane_clocked, None, None)
+            else:  # the step clock reads each line's step and step time
+                made[key] = (
+                    lane_stamps, lane_events, None, 0, 1, lane_clocked, _listed(steps, count), _listed(seconds, count)
+                )
         else:
-            made[key] = (lane_stamps, lane_events, times.run_parse(lane.run), lane.frac_len, 10**lane.frac_len)
+            made[key] = (
+                lane_stamps, lane_events, times.run_parse(lane.run), lane.frac_len, 10**lane.frac_len,
+                lane_clocked, None, None,
+            )
+    floor = 0.0  # the hold's floor (``final``), moved here, set back before others date
+    stamped = False  # a stamped line passed since the step clock was told
+    unstamped: Any = None
+    if final is not None:
+        final.catch_up(events)  # what the stream read before the run
+        floor = final.clock.floor
+        unstamped = final.steps.unstamped
     clock = cur.clock
     covered = cur.covered
     own = 0
     prev: object = None
     entry = None
     stamps: list[float] = []  # of the stretch's lane (set with ``entry``)
+    clocked: list[bool] = []  # likewise (``final``)
+    lane_steps: Any = None
+    lane_seconds: Any = None
     progress: Iterator[Progress] = iter(())
     parse: Any = None
     frac_len = scale = 0
@@ -188,14 +216,32 @@ def _read_in_order(
             entry = made.get(id(lane))
             alone = False
             if entry is not None:
-                stamps, progress, parse, frac_len, scale = entry
+                stamps, progress, parse, frac_len, scale, clocked, lane_steps, lane_seconds = entry
                 if parse is None:  # a Bare stretch: dated at once, by the lines before each
                     j = i + 1
                     while j < total and lanes[j] is lane:
                         j += 1
                     cur.clock = clock
                     cur.covered = covered
-                    stamps.extend(dating.bare_times(cur, starts[i:j], ends[i:j]))
+                    bare = dating.bare_times(cur, starts[i:j], ends[i:j])
+                    if final is None:
+                        stamps.extend(bare)
+                    else:  # run on by the step clock, then held as ``EventClock.hold`` holds them
+                        if stamped:
+                            final.steps.stamped()
+                            stamped = False
+                        k = len(stamps)  # the lane's line of the stretch's first
+                        for time in bare:
+                            time, was_clocked = unstamped(time, lane_steps[k], lane_seconds[k])
+                            k += 1
+                            if time >= floor:
+                                floor = time
+                            else:
+                                if floor - time > JITTER_S:
+                                    was_clocked = False
+                                time = floor
+                            stamps.append(time)
+                            clocked.append(was_clocked)
                     events.extend(islice(progress, j - i))
                     clock = cur.clock
                     covered = cur.covered
@@ -227,7 +273,17 @@ def _read_in_order(
                 own += 1
                 clock = stamp
                 covered = ends[i] + 1
-                stamps.append(stamp)
+                if final is None:
+                    stamps.append(stamp)
+                elif stamp >= floor:  # as ``EventClock.hold`` dates it
+                    floor = stamp
+                    stamps.append(stamp)
+                    clocked.append(True)
+                    stamped = True
+                else:
+                    stamps.append(floor)
+                    clocked.append(not floor - stamp > JITTER_S)
+                    stamped = True
                 append(next(progress))
                 i += 1
                 continue
@@ -236,21 +292,42 @@ def _read_in_order(
         cur.covered = covered
         dating.own_count += own
         own = 0
+        if final is not None:  # the clocks as the lines before left them
+            if stamped:
+                final.steps.stamped()
+                stamped = False
+            final.clock.floor = floor
+            final.done = len(events)
         line = lines[i]
         if type(lane) is bytes:
             read_progress(cur, dating, pattern, line, starts[i], ends[i], numbers[i], None, None, lane)
         else:
             if entry is not None:  # its entry in the lane's columns, not read
                 stamps.append(0.0)
+                clocked.append(True)
                 next(progress)
             if read_progress(cur, dating, pattern, line, starts[i], ends[i], numbers[i], None, None, None) is None:
                 read_padding(cur, dating, line, starts[i], ends[i], numbers[i], None, None)
+        if final is not None:  # what it made, dated in its place
+            final.catch_up(events)
+            floor = final.clock.floor
         clock = cur.clock
         covered = cur.covered
         i += 1
     cur.clock = clock
     cur.covered = covered
     dating.own_count += own
+    if final is not None:
+        if stamped:
+            final.steps.stamped()
+        final.clock.floor = floor
+        final.done = len(events)
+
+
+def _listed(column: Any, count: int) -> list[Any]:
+    """A column of ``count`` lines as a list: itself, or the one value of a
+    ``repeat`` (``value_columns``: infinite, shared by every lane) ``count`` times."""
+    return column if type(column) is list else list(islice(column, count))
 
 
 def _read_by_stretch(

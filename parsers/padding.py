@@ -33,12 +33,15 @@ with its other candidates, so the rest of the log costs nothing more.
 0.75
 >>> padding_from_metrics((("grad_norm", 1.0),)) is None
 True
+>>> may_state_padding(("grad_norm", "lr")), may_state_padding(("lr", "train/pad_eff"))
+(False, True)
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 
 from .events import PaddingReport, Progress
 
@@ -64,6 +67,9 @@ _EFF, _RATIO, _PAD, _TOKENS = 1, 2, 3, 4
 # repeat the same few names, so a key costs one dict lookup.
 _KIND: dict[str, int] = {}
 _KIND_MAX = 4096
+# Those of them that are not padding (kind 0): ``may_state_padding`` tests
+# a whole collection of names against it at once, in C.
+_NOT_PADDING: set[str] = set()
 
 
 def _kind(key: str) -> int:
@@ -82,8 +88,41 @@ def _kind(key: str) -> int:
             kind = 0
         if len(_KIND) >= _KIND_MAX:
             _KIND.clear()
+            _NOT_PADDING.clear()
         _KIND[key] = kind
+        if not kind:
+            _NOT_PADDING.add(key)
     return kind
+
+
+def may_state_padding(names: Collection[str]) -> bool:
+    """Whether numbers under ``names`` (a line's metric names) can state
+    padding: an efficiency or a ratio among them, or a padding count with a
+    token count. False: ``padding_from_metrics`` of any numbers under these
+    names is None.
+
+    Most logs never print padding, yet every step line's numbers would be
+    looked at for it, name by name. Names seen before are tested here all
+    at once, in C (a set of the names known not to be padding figures): a
+    detector asks about the names of a whole run of step lines in one call
+    (True there may still be False for each line: a padding count on one, a
+    token count on another). A name not seen before is classified once, as
+    ``padding_from_metrics`` classifies it.
+    """
+    if _NOT_PADDING.issuperset(names):
+        return False
+    pad = tokens = False
+    for name in names:
+        kind = _KIND.get(name)
+        if kind is None:
+            kind = _kind(name)
+        if kind == _EFF or kind == _RATIO:
+            return True
+        if kind == _PAD:
+            pad = True
+        elif kind == _TOKENS:
+            tokens = True
+    return pad and tokens
 
 
 def _fraction(value: float) -> float | None:

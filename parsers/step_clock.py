@@ -78,30 +78,44 @@ class StepClock:
                 self._stamp = None  # stamped text ahead of the clock: it is over
         return events
 
-    def _progress(self, e: Progress) -> Event:
+    def stamped(self) -> None:
+        """A progress line with a stamp of its own passed (``apply`` on a
+        clocked ``Progress``): unstamped lines after it run on from theirs."""
+        self._stamp = None
+
+    def unstamped(self, time: float, step: int | None, seconds: float | None) -> tuple[float, bool]:
+        """The time and ``clocked`` of an unstamped step line (``Progress``
+        of ``time``, ``step``, ``step_seconds`` ``seconds``, not clocked),
+        the clock moved past it: what ``apply`` gives it, before it is
+        built (``parsers.final_times`` dates lines so as they are read)."""
         if self._stamp is None:
-            self._start(e.time)
-        elif e.time != self._stamp:
-            self._stamp = e.time
-            ahead = e.time - self._now
+            self._start(time)
+        elif time != self._stamp:
+            self._stamp = time
+            ahead = time - self._now
             if ahead < 0 or ahead > max(DRIFT_MIN_S, DRIFT_SHARE * self._elapsed) or (
-                e.step is not None and self._step is not None and e.step < self._step
+                step is not None and self._step is not None and step < self._step
             ):
-                self._start(e.time)
-        seconds = e.step_seconds
-        if seconds is None or seconds <= 0 or e.step is None:
-            return at_time(e, self._now) if self._elapsed else e
+                self._start(time)
+        if seconds is None or seconds <= 0 or step is None:
+            return (self._now if self._elapsed else time), False
         last = self._step
-        if last is None or e.step > last:
-            self._elapsed += seconds * (1 if last is None else e.step - last)
-        elif e.step < last:
+        if last is None or step > last:
+            self._elapsed += seconds * (1 if last is None else step - last)
+        elif step < last:
             # Steps went back (a relaunch from a checkpoint): they count on
             # from here as a new run.
             self._elapsed += seconds
-        self._step = e.step
-        # ``at_time``: positional rebuild, several times cheaper than ``replace``
-        # (this runs once per unstamped step line).
-        return at_time(e, self._base + self._elapsed, True)
+        self._step = step
+        return self._base + self._elapsed, True
+
+    def _progress(self, e: Progress) -> Event:
+        time, clocked = self.unstamped(e.time, e.step, e.step_seconds)
+        if clocked or time != e.time:
+            # ``at_time``: positional rebuild, several times cheaper than
+            # ``replace`` (this runs once per unstamped step line).
+            return at_time(e, time, clocked)
+        return e
 
     def _start(self, stamp: float) -> None:
         self._stamp = stamp

@@ -33,6 +33,7 @@ from .clock import EventClock, placed
 from .crlf import has_crlf
 from .cursor import Bare, Cursor, Lane, Ranked
 from .events import Crash, Event, Overflow, Progress, Recompile
+from .final_times import FinalTimes
 from .glued import glued_at
 from .health_lines import LITERALS as HEALTH_LITERALS
 from .health_lines import health_line
@@ -281,6 +282,8 @@ class LogStream:
         # Events of an open traceback's stretch come first, held from before.
         cur = Cursor(text, view, "\r" in view, fallback_time, self._open_held, self._last_time, count_no=first_lineno)
         self._open_held = []
+        if self._fast and self._clock.plain:  # events dated as they are built (``parsers.final_times``)
+            cur.final = FinalTimes(self._steps, self._clock)
         open_at = self._scan(cur, self._scanner.ends(view))
         return self._chunk_done(cur, open_at)
 
@@ -468,7 +471,7 @@ class LogStream:
             else:
                 events[open_at:] = placed(events[open_at:])
         if events:
-            events = self._ordered(events)
+            events = self._ordered(events) if cur.final is None else cur.final.catch_up(events)
             if not self.hint.done:
                 _look_for_progress(self.hint, events)
         if clock is not None:
