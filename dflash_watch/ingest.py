@@ -14,6 +14,7 @@ replay cannot drift apart:
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
 from contextlib import nullcontext
@@ -34,6 +35,15 @@ if TYPE_CHECKING:
 
 # The lines of a side file: a GPU sample file (NVML's, or one recorded) or a probe file.
 _Side = GpuSample | GpuLost | ProbeSample
+
+
+class Unlooked(enum.Enum):
+    """``feed_text``'s ``end`` when its caller did not look at the file's end (``file_end``)."""
+
+    UNLOOKED = "unlooked"
+
+
+UNLOOKED = Unlooked.UNLOOKED
 
 
 @dataclass(slots=True)
@@ -114,7 +124,7 @@ class Ingest:
 
     def feed_text(
         self, path: str, text: str, first_lineno: int, now: float, generation: int = 0, fresh: bool = False,
-        arrived: float | None = None,
+        arrived: float | None = None, end: FileEnd | None | Unlooked = UNLOOKED,
     ) -> list[Alert]:
         """A chunk of complete lines of one log file, read at wall time ``now``.
 
@@ -122,7 +132,18 @@ class Ingest:
         (not the catch-up of what it held): their stamps are put on the live
         clock and the way they arrive is watched (``alignment``); ``arrived``:
         when, on the clock of ``live_since`` (this machine's). A catch-up
-        chunk is read as replay reads (``gc_policy.bulk_read``)."""
+        chunk is read as replay reads (``gc_policy.bulk_read``).
+
+        ``end``: how the file ended after a live catch-up chunk was read
+        (``file_end``), looked at by a caller about to take the Monitor's
+        lock (the tailer); else looked at here, before this takes it. The
+        look is file I/O (open, stat, a read): under the lock, a slow or
+        hung filesystem would stall every reader of the Monitor (the
+        dashboard's redraw, the GPU sampler, the tick loop). It reads only
+        the file's tail, never its lines: no event is read by it."""
+        if end is UNLOOKED:
+            end = file_end(path, text) if not fresh and arrived is not None else None
+        looked: FileEnd | None = end
         with self._lock, (nullcontext() if fresh else bulk_read()):
             state = self._streams.get(path)
             before: list[Alert] = []
@@ -147,7 +168,7 @@ class Ingest:
                     # buffered writer's burst read as catch-up (``alignment``).
                     if state.align is None:
                         state.align = Alignment(display_name(path), learn=False)
-                    delivery = state.align.caught_up(stream, text, events, arrived, lambda: _file_end(path, text))
+                    delivery = state.align.caught_up(stream, text, events, arrived, lambda: looked)
             else:
                 align = state.align
                 if align is None:
@@ -338,16 +359,17 @@ class Ingest:
         return side.onto_live(batch, fresh, log_seen, now, wall)
 
 
-def _file_end(path: str, text: str) -> FileEnd | None:
+def file_end(path: str, text: str) -> FileEnd | None:
     """How the file at ``path`` ends now (``alignment.FileEnd``), None if it
     cannot be read or holds a whole line after ``text`` (the catch-up chunk
     just read): then the writer wrote on since the read, and the file's
     mtime is that later line's, not a buffer's write-out of ``text`` (a
     line-buffered writer caught between the read and this look read as
     buffered, and its stall waited for bursts). Its tail and mtime, one
-    ``pread``: asked (under the Monitor's lock) only for a catch-up chunk
-    that could be a buffered writer's burst, of a file the tailer has just
-    read (in the page cache)."""
+    ``pread`` of a file the tailer has just read (in the page cache), for
+    each chunk of a live catch-up, looked at *outside* the Monitor's lock
+    (``Ingest.feed_text``'s ``end``); ``Alignment.caught_up`` uses it only
+    for a chunk that could be a buffered writer's burst."""
     last_line = text[text.rfind("\n", 0, len(text) - 1) + 1:].encode("utf-8", "surrogateescape")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -368,6 +390,9 @@ def _file_end(path: str, text: str) -> FileEnd | None:
     if b"\n" in after:
         return None
     return FileEnd(bool(after) or not last_line.endswith(b"\n"), st.st_mtime)
+
+
+_file_end = file_end  # (its name before the tailer called it)
 
 
 # What a file may hold after the last line read, to be told apart from a

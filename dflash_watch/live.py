@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from . import ingest
 from .monitor import Monitor
 
 Clock = Callable[[], float]
@@ -312,10 +313,14 @@ class LiveSession:
                     monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
                     self._observe()  # (issue 17, CR bars: the clock follows the redraws' times)
                 elif isinstance(item, Chunk):
+                    # How a caught-up file ends (file I/O) is looked at
+                    # before the lock: a slow filesystem stalls this thread
+                    # alone, not the dashboard or the sampler waiting on it.
+                    end = None if fresh else ingest.file_end(item.path, item.text)
                     with monitor.lock:
                         monitor.feed_text(
                             item.path, item.text, item.first_lineno, self.clock(), item.generation, fresh=fresh,
-                            arrived=time.time(),
+                            arrived=time.time(), end=end,
                         )
                         self._log_seen = True
                     self._observe()
