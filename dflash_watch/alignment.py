@@ -55,7 +55,6 @@ from dflash_watch.parsers.clock import at_time
 from dflash_watch.parsers.events import Delivery, Event, GpuLost, GpuSample, ProbeSample, Progress
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from dflash_watch.parsers.stream import LogStream
 
@@ -279,14 +278,14 @@ class Alignment:
         return Delivery(events[-1].time, self.name, self.burst_s)
 
     def caught_up(
-        self, stream: LogStream, text: str, events: list[Event], wall: float, file_end: Callable[[], FileEnd | None]
+        self, stream: LogStream, text: str, events: list[Event], wall: float, end: FileEnd | None
     ) -> Delivery | None:
         """A ``Delivery`` for a chunk of the catch-up (``text``, parsed by
         ``stream`` into ``events``, read at ``wall`` on this machine's clock)
         when it shows a block-buffered writer still writing, else None.
 
-        Buffered (``_buffered``): the file (``file_end``, asked only when
-        the rest could hold) was written out a step after its last line was
+        Buffered (``_buffered``): the file (``end``, how it ended when the
+        chunk was read; judged only when the rest could hold) was written out a step after its last line was
         stamped, or ends mid-line; and within the few bursts a stall allows
         (a writer silent longer is judged as any: at the usual time). Its
         mtime, not its stamps, says how recent: a log that ended long ago
@@ -308,7 +307,8 @@ class Alignment:
         if stamps is not None:
             estimate = (stamps[1] - stamps[0]) * _BUFFER_CHARS / len(window)
         interval = 0.0
-        end = file_end() if estimate >= _BURST_SPAN_S else None
+        if estimate < _BURST_SPAN_S:
+            end = None
         if end is not None and -_RECENT_S <= wall - end.modified <= BURSTS_ALLOWED * estimate + _RECENT_S:
             last_line = window[window.rfind("\n", 0, len(window) - 1) + 1:]
             last = stream.peek_stamps(last_line, 1)

@@ -14,7 +14,6 @@ replay cannot drift apart:
 
 from __future__ import annotations
 
-import enum
 import os
 import threading
 from contextlib import nullcontext
@@ -35,15 +34,6 @@ if TYPE_CHECKING:
 
 # The lines of a side file: a GPU sample file (NVML's, or one recorded) or a probe file.
 _Side = GpuSample | GpuLost | ProbeSample
-
-
-class Unlooked(enum.Enum):
-    """``feed_text``'s ``end`` when its caller did not look at the file's end (``file_end``)."""
-
-    UNLOOKED = "unlooked"
-
-
-UNLOOKED = Unlooked.UNLOOKED
 
 
 @dataclass(slots=True)
@@ -124,7 +114,7 @@ class Ingest:
 
     def feed_text(
         self, path: str, text: str, first_lineno: int, now: float, generation: int = 0, fresh: bool = False,
-        arrived: float | None = None, end: FileEnd | None | Unlooked = UNLOOKED,
+        arrived: float | None = None, end: FileEnd | None = None,
     ) -> list[Alert]:
         """A chunk of complete lines of one log file, read at wall time ``now``.
 
@@ -135,15 +125,11 @@ class Ingest:
         chunk is read as replay reads (``gc_policy.bulk_read``).
 
         ``end``: how the file ended after a live catch-up chunk was read
-        (``file_end``), looked at by a caller about to take the Monitor's
-        lock (the tailer); else looked at here, before this takes it. The
-        look is file I/O (open, stat, a read): under the lock, a slow or
-        hung filesystem would stall every reader of the Monitor (the
-        dashboard's redraw, the GPU sampler, the tick loop). It reads only
-        the file's tail, never its lines: no event is read by it."""
-        if end is UNLOOKED:
-            end = file_end(path, text) if not fresh and arrived is not None else None
-        looked: FileEnd | None = end
+        (``file_end``; None: not known), looked at by the caller (the
+        tailer) before it takes the Monitor's lock. The look is file I/O
+        (open, stat, a read): under the lock, a slow or hung filesystem
+        would stall every reader of the Monitor (the dashboard's redraw,
+        the GPU sampler, the tick loop), so it is never made here."""
         with self._lock, (nullcontext() if fresh else bulk_read()):
             state = self._streams.get(path)
             before: list[Alert] = []
@@ -168,7 +154,7 @@ class Ingest:
                     # buffered writer's burst read as catch-up (``alignment``).
                     if state.align is None:
                         state.align = Alignment(display_name(path), learn=False)
-                    delivery = state.align.caught_up(stream, text, events, arrived, lambda: looked)
+                    delivery = state.align.caught_up(stream, text, events, arrived, end)
             else:
                 align = state.align
                 if align is None:
@@ -390,9 +376,6 @@ def file_end(path: str, text: str) -> FileEnd | None:
     if b"\n" in after:
         return None
     return FileEnd(bool(after) or not last_line.endswith(b"\n"), st.st_mtime)
-
-
-_file_end = file_end  # (its name before the tailer called it)
 
 
 # What a file may hold after the last line read, to be told apart from a

@@ -97,7 +97,7 @@ def _caught_up(text: str, end: FileEnd | None, wall: float = WALL) -> tuple[Alig
     stream = LogStream("train.log", tz=datetime.UTC)
     events = stream.feed(text, 1, wall)
     align = Alignment("train.log", learn=False)
-    return align, align.caught_up(stream, text, events, wall, lambda: end)
+    return align, align.caught_up(stream, text, events, wall, end)
 
 
 # 45 lines 0.06 s apart (~8 KiB: one buffer), the last stamped 1 s before the watcher read them.
@@ -187,5 +187,5 @@ def test_a_delivery_is_dated_with_its_last_line_not_steps_dated_on_the_wall_cloc
     text = "".join(f"step {i}/100000 | loss 2.31 | {'x' * 120}\n" for i in range(1, 46))
     stream = LogStream("train.log", tz=datetime.UTC)
     events = stream.feed(text, 1, WALL) + stamped
-    late = Alignment("train.log", learn=False).caught_up(stream, text, events, WALL, lambda: FileEnd(True, WALL - 0.5))
+    late = Alignment("train.log", learn=False).caught_up(stream, text, events, WALL, FileEnd(True, WALL - 0.5))
     assert late is not None and late.time == stamped[-1].time

@@ -30,6 +30,7 @@ from test_live_clocks import (
     _writer,
 )
 
+from dflash_watch.ingest import file_end
 from dflash_watch.monitor import Monitor
 
 # The writer's lines (~185 bytes at 0.06 s): an 8 KiB buffer is written
@@ -123,7 +124,7 @@ def test_with_the_default_limits_minutes_between_bursts_are_no_stall(tmp_path: P
     last = wall - 10.0 - 3.0
     os.utime(log, (last + late, last + late))  # written a step after its last line was stamped: a buffer
     monitor = Monitor(tz=datetime.UTC)
-    monitor.feed_text(str(log), text, 1, wall, fresh=False, arrived=wall)
+    monitor.feed_text(str(log), text, 1, wall, fresh=False, arrived=wall, end=file_end(str(log), text))
     stalls = [a for t in range(1, 300, 5) for a in monitor.tick(last + t) if a.detector == "stall"]
     if late:
         assert not stalls, stalls
@@ -138,17 +139,15 @@ def test_a_line_written_after_the_catch_up_was_read_is_no_sign_of_a_buffer(tmp_p
     read: a line-buffered writer that wrote one more line between the read
     and the look has an mtime a step after the last line read, exactly as a
     buffer's write-out would (its stall then waited ~19 s, not 1 s)."""
-    from dflash_watch.ingest import _file_end
-
     log = tmp_path / "train.log"
     read = "2026-12-02 10:00:00,000 - INFO - step 1\n2026-12-02 10:00:00,100 - INFO - step 2\n"
     log.write_text(read)
-    end = _file_end(str(log), read)
+    end = file_end(str(log), read)
     assert end is not None and not end.mid_line
     with log.open("a") as fh:
         fh.write("2026-12-02 10:00:00,200 - INFO - ste")  # a buffer written out mid-line
-    end = _file_end(str(log), read)
+    end = file_end(str(log), read)
     assert end is not None and end.mid_line
     with log.open("a") as fh:
         fh.write("p 3\n")  # a whole line since the read: the mtime is that line's
-    assert _file_end(str(log), read) is None
+    assert file_end(str(log), read) is None

@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from dflash_watch.live import LiveSession
-from dflash_watch.monitor import Monitor
 from dflash_watch.replay import replay
+from tests.shell.live_read import read_live
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "crash_interleaved"
 SCRIPT = HERE / "interleave.py"
@@ -93,45 +90,9 @@ def test_replay_json_reports_both_crashes_of_the_loop() -> None:
     assert alerts[1]["evidence"]["garbled"] == f"{TYPE}attempt 1 rank 0: {SAID}"
 
 
-def _wait(condition, timeout: float) -> bool:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
-
-
 def _live(log: Path, target: Path, *, bursts: bool) -> list:
-    """The alerts of the live path reading ``log`` (as in test_live_equals_replay)."""
-    data = log.read_bytes()
-    target.write_bytes(b"" if bursts else data)
-    lines = data.count(b"\n")
-    monitor = Monitor(keep_lines=0)
-    got: list = []
-    monitor.subscribe(got.append)
-    session = LiveSession(monitor, logs=(str(target),), use_nvml=False, speed=0.0, tail_poll_s=0.02, tick_s=0.05)
-
-    def read_all() -> bool:
-        state = monitor._streams.get(str(target))
-        return state is not None and state.lines >= lines
-
-    with session:
-        if bursts:
-            rng = random.Random(len(log.name))
-            pos = 0
-            with open(target, "ab", buffering=0) as fh:
-                while pos < len(data):
-                    size = rng.randint(16, 256)  # small: bursts end inside the garbled lines
-                    fh.write(data[pos : pos + size])
-                    pos += size
-                    time.sleep(rng.uniform(0.0, 0.01))
-        assert _wait(read_all, 60.0), "the live path did not read every line"
-        assert _wait(lambda: monitor.quiet_since is not None, 10.0), "the log was never found quiet"
-    now = session.clock()
-    monitor.quiet(now, now)
-    monitor.finish()
-    return got
+    # Small bursts: they end inside the garbled lines.
+    return read_live(log, target, bursts=bursts, seed=len(log.name), burst_bytes=(16, 256), pause_s=0.01)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in HERE.glob("*.log")))

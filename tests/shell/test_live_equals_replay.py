@@ -17,15 +17,12 @@ session is stopped as headless stops on SIGTERM: what is pending is sent.
 
 from __future__ import annotations
 
-import random
-import time
 from pathlib import Path
 
 import pytest
 
-from dflash_watch.live import LiveSession
-from dflash_watch.monitor import Monitor
 from dflash_watch.replay import replay
+from tests.shell.live_read import read_live
 
 ROOT = Path(__file__).resolve().parents[2]
 REALWORLD = ROOT.parent / "shared" / "realworld"
@@ -47,46 +44,8 @@ def _replayed(log: Path) -> list[tuple]:
     return [_key(a) for a in replay([str(log)]).alerts]
 
 
-def _wait(condition, timeout: float) -> bool:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
-
-
 def _live(log: Path, target: Path, *, bursts: bool, seed: int = 0) -> list[tuple]:
-    data = log.read_bytes()
-    target.write_bytes(b"" if bursts else data)
-    lines = data.count(b"\n")
-    monitor = Monitor(keep_lines=0)
-    got: list = []
-    monitor.subscribe(got.append)
-    # Short rounds so that bursts land in separate reads, cut anywhere.
-    session = LiveSession(monitor, logs=(str(target),), use_nvml=False, speed=0.0, tail_poll_s=0.02, tick_s=0.05)
-
-    def read_all() -> bool:
-        state = monitor._streams.get(str(target))
-        return (state is not None and state.lines >= lines) or lines == 0
-
-    with session:
-        if bursts:
-            rng = random.Random(seed)
-            pos = 0
-            with open(target, "ab", buffering=0) as fh:
-                while pos < len(data):
-                    size = rng.randint(4096, 65536)
-                    fh.write(data[pos : pos + size])
-                    pos += size
-                    time.sleep(rng.uniform(0.0, 0.03))
-        assert _wait(read_all, 60.0), "the live path did not read every line"
-        assert _wait(lambda: monitor.quiet_since is not None, 10.0), "the log was never found quiet"
-    # As headless on SIGTERM: what is pending goes out.
-    now = session.clock()
-    monitor.quiet(now, now)
-    monitor.finish()
-    return [_key(a) for a in got]
+    return [_key(a) for a in read_live(log, target, bursts=bursts, seed=seed)]
 
 
 @pytest.mark.slow
