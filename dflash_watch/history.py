@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_right
 from collections.abc import Sequence
+from functools import reduce
+from operator import add
 from typing import TYPE_CHECKING, TypeAlias
 
 from dflash_watch.parsers.events import GpuLost, GpuSample
@@ -140,10 +143,37 @@ class SeriesHistory:
         tenth of its time. Here each tier takes the batch in one loop, and
         the full-rate tier writes only the samples its ring will keep.
         """
-        times: list[float] = []
-        values: list[float] = []
         last = self.last_time
         isfinite = math.isfinite
+        n = len(flat) // 2
+        times = list(flat[0 : 2 * n : 2])
+        values = list(flat[1 : 2 * n : 2])
+        try:
+            # The usual batch, checked in C: every value and time finite
+            # (their sums are finite, or one is not, or a sum overflowed:
+            # then the loop below decides), times in order from ``last``.
+            plain = (
+                isfinite(sum(values))
+                and isfinite(sum(times))
+                and (last is None or not times or times[0] >= last)
+                and times == sorted(times)
+            )
+        except TypeError:
+            plain = False
+        if plain and n:
+            values = list(map(float, values))
+            last = times[-1]
+            self.last_time = last
+            self.last_value = values[-1]
+            self.count += n
+            for tier in self._tiers:
+                if tier.width == 0.0:
+                    self._extend_full(tier, times, values)
+                else:
+                    self._extend_buckets(tier, times, values)
+            return
+        times = []
+        values = []
         for i in range(0, len(flat) - 1, 2):
             value = flat[i + 1]
             if value is None or not isfinite(value):
@@ -171,18 +201,56 @@ class SeriesHistory:
         n, cap, d = len(times), tier.cap, tier.data
         skip = max(0, n - cap)  # overwritten within this batch: never written
         head = (tier.head + skip) % cap
-        for j in range(skip, n):
-            i = head * _FIELDS
-            v = values[j]
-            d[i] = times[j]
-            d[i + 1] = d[i + 2] = d[i + 3] = v
-            head = head + 1 if head + 1 < cap else 0
-        tier.head = head
+        m = n - skip
+        # The rows interleaved in C, written in at most two slices (the ring wraps).
+        rows = [0.0] * (_FIELDS * m)
+        rows[0::_FIELDS] = times[skip:]
+        kept = values[skip:]
+        rows[1::_FIELDS] = kept
+        rows[2::_FIELDS] = kept
+        rows[3::_FIELDS] = kept
+        first = min(m, cap - head)
+        d[head * _FIELDS : (head + first) * _FIELDS] = array("d", rows[: first * _FIELDS])
+        if first < m:
+            d[0 : (m - first) * _FIELDS] = array("d", rows[first * _FIELDS :])
+        tier.head = (head + m) % cap
         tier.size = min(cap, tier.size + n)
 
     @staticmethod
     def _extend_buckets(tier: _Tier, times: list[float], values: list[float]) -> None:
-        width, key = tier.width, tier.key
+        width = tier.width
+        keys = [t // width for t in times]
+        n = len(keys)
+        if n >= 64:
+            # Whole buckets found in C (the times are in order, so their
+            # keys are): their ends by bisection, their min, max and sum
+            # over a slice, added in the loop's order (``reduce``, not
+            # ``sum``, which compensates from Python 3.12 on).
+            i = 0
+            if keys[0] == tier.key:  # the open bucket goes on
+                i = bisect_right(keys, tier.key)
+                seg = values[:i]
+                tier.o_min = min(tier.o_min, min(seg))
+                tier.o_max = max(tier.o_max, max(seg))
+                tier.o_sum = reduce(add, seg, tier.o_sum)
+                tier.o_n += i
+                if i == n:
+                    return
+            if tier.o_n:
+                tier.push(tier.o_t, tier.o_min, tier.o_max, tier.o_sum / tier.o_n)
+            push = tier.push
+            while True:
+                k = keys[i]
+                j = bisect_right(keys, k, i)
+                seg = values[i:j]
+                if j == n:
+                    tier.key = k
+                    tier.o_t = k * width
+                    tier.o_min, tier.o_max, tier.o_sum, tier.o_n = min(seg), max(seg), reduce(add, seg), j - i
+                    return
+                push(k * width, min(seg), max(seg), reduce(add, seg) / (j - i))
+                i = j
+        key = tier.key
         o_t, o_min, o_max, o_sum, o_n = tier.o_t, tier.o_min, tier.o_max, tier.o_sum, tier.o_n
         for t, value in zip(times, values):
             k = t // width

@@ -306,6 +306,29 @@ class Monitor(Ingest, RecentLines, StepRuns):
             self.last_exit = event
         return self._detect(event, out)
 
+    def _remember_steps(self, steps: list[Progress]) -> None:
+        """``_remember_step`` of each of a run of steps, in order: the common
+        step (a rate in the chart's unit, a finite loss) appended inline."""
+        unit = self.throughput_unit
+        rates = self._rates
+        losses = self._losses
+        isfinite = math.isfinite
+        for event in steps:
+            t = event.time
+            rate = event.rate
+            if rate is not None and event.step is not None and (event.rate_unit or TOK_S) == unit:
+                rates += (t, rate)
+            else:
+                self._remember_rate(t, event)
+                unit = self.throughput_unit
+                rates = self._rates
+            loss = event.loss
+            if loss is not None:
+                if isfinite(loss):
+                    losses += (t, loss)
+                else:
+                    self._remember_loss(t, event.step, loss)
+
     def _remember_rate(self, t: float, event: Progress) -> None:
         """The throughput chart's series: the rate the run prints, in its unit."""
         rate = event.rate

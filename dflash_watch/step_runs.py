@@ -48,7 +48,7 @@ class StepRuns:
     _step: Callable[[Progress, list[Alert]], list[Alert]]
     _arrive: Callable[[float], list[Alert]]
     _in_tokens: Callable[[Progress], Progress]
-    _remember_step: Callable[[Progress], None]
+    _remember_steps: Callable[[list[Progress]], None]
 
     def _feed_runs(self, events: list[Event]) -> list[Alert]:
         """``feed_events`` of a list: runs of consecutive step lines are
@@ -105,8 +105,7 @@ class StepRuns:
             self.progress_events += len(steps)
             self.last_progress = last
             if self.keep_history:
-                for event in steps:
-                    self._remember_step(event)
+                self._remember_steps(steps)
             self.version += len(steps)
             return out
         n = len(steps)

@@ -138,19 +138,26 @@ def _state(h: SeriesHistory) -> tuple:
     return h.count, h.last_time, h.last_value, tiers
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(12))
 def test_extend_is_append_for_each_pair(seed: int) -> None:
     """Batches of any size, rings that wrap inside one batch, bucket edges,
-    NaN and None values, a clock stepping back: the same state as appends."""
+    NaN and None values, a clock stepping back: the same state as appends.
+    Half the batches are plain (every value finite, times in order), as a
+    catch-up's are: those take whole buckets at once when long enough."""
     rng = random.Random(seed)
-    tiers = ((0.0, rng.choice((3, 7, 50))), (rng.choice((2.0, 5.0)), rng.choice((4, 9))), (30.0, 6))
+    tiers = ((0.0, rng.choice((3, 7, 50, 400))), (rng.choice((2.0, 5.0)), rng.choice((4, 9, 300))), (30.0, 6))
     one, many = SeriesHistory(tiers), SeriesHistory(tiers)
     t = 1000.0
     for _ in range(40):
         flat: list = []
-        for _ in range(rng.choice((0, 1, 2, 5, 60))):
-            t += rng.choice((0.0, 0.4, 1.0, 3.0, 11.0, -4.0))
-            value = rng.choice((rng.uniform(0, 100), rng.uniform(0, 100), float("nan"), None, float("inf")))
+        plain = rng.random() < 0.5
+        for _ in range(rng.choice((0, 1, 2, 5, 60, 64, 130, 700))):
+            if plain:
+                t += rng.choice((0.0, 0.1, 0.4, 1.0, 3.0, 11.0))
+                value = rng.choice((rng.uniform(0, 100), float(rng.randint(0, 3)), -0.0, 1e300))
+            else:
+                t += rng.choice((0.0, 0.4, 1.0, 3.0, 11.0, -4.0))
+                value = rng.choice((rng.uniform(0, 100), rng.uniform(0, 100), float("nan"), None, float("inf")))
             flat += (t, value)
             one.append(t, value)
         many.extend(flat)
