@@ -160,17 +160,9 @@ class SeriesHistory:
             )
         except TypeError:
             plain = False
-        if plain and n:
-            values = list(map(float, values))
-            last = times[-1]
-            self.last_time = last
-            self.last_value = values[-1]
-            self.count += n
-            for tier in self._tiers:
-                if tier.width == 0.0:
-                    self._extend_full(tier, times, values)
-                else:
-                    self._extend_buckets(tier, times, values)
+        if plain:
+            if n:
+                self._take(times, list(map(float, values)))
             return
         times = []
         values = []
@@ -184,12 +176,14 @@ class SeriesHistory:
             last = t
             times.append(t)
             values.append(float(value))
-        n = len(times)
-        if not n:
-            return
-        self.last_time = last
+        if times:
+            self._take(times, values)
+
+    def _take(self, times: list[float], values: list[float]) -> None:
+        """Finite samples, times in order from ``last_time``, into every tier."""
+        self.last_time = times[-1]
         self.last_value = values[-1]
-        self.count += n
+        self.count += len(times)
         for tier in self._tiers:
             if tier.width == 0.0:
                 self._extend_full(tier, times, values)
