@@ -11,9 +11,11 @@ alone records into its own.
 
 They are read only when a crash comes, and one stream keeps only its last
 ``LINES_KEEP`` lines, so a line is not split when it arrives: it waits (at
-most ``PENDING_MAX`` of them) and is worked in with the others when the
-record is read or the wait is full (``seen``). Then a stream's older lines,
-which its newer ones would push out anyway, are never split at all. The
+most ``PENDING_MAX`` of them, or ``PENDING_PER_STREAM`` per stream where
+there are many: a log of 64 ranks) and is worked in with the others when
+the record is read or the wait is full (``seen``). Then a stream's older
+lines, which its newer ones would push out anyway, are never split at all
+(the lines of one file: not even their sources, ``_one_file``). The
 latest time of the lines is kept here too (``latest``: the detectors' clock
 of step lines). So per training step the two detectors cost an append, and
 the batching contract (``base.StepCommit``) takes a run of step lines in one
@@ -38,9 +40,10 @@ the batching contract (``base.StepCommit``) takes a run of step lines in one
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from itertools import chain, islice
 from operator import attrgetter, is_
+from typing import TypeVar
 
 from ..parsers.events import Progress
 
@@ -51,11 +54,17 @@ LINES_KEEP = 16
 # of a stream's lines are pushed out before they are split (16 of 256 of one
 # stream are kept), few enough to hold (the events themselves) and to copy.
 PENDING_MAX = 256
+# With many streams (a log of 64 ranks) as many per stream: up to
+# ``PENDING_PER_STREAM`` lines each wait (4 times what is kept, so three in
+# four are never split), at most ``PENDING_MOST`` in all.
+PENDING_PER_STREAM = 4 * LINES_KEEP
+PENDING_MOST = 16 * PENDING_MAX
 
 _TIME = attrgetter("time")
 
 StreamKey = tuple[str, "int | None"]
 Lines = deque[tuple[int, "int | None", float]]
+K = TypeVar("K", bound=Hashable)
 
 
 def where(p: Progress) -> tuple[StreamKey, int]:
@@ -69,14 +78,16 @@ class StepLines:
     data time), for at most ``STREAMS_MAX`` streams (the oldest go); and the
     latest data time of them all (the crash detectors' clock of step lines)."""
 
-    __slots__ = ("_seen", "_latest", "_pending", "_last")
+    __slots__ = ("_seen", "_latest", "_pending", "_last", "_cap", "_timed")
 
     def __init__(self) -> None:
         self._seen: OrderedDict[StreamKey, Lines] = OrderedDict()
         self._latest = float("-inf")
-        # Lines handed over but not yet in ``_seen``, in order (< PENDING_MAX).
+        # Lines handed over but not yet in ``_seen``, in order (< ``_cap``).
         self._pending: list[Progress] = []
         self._last: Progress | None = None  # the event recorded last
+        self._cap = PENDING_MAX  # lines that wait at most (``_settle`` sets it by the streams)
+        self._timed = 0  # the waiting lines whose times ``_latest`` holds already
 
     @property
     def seen(self) -> OrderedDict[StreamKey, Lines]:
@@ -88,10 +99,20 @@ class StepLines:
     @property
     def latest(self) -> float:
         """The latest data time of the lines recorded (-inf: none; a NaN
-        time is never the latest, as ``if t > latest`` line by line)."""
-        if self._pending:
-            self._settle()
+        time is never the latest, as ``if t > latest`` line by line). The
+        waiting lines' times are folded in, the lines still wait: a crash
+        reads the clock (``CrashDetector._now``), and working the lines in
+        at every crash of a log would split most of them."""
+        self._fold()
         return self._latest
+
+    def _fold(self) -> None:
+        """Fold the waiting lines' times not folded yet into ``_latest``
+        (``max`` folds left as ``if t > latest`` does, so in any parts)."""
+        pending = self._pending
+        if len(pending) > self._timed:
+            self._latest = max(chain((self._latest,), map(_TIME, islice(pending, self._timed, None))))
+            self._timed = len(pending)
 
     def add(self, p: Progress) -> None:
         """Record ``p`` (once, however many detectors hand it over). Once
@@ -100,7 +121,7 @@ class StepLines:
             self._last = p
             pending = self._pending
             pending.append(p)
-            if len(pending) >= PENDING_MAX:
+            if len(pending) >= self._cap:
                 self._settle()
 
     def recorded(self, steps: Sequence[Progress]) -> bool:
@@ -123,7 +144,7 @@ class StepLines:
                 self.add(p)
             return
         pending = self._pending
-        room = PENDING_MAX - len(pending)
+        room = self._cap - len(pending)
         if len(steps) < room:
             pending.extend(steps)
         else:
@@ -131,9 +152,9 @@ class StepLines:
             while start < len(steps):
                 pending.extend(steps[start:start + room])
                 start += room
-                if len(pending) >= PENDING_MAX:
+                if len(pending) >= self._cap:
                     self._settle()
-                room = PENDING_MAX
+                room = self._cap
         self._last = steps[-1]
 
     def _settle(self) -> None:
@@ -141,36 +162,53 @@ class StepLines:
         With few streams, all seen before, only each one's last
         ``LINES_KEEP`` lines are split and appended (``_tails``); else every
         line, oldest first (``_walk``: most are kept anyway, or a new stream
-        takes its place in the order and pushes the oldest out)."""
+        takes its place in the order and pushes the oldest out). Then as
+        many lines may wait as the streams call for (``PENDING_PER_STREAM``)."""
         pending = self._pending
-        self._latest = max(chain((self._latest,), map(_TIME, pending)))
+        self._fold()
         if len(self._seen) * LINES_KEEP * 2 > len(pending) or not self._tails():
             self._walk()
         pending.clear()
+        self._timed = 0
+        self._cap = min(PENDING_MOST, max(PENDING_MAX, PENDING_PER_STREAM * len(self._seen)))
 
     def _tails(self) -> bool:
         """Append each stream's last ``LINES_KEEP`` waiting lines, found
         newest first until every stream has them; False (nothing done) when
         a stream is new."""
         pending, seen = self._pending, self._seen
+        one = _one_file(pending)
+        if one is not None:
+            return self._tails_of(*one)
         keys = [(p.source.rpartition(":")[0], p.rank) for p in pending]
         streams = set(keys)
         if not all(key in seen for key in streams):
             return False
-        tails: dict[StreamKey, list[Progress]] = {key: [] for key in streams}
-        short = len(streams)  # streams with fewer than LINES_KEEP lines found
-        for i in range(len(pending) - 1, -1, -1):
-            tail = tails[keys[i]]
-            if len(tail) < LINES_KEEP:
-                tail.append(pending[i])
-                if len(tail) == LINES_KEEP:
-                    short -= 1
-                    if not short:
-                        break
-        for key, tail in tails.items():
+        for key, tail in _last_of_each(keys, streams).items():
             lines = seen[key]
-            for p in reversed(tail):
+            for i in tail:
+                p = pending[i]
                 number = p.source.rpartition(":")[2]
+                lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
+        return True
+
+    def _tails_of(self, file: str, numbers: list[str]) -> bool:
+        """``_tails`` of lines of one ``file`` (``_one_file``: ``numbers``,
+        what follows it in their sources), told apart by their rank alone:
+        no key is made, nor a source split, for a line that is not kept."""
+        pending, seen = self._pending, self._seen
+        ranks = [p.rank for p in pending]
+        streams: dict[int | None, Lines] = {}
+        for rank in set(ranks):
+            lines = seen.get((file, rank))
+            if lines is None:
+                return False  # a new stream
+            streams[rank] = lines
+        for rank, tail in _last_of_each(ranks, streams).items():
+            lines = streams[rank]
+            for i in tail:
+                p = pending[i]
+                number = numbers[i]
                 lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
         return True
 
@@ -187,3 +225,46 @@ class StepLines:
                 if len(seen) > STREAMS_MAX:
                     seen.popitem(last=False)
             lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
+
+
+def _last_of_each(keys: list[K], streams: Iterable[K]) -> dict[K, list[int]]:
+    """The indices of the last ``LINES_KEEP`` of ``keys`` equal to each of
+    ``streams`` (all found among them), oldest first: searched newest first
+    and stopped once every stream has its lines, so a long run of waiting
+    lines is not walked whole."""
+    tails: dict[K, list[int]] = {key: [] for key in streams}
+    short = len(tails)  # streams with fewer than LINES_KEEP lines found
+    for i in range(len(keys) - 1, -1, -1):
+        tail = tails[keys[i]]
+        if len(tail) < LINES_KEEP:
+            tail.append(i)
+            if len(tail) == LINES_KEEP:
+                short -= 1
+                if not short:
+                    break
+    for tail in tails.values():
+        tail.reverse()
+    return tails
+
+
+def _one_file(steps: Sequence[Progress]) -> tuple[str, list[str]] | None:
+    """(file, what follows it in each source) when every source is
+    ``file:`` and more without a colon, else None: ``where`` of each line
+    (but the ``int``), for the lines of one log of many ranks, in a few
+    passes of C over the sources joined.
+
+    No source holds a newline (the join has ``n - 1``), so every newline is
+    a join; the text splits at ``newline + file:`` into ``n`` parts, so
+    every join is followed by ``file:``: each source starts with it. None
+    holds a colon past it (the colons count), so ``rpartition`` splits each
+    there."""
+    sources = [p.source for p in steps]
+    prefix = sources[0].rpartition(":")[0] + ":"
+    n = len(sources)
+    text = "\n".join(sources)
+    numbers = text.split("\n" + prefix)
+    if (len(numbers) != n or not text.startswith(prefix) or text.count("\n") != n - 1
+            or text.count(":") != n * prefix.count(":")):
+        return None
+    numbers[0] = numbers[0][len(prefix):]
+    return prefix[:-1], numbers

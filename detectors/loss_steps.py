@@ -322,12 +322,21 @@ def _walk_margin(det: LossDetector, s: list[float], smoothed: list[float],
     c = det.config
     margin = c.loss_divergence_margin
     lasts, least = c.loss_divergence_s, c.loss_divergence_min_reports
-    walk = det._min.copy()
+    # A copy of the minimum's deque, each add made as ``SlidingMin.add``
+    # makes it, on the deque itself (no call per report).
+    span = det._min.span_s
+    points = det._min.copy()._points
+    pop, popleft, append = points.pop, points.popleft, points.append
     since, count = det._above_since, det._above_reports
     ref: float | None = None
     for t, v in zip(times, smoothed):
-        ref = walk.min()
-        walk.add(t, v)
+        ref = points[0][1] if points else None  # ``SlidingMin.min``
+        while points and points[-1][1] >= v:
+            pop()
+        append((t, v))
+        cut = t - span
+        while points and points[0][0] < cut:
+            popleft()
         if ref is None or within_margin(v, ref, margin):
             since, count = None, 0
             continue
@@ -336,7 +345,7 @@ def _walk_margin(det: LossDetector, s: list[float], smoothed: list[float],
         count += 1
         if not (t - since < lasts or count < least):
             return None  # it fires
-    return _DivergenceRun(s, smoothed[-1], ref, 0, 0, list(walk._points), since, count)
+    return _DivergenceRun(s, smoothed[-1], ref, 0, 0, list(points), since, count)
 
 
 # -- the skip ledger -----------------------------------------------------------

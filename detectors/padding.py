@@ -36,7 +36,6 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from itertools import chain
-from operator import attrgetter, itemgetter
 from typing import Any
 
 from ..parsers.events import Event, PaddingReport, ProbeSample, ProcessExit, Progress
@@ -54,8 +53,6 @@ _BUCKETS = 24  # a window is kept in this many time buckets (5 s of a 120 s one)
 _PER_BUCKET = 2  # log reports read per bucket at most (24 buckets: 48 a window)
 _KEPT = 4096  # buckets at most (a sparse log: one report per bucket)
 _RANKS_SHOWN = 32
-_metrics_of = attrgetter("metrics")
-_name_of = itemgetter(0)
 
 
 def _NOTHING() -> None:
@@ -198,8 +195,9 @@ class PaddingDetector(DetectorBase):
         if self._probe_seen:
             return _NOTHING
         # A log whose names never state padding (most): the run's names at
-        # once, every test in C (``may_state_padding``).
-        if not may_state_padding(tuple(map(_name_of, chain.from_iterable(map(_metrics_of, steps))))):
+        # once, each once, every test in C (``may_state_padding``); a set
+        # comprehension reads them faster than ``attrgetter`` maps on 3.11.
+        if not may_state_padding({m[0] for m in chain.from_iterable([p.metrics for p in steps])}):
             return _NOTHING
         log = self._log
         start = log.open_start

@@ -55,7 +55,6 @@ from dflash_watch.parsers.clock import at_time
 from dflash_watch.parsers.events import Delivery, Event, GpuLost, GpuSample, ProbeSample, Progress
 
 if TYPE_CHECKING:
-
     from dflash_watch.parsers.stream import LogStream
 
 # Stamps within this much of the arrival time are on the clock already.
@@ -285,9 +284,10 @@ class Alignment:
         when it shows a block-buffered writer still writing, else None.
 
         Buffered (``_buffered``): the file (``end``, how it ended when the
-        chunk was read; judged only when the rest could hold) was written out a step after its last line was
-        stamped, or ends mid-line; and within the few bursts a stall allows
-        (a writer silent longer is judged as any: at the usual time). Its
+        chunk was read; judged only when the rest could hold) was written
+        out a step after its last line was stamped, or ends mid-line; and
+        within the few bursts a stall allows (a writer silent longer is
+        judged as any: at the usual time). Its
         mtime, not its stamps, says how recent: a log that ended long ago
         (history) is not. The interval: the time the last ``_BUFFER_CHARS``
         of text took to write, by its stamps (under ``_BURST_SPAN_S``:
