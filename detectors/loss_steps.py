@@ -124,7 +124,9 @@ def _under_spike_floor(det: LossDetector, losses: list[float]) -> bool:
     ``low``, the ``k``-th smallest of both together (``k`` the lower middle
     of the smallest window judged). Both levels rise with a positive
     figure, each float step rounding monotonically: one look at the highest
-    loss of each part settles every report."""
+    loss of each part settles every report. The first look is at the level
+    over the least value of both, which ``low`` is at least: most runs are
+    under it, with no sort of the window and the run for ``low``."""
     c = det.config
     window = det._window
     s = window._sorted
@@ -154,6 +156,15 @@ def _under_spike_floor(det: LossDetector, losses: list[float]) -> bool:
             return True
     else:
         judged = losses
+    top = max(judged)
+    least = c.loss_spike_min_abs
+    # ``low`` (below) is one of the values, so at least the least of them:
+    # a top within the level over that is within the level over ``low``
+    # (the level rises with its base, each float step rounding monotonically).
+    lowest = s[0] if n and s[0] < least_loss else least_loss
+    rise = c.loss_spike_min_rel * abs(lowest)
+    if top <= lowest + (least if least > rise else rise):
+        return True
     k = (max(n, need) - 1) // 2
     m = len(losses)
     if n > k and least_loss >= s[k]:
@@ -164,8 +175,8 @@ def _under_spike_floor(det: LossDetector, losses: list[float]) -> bool:
         low = max(least_loss, s[k - m])
     else:
         low = sorted([*s[:k + 1], *losses])[k]
-    rise, least = c.loss_spike_min_rel * abs(low), c.loss_spike_min_abs
-    return max(judged) <= low + (least if least > rise else rise)
+    rise = c.loss_spike_min_rel * abs(low)
+    return top <= low + (least if least > rise else rise)
 
 
 def _under_margin(det: LossDetector, smoothed: list[float]) -> bool:

@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import sysconfig
 import time
 import uuid
 from pathlib import Path
@@ -38,9 +40,9 @@ def quickstart_commands() -> list[str]:
 
 
 class Pane:
-    def __init__(self, command: str, width: int = 130, height: int = 42) -> None:
+    def __init__(self, command: str, width: int = 130, height: int = 42, env: dict[str, str] | None = None) -> None:
         self.socket = f"dfw-e2e-{uuid.uuid4().hex[:8]}"
-        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+        env = {k: v for k, v in (os.environ if env is None else env).items() if k not in ("COLUMNS", "LINES", "TMUX")}
         subprocess.run(
             ["tmux", "-L", self.socket, "new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height),
              "-c", str(ROOT), command],
@@ -144,10 +146,28 @@ class DemoProcesses:
         return [p for p in self.simulators if "dflash_watch.demo.simulator" in _cmdline(p)]
 
 
-def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly() -> None:
+def venv_of_its_own(where: Path) -> dict[str, str]:
+    """The environment of a new venv at ``where`` that sees this one's
+    packages (a ``.pth``), for the README's ``pip install -e .``: it
+    installs this checkout there, and the developer's own environment, whose
+    editable install may point at another checkout, is left as it was."""
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=120)
+    found = subprocess.run([str(where / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True, timeout=30)
+    paths = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (Path(found.stdout.strip()) / "_outer_packages.pth").write_text("".join(f"{p}\n" for p in paths))
+    env = dict(os.environ)
+    env["VIRTUAL_ENV"] = str(where)
+    env["PATH"] = f"{where / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly(tmp_path: Path) -> None:
     install_and_demo, _ = quickstart_commands()
     assert install_and_demo.rstrip().endswith("dflash-watch demo")
-    pane = Pane(f"{install_and_demo}; sleep 30")
+    venv = tmp_path / "venv"
+    pane = Pane(f"{install_and_demo}; sleep 30", env=venv_of_its_own(venv))
     try:
         pane.wait_for(r"dflash-demo", timeout=240)
         pane.wait_for(r"GPU 7", timeout=60)
@@ -161,6 +181,7 @@ def test_readme_quickstart_demo_runs_as_written_and_quits_cleanly() -> None:
         while demo.leftovers() and time.monotonic() < deadline:
             time.sleep(0.5)
         assert demo.leftovers() == []
+        assert (venv / "bin" / "dflash-watch").exists(), "the install went elsewhere than the test's venv"
     finally:
         pane.close()
 
