@@ -14,22 +14,12 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from dflash_watch.detectors.base import Alert
 from dflash_watch.live import LiveSession
 from dflash_watch.monitor import Monitor
-
-
-def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
-    """``condition`` polled every 10 ms until true or ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
+from tests.shell.polling import polled
 
 
 def read_live(log: Path, target: Path, *, bursts: bool, seed: int = 0,
@@ -60,8 +50,8 @@ def read_live(log: Path, target: Path, *, bursts: bool, seed: int = 0,
                     fh.write(data[pos : pos + size])
                     pos += size
                     time.sleep(rng.uniform(0.0, pause_s))
-        assert wait_for(read_all, 60.0), "the live path did not read every line"
-        assert wait_for(lambda: monitor.quiet_since is not None, 10.0), "the log was never found quiet"
+        assert polled(read_all, 60.0), "the live path did not read every line"
+        assert polled(lambda: monitor.quiet_since is not None, 10.0), "the log was never found quiet"
     # As headless on SIGTERM: what is pending goes out.
     now = session.clock()
     monitor.quiet(now, now)

@@ -19,6 +19,7 @@ from dflash_watch.sources.kernel_xid import KernelXidReader, parse_xid_line, pci
 from dflash_watch.sources.nvml import GpuSampler  # noqa: E402
 from dflash_watch.sources.nvml_health import STATIC_EVERY, throttle_names  # noqa: E402
 from dflash_watch.sources.nvml_xid import XidInbox  # noqa: E402
+from tests.shell.polling import polled  # noqa: E402
 
 
 @pytest.fixture
@@ -28,15 +29,6 @@ def fake(monkeypatch) -> FakeNvml:
 
 def by_gpu(batch) -> dict[int, GpuSample]:
     return {s.gpu: s for s in batch if isinstance(s, GpuSample)}
-
-
-def wait_for(cond, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 def test_every_health_field_is_read(fake: FakeNvml, tmp_path: Path) -> None:
@@ -147,7 +139,7 @@ def test_xid_event_thread_delivers_into_the_next_sample_and_stops_on_close(fake:
     fake.push_xid(6, 79)
     fake.push_xid(6, 48)
     fake.push_xid(1, 13)
-    assert wait_for(lambda: sampler._inbox.received == 3)
+    assert polled(lambda: sampler._inbox.received == 3)
     batch = by_gpu(sampler.sample(2.0))
     assert batch[6].xid == (79, 48) and batch[1].xid == (13,) and batch[0].xid is None
     assert by_gpu(sampler.sample(3.0))[6].xid is None  # codes since the previous sample only
@@ -161,7 +153,7 @@ def test_xid_event_thread_delivers_into_the_next_sample_and_stops_on_close(fake:
 def test_close_stops_the_xid_thread_within_a_second_on_the_real_wait(fake: FakeNvml, tmp_path: Path) -> None:
     fake.wait_cap_ms = 10_000  # the fake now waits the whole 500 ms the sampler asks for
     sampler = GpuSampler(proc_root=str(tmp_path), kmsg_path=None)
-    assert wait_for(lambda: fake.event_sets[0].waits >= 1)
+    assert polled(lambda: fake.event_sets[0].waits >= 1)
     started = time.monotonic()
     sampler.close()
     assert time.monotonic() - started < 1.0 and not sampler.xid_thread
@@ -174,7 +166,7 @@ def test_a_broken_event_wait_ends_the_thread_with_one_notice(fake: FakeNvml, tmp
         thread = sampler.xid_thread
         assert thread is not None
         fake.wait_error = pynvml.NVML_ERROR_UNKNOWN
-        assert wait_for(lambda: not thread.is_alive())
+        assert polled(lambda: not thread.is_alive())
         assert sum("Xid event wait failed" in n for n in notes) == 1
         assert len(by_gpu(sampler.sample(1.0))) == 8  # the sampler goes on
     finally:
@@ -227,7 +219,7 @@ def test_kernel_xid_merges_into_the_sample_without_double_counting(fake: FakeNvm
     with GpuSampler(proc_root=str(tmp_path), kmsg_path=str(kmsg)) as sampler:
         assert sampler.sample(1.0)[1].xid is None  # the old line is history
         fake.push_xid(1, 94)  # GPU 1 is bus 0x28 in FakeNvml.eight()
-        assert wait_for(lambda: sampler._inbox.received == 1)
+        assert polled(lambda: sampler._inbox.received == 1)
         with kmsg.open("a") as f:
             f.write("NVRM: Xid (PCI:0000:28:00): 94, pid=77, name=python, Contained: SM (0x1)\n")
             f.write("NVRM: Xid (PCI:0000:58:00): 61, pid=0, PMU breakpoint\n")  # GPU 4: only the kernel saw it

@@ -19,6 +19,7 @@ from dflash_watch.monitor import Monitor
 from dflash_watch.parsers.events import ProbeSample, Progress
 from dflash_watch.probe import ProbeWriter
 from dflash_watch.replay import replay
+from tests.shell.polling import polled
 
 T0 = 1764410400.0  # 2025-11-29T10:00:00Z
 
@@ -119,15 +120,6 @@ def test_check_reads_probe_files(tmp_path: Path, monkeypatch, capsys, spies) -> 
     assert [p.step for p in spies[-1].fed_probes()] == [0, 5]
 
 
-def _wait(predicate, timeout: float = 10.0) -> bool:  # noqa: ANN001
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 def test_live_follows_probe_files_new_ranks_and_rotation(tmp_path: Path) -> None:
     log = _log(tmp_path / "train.log", range(0, 3))
     rank0 = tmp_path / "dflash-probe-rank0.jsonl"
@@ -141,7 +133,7 @@ def test_live_follows_probe_files_new_ranks_and_rotation(tmp_path: Path) -> None
     session = LiveSession(monitor, logs=(str(log),), use_nvml=False, tick_s=0.05, tail_poll_s=0.05,
                           probe_poll_s=0.05)
     with session:
-        assert _wait(lambda: {(0, 1), (0, 2)} <= seen())
+        assert polled(lambda: {(0, 1), (0, 2)} <= seen())
         # A torn write: nothing until its newline comes.
         with open(rank0, "a", encoding="utf-8") as fh:
             fh.write('{"time": %f, "step": 3' % (T0 + 3))
@@ -149,19 +141,19 @@ def test_live_follows_probe_files_new_ranks_and_rotation(tmp_path: Path) -> None
             time.sleep(0.3)
             assert (0, 3) not in seen()
             fh.write("}\nnot json\n")
-        assert _wait(lambda: (0, 3) in seen())
+        assert polled(lambda: (0, 3) in seen())
         with open(rank0, "a", encoding="utf-8") as fh:  # more bad lines later: no second notice
             fh.write('still not json\n{"time": %f, "step": 4}\n' % (T0 + 4))
-        assert _wait(lambda: (0, 4) in seen())
+        assert polled(lambda: (0, 4) in seen())
         # A rank that starts later, in the default place.
         _probe(tmp_path / "dflash-probe-rank1.jsonl", range(4, 6))
-        assert _wait(lambda: {(1, 4), (1, 5)} <= seen())
+        assert polled(lambda: {(1, 4), (1, 5)} <= seen())
         # Rotation by the writer: rank0 moves to .1, a fresh file starts.
         w0.close()
         os.replace(rank0, str(rank0) + ".1")
         time.sleep(0.3)  # polls see the file gone before the new one comes (a slow writer)
         _probe(rank0, range(7, 9))
-        assert _wait(lambda: {(0, 7), (0, 8)} <= seen())
+        assert polled(lambda: {(0, 7), (0, 8)} <= seen())
     notices = [n for n in monitor.notices if "not probe lines" in n]
     assert len(notices) == 1 and "dflash-probe-rank0.jsonl" in notices[0]
     assert [(p.rank, p.step) for p in monitor.fed_probes()].count((0, 1)) == 1  # nothing read twice
@@ -177,7 +169,7 @@ def test_live_finds_the_first_probe_file_when_it_appears(tmp_path: Path) -> None
     with session:
         time.sleep(0.2)
         _probe(tmp_path / "dflash-probe-rank2.jsonl", range(0, 2))
-        assert _wait(lambda: len(monitor.fed_probes()) == 2, timeout=3.0)  # the default poll is 1 s
+        assert polled(lambda: len(monitor.fed_probes()) == 2, timeout=3.0)  # the default poll is 1 s
         start = time.monotonic()
     assert time.monotonic() - start < 0.5
     assert not [n for n in monitor.notices if "waiting for" in n]  # the default places stay quiet
