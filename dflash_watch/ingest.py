@@ -20,6 +20,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
+from dflash_watch.parsers.clock import at_first_reading
 from dflash_watch.parsers.events import Event, GpuLost, GpuSample, ProbeSample, Progress
 from dflash_watch.parsers.stream import LogStream
 
@@ -148,7 +149,10 @@ class Ingest:
             notes: list[str] = []
             if not fresh:
                 state.caught_up = True
+                opening = stream.last_time is None
                 events = stream.feed(text, first_lineno, now)
+                if opening and stream.last_time is not None:
+                    events = at_first_reading(events, now)
                 if arrived is not None:
                     # Live (the catch-up of a file being followed): a
                     # buffered writer's burst read as catch-up (``alignment``).

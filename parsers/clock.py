@@ -81,6 +81,33 @@ def at_time(event: Event, time: float, clocked: bool | None = None) -> Event:
     return replace(event, time=time)
 
 
+def at_first_reading(events: list[Event], fallback: float) -> list[Event]:
+    """``events`` of a log's first chunk read from its start on its own
+    clock (a live catch-up), its opening ones (those before the first
+    dated by a stamp: at ``fallback``, the wall clock, or run on from it by
+    tqdm's elapsed counter) moved to the first clock reading after them,
+    unclocked, as replay's ``EventClock.resolve`` dates them.
+
+    Live, fallback-dated events pass as they are: right for lines written
+    as the watcher follows, wrong for the opening lines of history (a tqdm
+    bar drawn before the first record), which would sit hours or days ahead
+    of the stamped lines after them. A detector whose clock is the latest
+    event it saw then runs ahead of the data: the crash detector held the
+    traceback that ended a log caught up at attach until the data's clock
+    reached the wall clock, as long as the log was old. History is older
+    than the wall clock, so the opening events are the leading ones at or
+    after ``fallback``."""
+    n = 0
+    for event in events:
+        if event.time < fallback:
+            break
+        n += 1
+    if n == 0 or n == len(events):
+        return events
+    first = events[n].time
+    return [at_time(e, first, clocked=False) for e in events[:n]] + events[n:]
+
+
 def placed(events: list[Event]) -> list[Event]:
     """Events written while a traceback was open, with each crash (and
     recompile) moved back to where its own time puts it.

@@ -84,6 +84,33 @@ def test_a_traceback_that_ends_a_quiet_log_is_an_alert_line_at_once(tmp_path: Pa
 
 
 @pytest.mark.slow
+def test_a_log_that_ended_in_a_traceback_long_ago_is_an_alert_soon_after_attach(tmp_path: Path) -> None:
+    """Coming back to a run that died days ago: its log opens with a tqdm
+    bar drawn before the first record (no stamp: dated by the wall clock
+    while it is caught up), then stamped steps, then the traceback. The
+    crash is on stdout within seconds of the attach, not when headless
+    stops (the bar's wall-clock time ran the crash detector's hold ahead of
+    the data's clock, by as long as the log was old)."""
+    log = tmp_path / "train.log"
+    log.write_text("Training:   0%|          | 0/1000 [00:00<?, ?it/s]\n" + _steps(20) + TRACEBACK)
+    old = time.time() - 3 * 86400
+    os.utime(log, (old, old))
+    attached = time.monotonic()
+    proc = _headless(tmp_path, "--log", str(log))
+    try:
+        line = _read_line(proc, 10.0)
+        latency = time.monotonic() - attached
+        assert line, "no alert line while headless runs"
+        alert = json.loads(line)
+        assert (alert["detector"], alert["kind"], alert["state"]) == ("crash", "cuda_oom", "firing")
+        assert latency < 8.0, f"attach to alert took {latency:.2f} s"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+
+
+@pytest.mark.slow
 def test_sigterm_emits_what_is_pending_and_exits_0(tmp_path: Path) -> None:
     """A crash still held back (to merge the other ranks' copies) is sent on SIGTERM."""
     log = tmp_path / "train.log"
