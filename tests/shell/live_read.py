@@ -21,6 +21,19 @@ from dflash_watch.live import LiveSession
 from dflash_watch.monitor import Monitor
 from tests.shell.polling import polled
 
+ROOT = Path(__file__).resolve().parents[2]
+REALWORLD = ROOT.parent / "shared" / "realworld"
+
+
+def fixture_logs() -> list[Path]:
+    """Every log the live-path tests read: the shared real-world logs (where
+    present), the fixtures' logs and torch tracebacks, the examples."""
+    logs = sorted(REALWORLD.glob("*.log"))
+    logs += sorted((ROOT / "tests" / "fixtures").rglob("*.log"))
+    logs += sorted((ROOT / "tests" / "fixtures" / "tracebacks").glob("*.txt"))
+    logs += sorted((ROOT / "examples").glob("*.log"))
+    return logs
+
 
 def read_live(log: Path, target: Path, *, bursts: bool, seed: int = 0,
               burst_bytes: tuple[int, int] = (4096, 65536), pause_s: float = 0.03) -> list[Alert]:

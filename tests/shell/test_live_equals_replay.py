@@ -22,18 +22,7 @@ from pathlib import Path
 import pytest
 
 from dflash_watch.replay import replay
-from tests.shell.live_read import read_live
-
-ROOT = Path(__file__).resolve().parents[2]
-REALWORLD = ROOT.parent / "shared" / "realworld"
-
-
-def _fixtures() -> list[Path]:
-    logs = sorted(REALWORLD.glob("*.log"))
-    logs += sorted((ROOT / "tests" / "fixtures").rglob("*.log"))
-    logs += sorted((ROOT / "tests" / "fixtures" / "tracebacks").glob("*.txt"))
-    logs += sorted((ROOT / "examples").glob("*.log"))
-    return logs
+from tests.shell.live_read import REALWORLD, fixture_logs, read_live
 
 
 def _key(alert) -> tuple:  # noqa: ANN001
@@ -49,7 +38,7 @@ def _live(log: Path, target: Path, *, bursts: bool, seed: int = 0) -> list[tuple
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("log", _fixtures(), ids=lambda p: p.name[:48])
+@pytest.mark.parametrize("log", fixture_logs(), ids=lambda p: p.name[:48])
 def test_live_equals_replay(log: Path, tmp_path: Path) -> None:
     expected = _replayed(log)
     complete = _live(log, tmp_path / "complete.log", bursts=False)
@@ -60,7 +49,7 @@ def test_live_equals_replay(log: Path, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not REALWORLD.is_dir(), reason=f"the shared real-world corpus is not at {REALWORLD}")
 def test_the_corpus_is_all_there() -> None:
-    names = {p.name for p in _fixtures()}
+    names = {p.name for p in fixture_logs()}
     assert len([n for n in names if n[:2].isdigit()]) == 20, "the 20 shared real-world logs"
     assert "dflash_broken_batching_fx_crash.log" in names
 

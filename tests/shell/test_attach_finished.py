@@ -1,0 +1,59 @@
+"""Attaching to a run that already ended: its crash is an alert while the
+watcher runs, not only when it stops.
+
+Someone comes back to a run that died overnight and starts the watcher on
+its log. The log is read on its own clock (a catch-up, as replay reads
+it), the traceback that ended it is complete once the log is found quiet,
+and the crash must come out then, within seconds, at the real speed of the
+live clock. ``test_live_equals_replay`` cannot see this: its clock is held
+still and the session is stopped when the log is quiet, which releases
+whatever is held. A log whose opening lines (a tqdm bar before the first
+record) were dated on the wall clock held its crash until the data's
+clock reached the wall clock (``parsers/clock.py``, ``at_first_reading``).
+
+For every log fixture and shared real-world log: the firing crash alerts
+(``crash``, ``fx_tracing``) of a live session attached to the finished
+file, before it stops, are replay's (none where replay has none).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from dflash_watch.detectors.base import Alert
+from dflash_watch.live import LiveSession
+from dflash_watch.monitor import Monitor
+from dflash_watch.replay import replay
+from tests.shell.live_read import fixture_logs
+
+CRASHES = frozenset({"crash", "fx_tracing"})
+# A loaded two-core machine reads a fixture and finds it quiet within a
+# second or two; the crash follows at once.
+WAIT_S = 10.0
+# With no crash to wait for: long enough that a spurious one would be out.
+QUIET_LOOK_S = 1.0
+
+
+def _crashes(alerts: list[Alert]) -> list[tuple[str, str | None]]:
+    return sorted((a.detector, a.kind) for a in alerts if a.detector in CRASHES and a.state == "firing")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("log", fixture_logs(), ids=lambda p: p.name[:48])
+def test_a_finished_logs_crash_is_an_alert_before_the_watcher_stops(log: Path) -> None:
+    expected = _crashes(replay([str(log)]).alerts)
+    monitor = Monitor(keep_lines=0)
+    got: list[Alert] = []
+    monitor.subscribe(got.append)
+    session = LiveSession(monitor, logs=(str(log),), use_nvml=False)
+    with session:
+        deadline = time.monotonic() + (WAIT_S if expected else QUIET_LOOK_S)
+        while time.monotonic() < deadline and _crashes(got) != expected:
+            time.sleep(0.05)
+        if not expected:
+            time.sleep(max(0.0, deadline - time.monotonic()))
+        live = _crashes(got)  # before the session stops (a stop releases what is held)
+    assert live == expected
