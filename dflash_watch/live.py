@@ -45,12 +45,22 @@ class FollowClock:
         self._anchor: tuple[float, float] | None = None
         self._seen: float | None = None
 
-    def observe(self) -> None:
-        """Re-anchor if data arrived since the last look (called after each feed)."""
+    def observe(self, written: float | None = None) -> None:
+        """Re-anchor if data arrived since the last look (called after each
+        feed). ``written``: when the data was written, on the wall clock,
+        where it was written before it was read (a catch-up: the file's
+        mtime). The clock then runs on from that moment, not from the read:
+        a log silent for hours before the watcher began has been silent for
+        hours on this clock too (its stall says so at once, as ``check``
+        does), where anchoring on the read started the silence at zero."""
         t = self.monitor.last_event_time
-        if t is not None and t != self._seen:
+        if t is None:
+            return
+        if t != self._seen:
             self._seen = t
             self._anchor = (t, self._wall())
+        if written is not None and self.speed == 1.0 and self._anchor is not None and written < self._anchor[1]:
+            self._anchor = (t, written)
 
     def offset(self) -> float:
         """Data time minus wall time now (0 before any data): how far the
@@ -323,7 +333,9 @@ class LiveSession:
                             arrived=time.time(), end=end,
                         )
                         self._log_seen = True
-                    self._observe()
+                    # A caught-up file's end was written at its mtime: the
+                    # clock runs on from then (its silence so far counts).
+                    self._observe(None if end is None else end.modified)
                     grew = True
                 else:
                     monitor.note(item.message)
@@ -488,9 +500,9 @@ class LiveSession:
     def _speed(self) -> float:
         return self.follow.speed if self.follow is not None else 1.0
 
-    def _observe(self) -> None:
+    def _observe(self, written: float | None = None) -> None:
         if self.follow is not None:
-            self.follow.observe()
+            self.follow.observe(written)
 
     def _next_tick_s(self) -> float:
         """Wall seconds to the next tick: ``tick_s``, or sooner when a

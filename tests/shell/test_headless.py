@@ -111,6 +111,36 @@ def test_a_log_that_ended_in_a_traceback_long_ago_is_an_alert_soon_after_attach(
 
 
 @pytest.mark.slow
+def test_a_log_silent_for_hours_before_the_attach_is_a_stall_at_once(tmp_path: Path) -> None:
+    """A run that hung (or was killed without a word) hours before anyone
+    looked: its log's last write is its mtime. Attached, the stall is on
+    stdout within seconds, dated when the threshold passed hours ago, as
+    ``check`` says it; not one threshold (minutes) after the attach, as if
+    the silence began when the watcher did."""
+    log = tmp_path / "train.log"
+    last = time.time() - 3 * 3600
+    first = last - 299
+    stamps = [time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(first + i)) for i in range(300)]
+    log.write_text("".join(f"{s},000 - INFO - dflash.train - step {i + 1}/1000 | loss 2.31 | 21.5 Ktok/s\n"
+                           for i, s in enumerate(stamps)))
+    os.utime(log, (last, last))
+    attached = time.monotonic()
+    proc = _headless(tmp_path, "--log", str(log))
+    try:
+        line = _read_line(proc, 10.0)
+        latency = time.monotonic() - attached
+        assert line, "no alert line while headless runs"
+        alert = json.loads(line)
+        assert (alert["detector"], alert["state"]) == ("stall", "firing")
+        assert alert["time"] < last + 3600, "dated at the attach, not when the silence passed the threshold"
+        assert latency < 8.0, f"attach to alert took {latency:.2f} s"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+
+
+@pytest.mark.slow
 def test_sigterm_emits_what_is_pending_and_exits_0(tmp_path: Path) -> None:
     """A crash still held back (to merge the other ranks' copies) is sent on SIGTERM."""
     log = tmp_path / "train.log"

@@ -35,6 +35,28 @@ def test_follow_clock_runs_on_from_the_latest_data_and_follows_a_relaunch() -> N
     assert clock() == 5020.0
 
 
+def test_follow_clock_runs_on_from_when_caught_up_data_was_written() -> None:
+    """A catch-up's end was written at the file's mtime: the clock runs on
+    from then (the silence before the watch counts), never from later than
+    the read, and only at the real speed (the demo's compressed clock runs
+    on from its reads)."""
+    monitor = Monitor(keep_lines=0)
+    wall = Wall(10_000.0)
+    clock = FollowClock(monitor, wall=wall)
+    monitor.feed_samples([GpuSample(4000.0, 0, 1, 2)])
+    clock.observe(written=7000.0)  # written 3000 s before it was read
+    assert clock() == 7000.0
+    clock.observe(written=9999.0)  # the same data: never moved forward again
+    assert clock() == 7000.0
+    wall.t += 5
+    monitor.feed_samples([GpuSample(7010.0, 0, 1, 2)])
+    clock.observe(written=20_000.0)  # written "after" the read: the read holds
+    assert clock() == 7010.0
+    fast = FollowClock(monitor, speed=10.0, wall=wall)
+    fast.observe(written=1.0)
+    assert fast() == 7010.0
+
+
 def test_a_tqdm_bar_without_newline_is_progress_live_and_no_stall(tmp_path: Path) -> None:
     """HF Trainer bars end their line only with the epoch: live, the watch
     must still see the steps (from the newest redraw) and not call it a stall."""
