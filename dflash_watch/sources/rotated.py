@@ -136,9 +136,34 @@ def last_line_start(fd: int, chunk: int) -> tuple[int, int]:
 
 
 def open_as(path: str, ident: Ident) -> int | None:
-    """``path`` opened for reading if it is still the file ``ident``, else None:
-    a rotated file found by listing may be renamed again or pruned since,
-    or its name may have moved on to another file meanwhile."""
+    """The file ``ident``, listed as ``path``, opened for reading; None once
+    it is gone (pruned). A rotated file found by listing may have been
+    renamed again since (a RotatingFileHandler shifts every copy at each
+    rollover, several times between two polls in a burst): it is then
+    opened under its new name in the same folder, so that the copies are
+    still read in the listing's order (skipped, it was found again by a
+    later poll and read after newer lines)."""
+    fd = _open_if(path, ident)
+    if fd is not None:
+        return fd
+    folder = os.path.dirname(path) or "."
+    for _ in range(3):  # renamed again while the folder was looked through
+        try:
+            with os.scandir(folder) as entries:
+                names = [e.path for e in entries if e.inode() == ident[1]]
+        except OSError:
+            return None
+        if not names:
+            return None
+        for name in names:
+            fd = _open_if(name, ident)
+            if fd is not None:
+                return fd
+    return None
+
+
+def _open_if(path: str, ident: Ident) -> int | None:
+    """``path`` opened for reading if it is the file ``ident``, else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
