@@ -105,7 +105,7 @@ def newest_from_its_end(abspath: str, skip: set[Ident], read: Read, chunk: int =
     if not found:
         return None
     newest = found[-1]
-    fd = open_as(newest.path, newest.ident)
+    fd = open_as(newest.path, newest.ident, newest.suffix)
     if fd is None:
         return None
     try:
@@ -135,22 +135,25 @@ def last_line_start(fd: int, chunk: int) -> tuple[int, int]:
     return start, lines + 1
 
 
-def open_as(path: str, ident: Ident) -> int | None:
+def open_as(path: str, ident: Ident, suffix: str = "") -> int | None:
     """The file ``ident``, listed as ``path``, opened for reading; None once
-    it is gone (pruned). A rotated file found by listing may have been
-    renamed again since (a RotatingFileHandler shifts every copy at each
-    rollover, several times between two polls in a burst): it is then
-    opened under its new name in the same folder, so that the copies are
-    still read in the listing's order (skipped, it was found again by a
-    later poll and read after newer lines)."""
+    it is gone (pruned) or its name holds another file. A rotated copy
+    (``suffix``: what follows the log's name and a separator in ``path``)
+    may have been renamed again since it was listed (a RotatingFileHandler
+    shifts every copy at each rollover, several times between two polls in
+    a burst): it is then opened under its new name among the log's rotated
+    copies, so that the copies are still read in the listing's order
+    (skipped, it was found again by a later poll and read after newer
+    lines)."""
     fd = _open_if(path, ident)
-    if fd is not None:
+    if fd is not None or not suffix:
         return fd
-    folder = os.path.dirname(path) or "."
+    folder, name = os.path.split(path)
+    base = name[: len(name) - len(suffix) - 1]
     for _ in range(3):  # renamed again while the folder was looked through
         try:
-            with os.scandir(folder) as entries:
-                names = [e.path for e in entries if e.inode() == ident[1]]
+            with os.scandir(folder or ".") as entries:
+                names = [e.path for e in entries if e.inode() == ident[1] and _rotated_name(e.name, base)]
         except OSError:
             return None
         if not names:
@@ -178,6 +181,14 @@ def _open_if(path: str, ident: Ident) -> int | None:
     return fd
 
 
+def _rotated_name(name: str, base: str) -> bool:
+    """Whether ``name`` is a rotated copy of the log named ``base``: the
+    name, a separator, then what starts with a digit (``train.log.3``,
+    ``train.log.2026-12-01``)."""
+    return (len(name) > len(base) + 1 and name.startswith(base) and name[len(base)] in _SEPARATORS
+            and name[len(base) + 1].isdigit())
+
+
 def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list[Sibling]:
     folder, base = os.path.split(abspath)
     try:
@@ -186,8 +197,7 @@ def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list
         return []
     found = []
     for name in names:
-        if (len(name) <= len(base) + 1 or not name.startswith(base) or name[len(base)] not in _SEPARATORS
-                or not name[len(base) + 1].isdigit()):
+        if not _rotated_name(name, base):
             continue
         if name.endswith(_PACKED):
             continue
@@ -328,7 +338,7 @@ class Leftovers:
         done: list[str] = []
         errors: list[str] = []
         for sib in found:
-            fd = open_as(sib.path, sib.ident)
+            fd = open_as(sib.path, sib.ident, sib.suffix)
             if fd is None:
                 continue
             try:
@@ -349,7 +359,7 @@ class Leftovers:
         renamed file until it reopens (SIGHUP), and a watcher that first saw the
         name after the rename must follow those lines too, not read them once.
         Returns an error line, or None."""
-        fd = open_as(sib.path, sib.ident)
+        fd = open_as(sib.path, sib.ident, sib.suffix)
         if fd is None:
             return None
         try:
