@@ -57,6 +57,24 @@ def _steps(n: int) -> str:
     return "".join(STEP.format(s=i % 60, n=i + 1) for i in range(n))
 
 
+def _first_alert_after_attach(tmp_path: Path, log: Path) -> dict[str, object]:
+    """The first alert line of a headless attached to ``log``, which must
+    come within 8 s of the attach while it runs (not at its SIGTERM)."""
+    attached = time.monotonic()
+    proc = _headless(tmp_path, "--log", str(log))
+    try:
+        line = _read_line(proc, 10.0)
+        latency = time.monotonic() - attached
+        assert line, "no alert line while headless runs"
+        assert latency < 8.0, f"attach to alert took {latency:.2f} s"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    alert: dict[str, object] = json.loads(line)
+    return alert
+
+
 @pytest.mark.slow
 def test_a_traceback_that_ends_a_quiet_log_is_an_alert_line_at_once(tmp_path: Path) -> None:
     """The usual crash: the traceback is the last thing in the log, then silence.
@@ -95,19 +113,8 @@ def test_a_log_that_ended_in_a_traceback_long_ago_is_an_alert_soon_after_attach(
     log.write_text("Training:   0%|          | 0/1000 [00:00<?, ?it/s]\n" + _steps(20) + TRACEBACK)
     old = time.time() - 3 * 86400
     os.utime(log, (old, old))
-    attached = time.monotonic()
-    proc = _headless(tmp_path, "--log", str(log))
-    try:
-        line = _read_line(proc, 10.0)
-        latency = time.monotonic() - attached
-        assert line, "no alert line while headless runs"
-        alert = json.loads(line)
-        assert (alert["detector"], alert["kind"], alert["state"]) == ("crash", "cuda_oom", "firing")
-        assert latency < 8.0, f"attach to alert took {latency:.2f} s"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0, err
+    alert = _first_alert_after_attach(tmp_path, log)
+    assert (alert["detector"], alert["kind"], alert["state"]) == ("crash", "cuda_oom", "firing")
 
 
 @pytest.mark.slow
@@ -124,20 +131,9 @@ def test_a_log_silent_for_hours_before_the_attach_is_a_stall_at_once(tmp_path: P
     log.write_text("".join(f"{s},000 - INFO - dflash.train - step {i + 1}/1000 | loss 2.31 | 21.5 Ktok/s\n"
                            for i, s in enumerate(stamps)))
     os.utime(log, (last, last))
-    attached = time.monotonic()
-    proc = _headless(tmp_path, "--log", str(log))
-    try:
-        line = _read_line(proc, 10.0)
-        latency = time.monotonic() - attached
-        assert line, "no alert line while headless runs"
-        alert = json.loads(line)
-        assert (alert["detector"], alert["state"]) == ("stall", "firing")
-        assert alert["time"] < last + 3600, "dated at the attach, not when the silence passed the threshold"
-        assert latency < 8.0, f"attach to alert took {latency:.2f} s"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0, err
+    alert = _first_alert_after_attach(tmp_path, log)
+    assert (alert["detector"], alert["state"]) == ("stall", "firing")
+    assert alert["time"] < last + 3600, "dated at the attach, not when the silence passed the threshold"
 
 
 @pytest.mark.slow
