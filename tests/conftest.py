@@ -44,10 +44,39 @@ def pytest_runtest_logreport(report: object) -> None:
 
 
 def pytest_sessionfinish(session: object, exitstatus: int) -> None:
+    """Under pytest-xdist each worker writes what it saw (a module skipped
+    at collection is reported on its worker only) to ``FILE.<worker>``; the
+    controller, whose session ends after every worker's, merges them."""
     target = os.environ.get("DFLASH_SKIPPED_FOR_FRAMEWORKS")
-    if target:
-        ids = sorted({i for i in _skipped_for_frameworks if i})
-        Path(target).write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+    if not target:
+        return
+    ids = {i for i in _skipped_for_frameworks if i}
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        Path(f"{target}.{worker}").write_text("".join(f"{i}\n" for i in sorted(ids)), encoding="utf-8")
+        return
+    for part in Path(target).parent.glob(f"{Path(target).name}.gw*"):
+        ids.update(line for line in part.read_text(encoding="utf-8").splitlines() if line)
+        part.unlink()
+    Path(target).write_text("".join(f"{i}\n" for i in sorted(ids)), encoding="utf-8")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (the project's default, pyproject.toml): a worker per
+    core, at most four. Most of the suite's time is real processes waiting
+    on real clocks; more workers than that would crowd the live tests'
+    one-second stall limits on a small machine."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+# -- the job state of every test in a folder of its own -----------------------
+@pytest.fixture(autouse=True)
+def _private_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``XDG_STATE_HOME`` per test, for the test and what it starts: job
+    state and locks (``control.spec.default_state_dir``) never go to the
+    developer's ~/.local/state, and tests running side by side (pytest-xdist)
+    never share a state file. A test that sets its own still wins."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
 # -- a private tmux server: the one home of what every tmux test needs --------
