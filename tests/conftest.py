@@ -61,11 +61,21 @@ def pytest_sessionfinish(session: object, exitstatus: int) -> None:
     Path(target).write_text("".join(f"{i}\n" for i in sorted(ids)), encoding="utf-8")
 
 
+_IN_PROCESS_MAX = 4  # files or tests named on the command line, run without workers
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (the project's default, pyproject.toml): a worker per
     core, at most four. Most of the suite's time is real processes waiting
     on real clocks; more workers than that would crowd the live tests'
-    one-second stall limits on a small machine."""
+    one-second stall limits on a small machine.
+
+    A few files or tests named on the command line (``pytest
+    tests/core/test_x.py::test_y``, what one runs while changing code) run
+    in this process: starting workers would take longer than they save."""
+    args = [a for a in config.args if not a.startswith("-")]
+    if args and len(args) <= _IN_PROCESS_MAX and all("::" in a or a.endswith(".py") for a in args):
+        return 0
     return max(1, min(4, os.cpu_count() or 1))
 
 
