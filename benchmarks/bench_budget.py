@@ -51,10 +51,10 @@ def parse_cpu(path: Path) -> tuple[float, int]:
     return time.process_time() - start, events
 
 
-def replay_cpu(path: Path) -> tuple[float, int]:
+def replay_cpu(path: Path) -> float:
     start = time.process_time()
-    result = replay([str(path)])
-    return time.process_time() - start, len(result.alerts)
+    replay([str(path)])
+    return time.process_time() - start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             other_s.append(parse_cpu(other)[0])
             seconds, steps = parse_cpu(whole)
             parse_s.append(seconds)
-            replay_s.append(replay_cpu(whole)[0])
+            replay_s.append(replay_cpu(whole))
     o, p, r = (statistics.median(x) for x in (other_s, parse_s, replay_s))
     per_other = o / max(n_other, 1) * 1e6
     per_progress = max(p - o, 0.0) / max(n_progress, 1) * 1e6
@@ -96,8 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  parse, whole log          {p:6.2f} s   {per_progress:5.2f} us per progress line "
           f"({per_progress / max(per_other, 1e-9):.0f}x an other line)")
     print(f"  replay, whole log         {r:6.2f} s   {per_step:5.2f} us per event for the detectors and the Monitor")
-    print(f"  at {TARGET_LINES_PER_S:,} lines/s the other lines leave {budget:5.2f} us per progress line; "
-          f"spent: {per_progress + per_step:5.2f} us ({(per_progress + per_step) / max(budget, 1e-9):.1f}x the budget)")
+    spent = per_progress + per_step
+    if budget > 0:
+        print(f"  at {TARGET_LINES_PER_S:,} lines/s the other lines leave {budget:5.2f} us per progress line; "
+              f"spent: {spent:5.2f} us ({spent / budget:.1f}x the budget)")
+    else:  # a short log: start-up alone passes the target
+        print(f"  at {TARGET_LINES_PER_S:,} lines/s the other lines leave nothing; spent: {spent:5.2f} us")
     print(f"  lines/s now: {n_lines / r:,.0f}")
     return 0
 

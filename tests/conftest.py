@@ -43,6 +43,23 @@ def pytest_runtest_logreport(report: object) -> None:
         _skipped_for_frameworks.append(getattr(report, "nodeid", ""))
 
 
+def _skip_parts(target: str) -> list[Path]:
+    return list(Path(target).parent.glob(f"{Path(target).name}.gw*"))
+
+
+def _write_ids(path: Path, ids: set[str]) -> None:
+    path.write_text("".join(f"{i}\n" for i in sorted(ids)), encoding="utf-8")
+
+
+def pytest_sessionstart(session: object) -> None:
+    """The controller starts with no worker's part left by an earlier run
+    (its ids could name tests that no longer exist)."""
+    target = os.environ.get("DFLASH_SKIPPED_FOR_FRAMEWORKS")
+    if target and not os.environ.get("PYTEST_XDIST_WORKER"):
+        for part in _skip_parts(target):
+            part.unlink()
+
+
 def pytest_sessionfinish(session: object, exitstatus: int) -> None:
     """Under pytest-xdist each worker writes what it saw (a module skipped
     at collection is reported on its worker only) to ``FILE.<worker>``; the
@@ -53,22 +70,23 @@ def pytest_sessionfinish(session: object, exitstatus: int) -> None:
     ids = {i for i in _skipped_for_frameworks if i}
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
-        Path(f"{target}.{worker}").write_text("".join(f"{i}\n" for i in sorted(ids)), encoding="utf-8")
+        _write_ids(Path(f"{target}.{worker}"), ids)
         return
-    for part in Path(target).parent.glob(f"{Path(target).name}.gw*"):
+    for part in _skip_parts(target):
         ids.update(line for line in part.read_text(encoding="utf-8").splitlines() if line)
         part.unlink()
-    Path(target).write_text("".join(f"{i}\n" for i in sorted(ids)), encoding="utf-8")
+    _write_ids(Path(target), ids)
 
 
 _IN_PROCESS_MAX = 4  # files or tests named on the command line, run without workers
+_WORKERS_MAX = 4
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (the project's default, pyproject.toml): a worker per
-    core, at most four. Most of the suite's time is real processes waiting
-    on real clocks; more workers than that would crowd the live tests'
-    one-second stall limits on a small machine.
+    core, at most ``_WORKERS_MAX``. Most of the suite's time is real
+    processes waiting on real clocks; more workers than that would crowd
+    the live tests' one-second stall limits on a small machine.
 
     A few files or tests named on the command line (``pytest
     tests/core/test_x.py::test_y``, what one runs while changing code) run
@@ -76,7 +94,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     args = [a for a in config.args if not a.startswith("-")]
     if args and len(args) <= _IN_PROCESS_MAX and all("::" in a or a.endswith(".py") for a in args):
         return 0
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, min(_WORKERS_MAX, os.cpu_count() or 1))
 
 
 # -- the job state of every test in a folder of its own -----------------------
