@@ -9,9 +9,13 @@ times, in one run, in rounds that interleave them:
 * ``dflash-watch replay --json`` over the file (the fast path), in a child
   process that reports its own peak RSS (ru_maxrss), start-up included,
 * the same replay with every fast path off (``--per-event``: the stream's
-  ``fast=False``, the plain retiming and step lines fed one at a time
-  (``Monitor.step_runs``), as tests/shell/test_fast_path_equivalence.py
-  switches them), whose alerts must be the same,
+  ``fast=False``, the plain retiming, step lines fed one at a time
+  (``Monitor.step_runs``) and no compiled kernel, as
+  tests/shell/test_fast_path_equivalence.py switches them), whose alerts
+  must be the same,
+* the fast path without the compiled kernels (``DFLASH_WATCH_PURE=1``, what
+  an install without a C compiler runs; ``parsers.native``), whose alerts
+  must be the same too,
 
 and prints lines/s, the ratio to grep and to the per-event path, and peak
 RSS. Times are the children's CPU time (user + sys, from ``wait4``): on a
@@ -86,19 +90,23 @@ def warm_up(tmp: Path) -> None:
     """One replay of each kind before any timing, so the module cache is filled."""
     log = tmp / "warm-up.log"
     log.write_text("step 1/10 | loss 2.0 | 100 tok/s\n", encoding="utf-8")
-    for per_event in (False, True):
-        time_replay_cpu(log, per_event)
+    for per_event, pure in ((False, False), (True, False), (False, True)):
+        time_replay_cpu(log, per_event, pure)
 
 
-def time_cmd(argv: list[str]) -> tuple[float, float, str, str]:
-    """Wall and CPU seconds of one child run (CPU from the children's rusage)."""
+def time_cmd(argv: list[str], pure: bool = False) -> tuple[float, float, str, str]:
+    """Wall and CPU seconds of one child run (CPU from the children's rusage);
+    ``pure``: without the compiled kernels."""
     import resource
 
+    env = child_env()
+    if pure:
+        env["DFLASH_WATCH_PURE"] = "1"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
-        env=child_env(),
+        env=env,
     )
     out, err = proc.communicate()  # reaps it: its rusage joins RUSAGE_CHILDREN
     wall = time.perf_counter() - start
@@ -116,10 +124,14 @@ def time_replay(path: Path, per_event: bool = False) -> tuple[float, int, int]:
     return wall, len(alerts), rss
 
 
-def time_replay_cpu(path: Path, per_event: bool = False) -> tuple[float, float, list[str], int]:
-    """Wall and CPU seconds, the alert JSON lines, the child's peak RSS in KiB."""
+def time_replay_cpu(path: Path, per_event: bool = False, pure: bool = False) -> tuple[float, float, list[str], int]:
+    """Wall and CPU seconds, the alert JSON lines, the child's peak RSS in KiB.
+    ``per_event``: every fast path off, and no compiled kernel; ``pure``: no
+    compiled kernel."""
     flag = "--per-event" if per_event else "--fast"
-    wall, cpu, out, err = time_cmd([sys.executable, "-c", CHILD, flag, "replay", "--json", "--tz", "UTC", str(path)])
+    wall, cpu, out, err = time_cmd(
+        [sys.executable, "-c", CHILD, flag, "replay", "--json", "--tz", "UTC", str(path)], pure=pure or per_event
+    )
     rss = int(err.rsplit("maxrss_kib=", 1)[1].split()[0])
     return wall, cpu, out.splitlines(), rss
 
@@ -135,39 +147,45 @@ def shapes_main(args: argparse.Namespace, tmp: Path) -> None:
 
     print(
         f"{'shape':>9} {'lines':>9} {'MB':>6} {'grep cpu':>8} {'fast cpu':>8} {'lines/s':>11} {'x grep':>7} "
-        f"{'per-event':>9} {'x faster':>8} {'x grep wall':>11} {'RSS MB':>7} {'RSS p-e':>7} same"
+        f"{'per-event':>9} {'x faster':>8} {'pure cpu':>8} {'x pure':>6} {'x grep wall':>11} {'RSS MB':>7} "
+        f"{'RSS p-e':>7} same"
     )
     for shape in args.shapes.split(","):
         log = tmp / f"{shape}-{args.lines}.log"
         lines = write_shape(log, args.lines, shape)
         size = log.stat().st_size
-        rows: dict[str, list[float]] = {k: [] for k in ("g", "gw", "f", "fw", "p", "pw")}
+        rows: dict[str, list[float]] = {k: [] for k in ("g", "gw", "f", "fw", "p", "pw", "u", "uw")}
         rss_f = rss_p = 0
         same = True
         for i in range(args.rounds):
-            order = ("g", "f", "p") if i % 2 == 0 else ("p", "f", "g")
+            order = ("g", "f", "u", "p") if i % 2 == 0 else ("p", "u", "f", "g")
             fast_alerts: list[str] = []
             slow_alerts: list[str] = []
+            pure_alerts: list[str] = []
             for what in order:
                 if what == "g":
                     w, c = time_grep_cpu(log)
                 elif what == "f":
                     w, c, fast_alerts, rss = time_replay_cpu(log)
                     rss_f = max(rss_f, rss)
+                elif what == "u":
+                    w, c, pure_alerts, _rss = time_replay_cpu(log, pure=True)
                 else:
                     w, c, slow_alerts, rss = time_replay_cpu(log, per_event=True)
                     rss_p = max(rss_p, rss)
                 rows[what].append(c)
                 rows[what + "w"].append(w)
-            same = same and fast_alerts == slow_alerts
+            same = same and fast_alerts == slow_alerts == pure_alerts
         med = {k: statistics.median(v) for k, v in rows.items()}
         print(
             f"{shape:>9} {lines:>9} {size / 1e6:>6.1f} {med['g']:>8.3f} {med['f']:>8.2f} {lines / med['f']:>11,.0f} "
-            f"{med['f'] / med['g']:>7.1f} {med['p']:>9.2f} {med['p'] / med['f']:>8.2f} {med['fw'] / med['gw']:>11.1f} "
+            f"{med['f'] / med['g']:>7.1f} {med['p']:>9.2f} {med['p'] / med['f']:>8.2f} {med['u']:>8.2f} "
+            f"{med['u'] / med['f']:>6.2f} {med['fw'] / med['gw']:>11.1f} "
             f"{rss_f / 1024:>7.1f} {rss_p / 1024:>7.1f} {same}",
             flush=True,
         )
-    print("times: children's CPU seconds (user + sys), medians; 'x faster': per-event / fast; 'same': alert lines equal")
+    print("times: children's CPU seconds (user + sys), medians; 'x faster': per-event / fast; 'x pure': without the "
+          "compiled kernels / with; 'same': alert lines equal, all three")
     print("targets: >= 1,000,000 lines/s; <= 10x grep; peak RSS flat in the log's length")
 
 

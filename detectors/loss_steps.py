@@ -35,6 +35,7 @@ from operator import sub
 from typing import TYPE_CHECKING
 
 from ..parsers.events import Progress
+from ..parsers.native import KERNELS
 from .base import StepCommit
 from .loss_reports import Extra, Reports, follow_lane, read_reports
 from .loss_robust import within_margin
@@ -242,6 +243,14 @@ def _smoothed(det: LossDetector, losses: list[float]) -> tuple[list[float], list
     else:
         gone = start = 0
     leaving = [*held, *losses][gone:]
+    if KERNELS is not None and len(s) == size:
+        # The loop below in C (``parsers.native``); it refuses (ValueError,
+        # ``s`` untouched) a value that is not a finite float.
+        try:
+            out += KERNELS.slide_median(s, leaving, losses[start:], size % 2 == 1)
+            return s, out, max(first, 0)
+        except ValueError:
+            pass
     add = out.append
     # ``remove`` drops the first value equal to the one leaving: the one
     # ``RobustWindow.add`` drops (``bisect_left``), signed zeros alike.

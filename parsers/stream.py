@@ -39,6 +39,7 @@ from .health_lines import LITERALS as HEALTH_LITERALS
 from .health_lines import health_line
 from .lanes import lane_of, read_lanes
 from .line_times import LineTimes
+from .native import KERNELS
 from .one_line import body_shape, read_padding, read_progress
 from .padding import LITERALS as PADDING_LITERALS
 from .progress import CANDIDATES, ProgressPattern, line_shape, progress_possible
@@ -328,6 +329,9 @@ class LogStream:
         # does anything else. Held in locals: the hot loop appends to them.
         run_lines, run_starts, run_ends, run_lanes = cur.run_lines, cur.run_starts, cur.run_ends, cur.run_lanes
         is_open = assembler.is_open  # it opens and closes only as it is fed: asked after each feed
+        # The compiled walk (``parsers.native``), for an ASCII view only: a
+        # line of it is its own UTF-8, so the kernel makes its shape.
+        take_run = KERNELS.take_run if KERNELS is not None and view.isascii() else None
         while pos < n:
             if is_open:
                 if open_at is None:
@@ -343,6 +347,13 @@ class LogStream:
                 if end == -1:
                     end = n
             else:
+                if take_run is not None:
+                    # The lines it only sets aside, walked in C (``parsers.native``);
+                    # it stops before the first it would do more with.
+                    k, pos = take_run(view, ends, k, pos, flag_cache, run_lines, run_starts, run_ends, run_lanes,
+                                      wide, has_cr, fast, _SHAPE_LINE_MAX, _PROGRESS, glued_at)
+                    if pos >= n:
+                        break
                 while k < n_ends and ends[k] < pos:
                     k += 1
                 if k == n_ends:

@@ -1,6 +1,8 @@
 """Random logs for the differential tests (fast path against the per-event
-path): one home, used by tests/shell/test_fast_path_equivalence.py and
-tests/core/test_detector_shortcuts.py."""
+path, compiled kernels against their Python loops): one home, used by
+tests/shell/test_fast_path_equivalence.py, tests/core/test_native.py and
+tests/core/test_detector_shortcuts.py; and the events of a log fed to a
+stream in random chunks (``stream_events``)."""
 
 from __future__ import annotations
 
@@ -67,3 +69,23 @@ def random_log(path: Path, seed: int, lines: int = 3000) -> Path:
                 out.append(f"{us(t)} - INFO - data - loaded shard {rng.randrange(10**6)}")
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
     return path
+
+
+def stream_events(path: Path, seed: int, most: int = 80) -> list[str]:
+    """The events (reprs) of one stream fed ``path`` in random chunks of 1
+    to ``most`` whole lines (a chunk's first event may sit behind the clock
+    the last one left). The stream is ``ingest.LogStream``, so a test's
+    monkeypatched one is used."""
+    from dflash_watch import ingest
+
+    rng = random.Random(seed)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    stream = ingest.LogStream("log", replay=True)
+    out: list[str] = []
+    at = 0
+    while at < len(lines):
+        n = rng.randrange(1, most)
+        out.extend(map(repr, stream.feed("".join(lines[at : at + n]), at + 1, 1_700_000_000.0)))
+        at += n
+    out.extend(map(repr, stream.flush(1_700_000_000.0)))
+    return out

@@ -3,11 +3,13 @@
 The fast paths (issue 20): the stream's column reading of progress lines
 (``LogStream(fast=True)``), the step clock's and the event clock's
 positional rebuild of a retimed Progress (``parsers.clock.at_time``), the
-event clock's in-order check in C (``parsers.clock._in_order``) and runs of
-step lines taken at once by the detectors (``Monitor.step_runs``). The
+event clock's in-order check in C (``parsers.clock._in_order``), runs of
+step lines taken at once by the detectors (``Monitor.step_runs``) and the
+compiled kernels where they were built (``parsers.native``). The
 reference is the same replay with each switched off: ``fast=False`` reads
 every line on its own, ``dataclasses.replace`` retimes, ``hold`` walks
-every event in Python, and every step line goes to the detectors alone. Both must give the same alert JSON lines on every
+every event in Python, every step line goes to the detectors alone, and
+no kernel runs. Both must give the same alert JSON lines on every
 fixture log, the 20 shared real-world logs (skipped where absent), and
 seeded random logs that mix the shapes the fast paths take and the ones
 that make them fall back.
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import random
 import sys
 from pathlib import Path
 
@@ -25,11 +26,13 @@ import pytest
 
 from dflash_watch import ingest as ingest_module
 from dflash_watch import replay as replay_module
+from dflash_watch.detectors import loss_steps as loss_steps_module
 from dflash_watch.monitor import Monitor
 from dflash_watch.parsers import clock as clock_module
 from dflash_watch.parsers import step_clock as step_clock_module
+from dflash_watch.parsers import stream as stream_module
 from dflash_watch.parsers.stream import LogStream
-from tests.random_logs import random_log
+from tests.random_logs import random_log, stream_events
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -57,9 +60,16 @@ def shared_logs() -> list[Path]:
     return sorted(REALWORLD.glob("*.log")) if REALWORLD.is_dir() else []
 
 
+def pure(m: pytest.MonkeyPatch) -> None:
+    """No compiled kernel runs (``parsers.native``): the Python loops."""
+    m.setattr(stream_module, "KERNELS", None)
+    m.setattr(loss_steps_module, "KERNELS", None)
+
+
 def check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = alerts(path)
     with monkeypatch.context() as m:
+        pure(m)
         m.setattr(ingest_module, "LogStream", functools.partial(LogStream, fast=False))
         m.setattr(clock_module, "at_time", _plain_at)
         m.setattr(step_clock_module, "at_time", _plain_at)
@@ -92,22 +102,6 @@ def test_benchmark_shapes_give_the_per_event_alerts(shape: str, tmp_path: Path, 
     check(log, monkeypatch)
 
 
-def stream_events(path: Path, seed: int) -> list[str]:
-    """The events of one stream fed ``path`` in random chunks of whole lines
-    (a chunk's first event may sit behind the clock the last one left)."""
-    rng = random.Random(seed)
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    stream = ingest_module.LogStream("log", replay=True)
-    out: list[str] = []
-    at = 0
-    while at < len(lines):
-        n = rng.randrange(1, 80)
-        out.extend(map(repr, stream.feed("".join(lines[at : at + n]), at + 1, 1_700_000_000.0)))
-        at += n
-    out.extend(map(repr, stream.flush(1_700_000_000.0)))
-    return out
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_stream_events_in_random_chunks_are_the_per_event_ones(
     seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -116,6 +110,7 @@ def test_stream_events_in_random_chunks_are_the_per_event_ones(
     log = random_log(tmp_path / f"random-{seed}.log", seed + 100)
     fast = stream_events(log, seed)
     with monkeypatch.context() as m:
+        pure(m)
         m.setattr(ingest_module, "LogStream", functools.partial(LogStream, fast=False))
         m.setattr(clock_module, "at_time", _plain_at)
         m.setattr(step_clock_module, "at_time", _plain_at)

@@ -1,0 +1,278 @@
+/* The compiled kernels of issue 20: loops the pure-Python core runs per
+ * line or per step, done in C with exactly the same result.
+ *
+ * Optional: ``pip install`` builds it where a C compiler is found and goes
+ * on without it where not (setup.py: ``optional=True``); ``parsers.native``
+ * imports it, and every caller keeps its Python loop as the fallback
+ * (``DFLASH_WATCH_PURE=1`` forces that). Each kernel takes over only the
+ * common case and hands anything else back to Python untouched, so the
+ * two paths give the same events and alerts: the tests run both
+ * (tests/core/test_native.py, tests/shell/test_native_paths.py).
+ *
+ * Bump ABI with any change of a signature or a meaning: a stale build
+ * left in place by an editable install is then ignored, not trusted.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define ABI 1
+
+/* take_run(view, ends, k, pos, flag_cache, run_lines, run_starts, run_ends,
+ *          run_lanes, wide, has_cr, fast, shape_max, progress_flag,
+ *          glued_at) -> (k, pos)
+ *
+ * ``LogStream._scan``'s walk over candidate lines while no traceback is
+ * open, for the lines it only sets aside: a line whose shape is cached
+ * with a lane (or, without one, as plain progress) joins the run lists; a
+ * cached shape with no flags is passed over. It stops before the first
+ * line it would do anything else with (a shape not cached yet, a '?' in
+ * a wide chunk's view, a line past ``shape_max``, a line that
+ * ``glued_at`` (asked of a line with a '\r') cuts, one read on its own:
+ * its digits tested on it, a trigger, a line opening with '[') and returns
+ * ``k`` and ``pos`` as the Python loop has them before that line, or past
+ * the last candidate. ``view`` must be ASCII
+ * (the caller checks): its line is its UTF-8, and ``line_shape`` is the
+ * line with the digits 1-9 made 0. */
+static PyObject *
+take_run(PyObject *self, PyObject *args)
+{
+    PyObject *view, *ends, *cache, *lines, *starts, *ends_out, *lanes, *glued;
+    Py_ssize_t k, pos, shape_max;
+    int wide, has_cr, fast;
+    long progress_flag;
+    if (!PyArg_ParseTuple(args, "UO!nnO!O!O!O!O!pppnlO", &view, &PyList_Type, &ends, &k, &pos,
+                          &PyDict_Type, &cache, &PyList_Type, &lines, &PyList_Type, &starts,
+                          &PyList_Type, &ends_out, &PyList_Type, &lanes, &wide, &has_cr, &fast,
+                          &shape_max, &progress_flag, &glued))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(view)) {
+        PyErr_SetString(PyExc_ValueError, "take_run: the view must be ASCII");
+        return NULL;
+    }
+    const char *data = (const char *)PyUnicode_DATA(view);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(view);
+    Py_ssize_t n_ends = PyList_GET_SIZE(ends);
+    while (pos < n) {
+        /* while k < n_ends and ends[k] < pos: k += 1 */
+        Py_ssize_t end = -1;
+        while (k < n_ends) {
+            end = PyLong_AsSsize_t(PyList_GET_ITEM(ends, k));
+            if (end == -1 && PyErr_Occurred())
+                return NULL;
+            if (end >= pos)
+                break;
+            k++;
+        }
+        if (k == n_ends)
+            break;
+        if (end > n || end < pos)
+            break; /* not an end in this text: Python's loop decides */
+        /* start = view.rfind("\n", pos, end) + 1 or pos */
+        Py_ssize_t start = pos;
+        for (Py_ssize_t i = end - 1; i >= pos; i--) {
+            if (data[i] == '\n') {
+                start = i + 1;
+                break;
+            }
+        }
+        Py_ssize_t len = end - start;
+        const char *line = data + start;
+        if (len > shape_max)
+            break;
+        if (wide && memchr(line, '?', (size_t)len) != NULL)
+            break;
+        if (has_cr && memchr(line, '\r', (size_t)len) != NULL) {
+            /* A log line glued to a bar's redraws is cut off it in Python. */
+            PyObject *whole = PyUnicode_Substring(view, start, end);
+            if (whole == NULL)
+                return NULL;
+            PyObject *cut = PyObject_CallOneArg(glued, whole);
+            Py_DECREF(whole);
+            if (cut == NULL)
+                return NULL;
+            int truth = PyObject_IsTrue(cut);
+            Py_DECREF(cut);
+            if (truth < 0)
+                return NULL;
+            if (truth)
+                break;
+        }
+        PyObject *shape = PyBytes_FromStringAndSize(line, len);
+        if (shape == NULL)
+            return NULL;
+        char *sd = PyBytes_AS_STRING(shape);
+        for (Py_ssize_t i = 0; i < len; i++) {
+            if (sd[i] >= '1' && sd[i] <= '9')
+                sd[i] = '0';
+        }
+        PyObject *entry = PyDict_GetItemWithError(cache, shape); /* borrowed */
+        if (entry == NULL) {
+            Py_DECREF(shape);
+            if (PyErr_Occurred())
+                return NULL;
+            break; /* a new shape: Python works out its flags and lane */
+        }
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+            Py_DECREF(shape);
+            break;
+        }
+        long flags = PyLong_AsLong(PyTuple_GET_ITEM(entry, 0));
+        if (flags == -1 && PyErr_Occurred()) {
+            Py_DECREF(shape);
+            return NULL;
+        }
+        PyObject *lane = PyTuple_GET_ITEM(entry, 1);
+        if (lane == Py_None) {
+            if (flags == 0) {
+                Py_DECREF(shape);
+                k++;
+                pos = end + 1;
+                continue; /* a candidate that holds nothing after all */
+            }
+            if (!(flags == progress_flag && fast && !(len > 0 && line[0] == '['))) {
+                Py_DECREF(shape);
+                break; /* read on its own */
+            }
+            lane = shape; /* a plain progress line: its shape for a lane */
+        }
+        PyObject *text = PyUnicode_Substring(view, start, end);
+        PyObject *s = PyLong_FromSsize_t(start);
+        PyObject *e = PyLong_FromSsize_t(end);
+        int failed = text == NULL || s == NULL || e == NULL || PyList_Append(lines, text) < 0 ||
+                     PyList_Append(starts, s) < 0 || PyList_Append(ends_out, e) < 0 ||
+                     PyList_Append(lanes, lane) < 0;
+        Py_XDECREF(text);
+        Py_XDECREF(s);
+        Py_XDECREF(e);
+        Py_DECREF(shape);
+        if (failed)
+            return NULL;
+        k++;
+        pos = end + 1;
+    }
+    return Py_BuildValue("nn", k, pos);
+}
+
+/* slide_median(sorted, leaving, values, odd) -> medians
+ *
+ * ``loss_steps._smoothed``'s loop: for each pair of ``leaving`` and
+ * ``values`` (zip: the shorter decides), drop the first value of
+ * ``sorted`` equal to the leaving one (``list.remove``), put the new one
+ * after its equals (``insort``), and append the window's median: its
+ * middle value (``odd``), else half the sum of its middle two. ``sorted``
+ * is changed in place, as the loop changes it. Every value must be a
+ * finite float and every leaving value present (the caller checks the
+ * first; the window holds the second): else ValueError and nothing is
+ * changed, and the caller runs its own loop. */
+static PyObject *
+slide_median(PyObject *self, PyObject *args)
+{
+    PyObject *sorted_list, *leaving, *values;
+    int odd;
+    if (!PyArg_ParseTuple(args, "O!O!O!p", &PyList_Type, &sorted_list, &PyList_Type, &leaving, &PyList_Type,
+                          &values, &odd))
+        return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(sorted_list);
+    Py_ssize_t steps = PyList_GET_SIZE(leaving);
+    if (PyList_GET_SIZE(values) < steps)
+        steps = PyList_GET_SIZE(values);
+    if (size == 0) {
+        PyErr_SetString(PyExc_ValueError, "slide_median: an empty window");
+        return NULL;
+    }
+    double *s = PyMem_Malloc(sizeof(double) * (size_t)size);
+    if (s == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *v = PyList_GET_ITEM(sorted_list, i);
+        if (!PyFloat_CheckExact(v) || !isfinite(PyFloat_AS_DOUBLE(v))) {
+            PyMem_Free(s);
+            PyErr_SetString(PyExc_ValueError, "slide_median: a value that is not a finite float");
+            return NULL;
+        }
+        s[i] = PyFloat_AS_DOUBLE(v);
+    }
+    PyObject *out = PyList_New(steps);
+    if (out == NULL) {
+        PyMem_Free(s);
+        return NULL;
+    }
+    Py_ssize_t mid = size / 2;
+    for (Py_ssize_t j = 0; j < steps; j++) {
+        PyObject *o = PyList_GET_ITEM(leaving, j), *v = PyList_GET_ITEM(values, j);
+        if (!PyFloat_CheckExact(o) || !PyFloat_CheckExact(v) || !isfinite(PyFloat_AS_DOUBLE(v))) {
+            goto refuse;
+        }
+        double old = PyFloat_AS_DOUBLE(o), value = PyFloat_AS_DOUBLE(v);
+        Py_ssize_t at = 0;
+        while (at < size && s[at] != old)
+            at++;
+        if (at == size)
+            goto refuse;
+        memmove(s + at, s + at + 1, sizeof(double) * (size_t)(size - 1 - at));
+        /* insort: after every value <= the new one (bisect_right) */
+        Py_ssize_t lo = 0, hi = size - 1;
+        while (lo < hi) {
+            Py_ssize_t m = (lo + hi) / 2;
+            if (value < s[m])
+                hi = m;
+            else
+                lo = m + 1;
+        }
+        memmove(s + lo + 1, s + lo, sizeof(double) * (size_t)(size - 1 - lo));
+        s[lo] = value;
+        double median = odd ? s[mid] : 0.5 * (s[mid - 1] + s[mid]);
+        PyObject *m = PyFloat_FromDouble(median);
+        if (m == NULL) {
+            Py_DECREF(out);
+            PyMem_Free(s);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, j, m);
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *f = PyFloat_FromDouble(s[i]);
+        if (f == NULL) {
+            Py_DECREF(out);
+            PyMem_Free(s);
+            return NULL;
+        }
+        if (PyList_SetItem(sorted_list, i, f) < 0) {
+            Py_DECREF(out);
+            PyMem_Free(s);
+            return NULL;
+        }
+    }
+    PyMem_Free(s);
+    return out;
+refuse:
+    Py_DECREF(out);
+    PyMem_Free(s);
+    PyErr_SetString(PyExc_ValueError, "slide_median: a value that is not a finite float, or not in the window");
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"take_run", take_run, METH_VARARGS, "LogStream._scan's walk over lines it only sets aside."},
+    {"slide_median", slide_median, METH_VARARGS, "A sliding window's median after each new value."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native", "The compiled kernels of issue 20 (optional; see parsers.native).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "ABI", ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

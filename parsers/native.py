@@ -1,0 +1,73 @@
+"""The compiled kernels (``parsers/_native.c``), where they were built.
+
+Issue 20 allows a compiled part on two conditions: an install without a C
+compiler still works, and gives the same alerts. So the kernels are
+optional (setup.py builds them with ``optional=True``), each caller keeps
+its Python loop, and a kernel takes over only the common case and hands
+anything else back unchanged. ``KERNELS`` is the module, or None where it
+was not built, was built for another ABI (an editable install's stale
+build), or ``DFLASH_WATCH_PURE=1`` asks for the Python loops. The
+differential tests run both in one process (tests/core/test_native.py,
+tests/shell/test_fast_path_equivalence.py); CI also runs them with the
+variable set, and builds a wheel with no compiler.
+
+Why C and not more Python: these are the loops left per line and per step
+once everything around them runs as ``map`` over columns in C; in the
+interpreter each costs a few tenths of a microsecond per line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from .cursor import Bare, Lane, Ranked
+
+# The C module's ``ABI`` this Python expects (``parsers/_native.c``).
+ABI = 1
+PURE_ENV = "DFLASH_WATCH_PURE"
+
+
+class Kernels(Protocol):
+    """``parsers/_native.c``: each function's comment there says what it does."""
+
+    ABI: int
+
+    def take_run(
+        self, view: str, ends: list[int], k: int, pos: int, flag_cache: dict[bytes, tuple[int, Lane | Bare | Ranked | None]],
+        run_lines: list[str], run_starts: list[int], run_ends: list[int], run_lanes: list[Lane | Bare | Ranked | bytes],
+        wide: bool, has_cr: bool, fast: bool, shape_max: int, progress_flag: int,
+        glued_at: Callable[[str], int], /,
+    ) -> tuple[int, int]: ...
+
+    def slide_median(self, window: list[float], leaving: list[float], values: list[float], odd: bool, /) -> list[float]:
+        ...
+
+
+def pure_asked() -> bool:
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
+
+
+def _load() -> Kernels | None:
+    if pure_asked():
+        return None
+    try:
+        module = importlib.import_module("._native", __package__)
+    except ImportError:
+        return None
+    return cast(Kernels, module) if getattr(module, "ABI", None) == ABI else None
+
+
+KERNELS: Kernels | None = _load()
+
+
+def status() -> str:
+    """Which path runs, in a few words (``--version``, bug reports)."""
+    if KERNELS is not None:
+        return "compiled kernels"
+    if pure_asked():
+        return f"pure Python ({PURE_ENV} set)"
+    return "pure Python (compiled kernels not built)"

@@ -1,0 +1,292 @@
+"""The compiled kernels (``parsers.native``) against the Python loops they replace.
+
+Each kernel must give exactly what its Python loop gives, and hand back
+untouched what it does not take (issue 20: a compiled part gives the same
+alerts as the pure-Python fallback). Where the kernels were not built (no
+compiler, ``DFLASH_WATCH_PURE=1``) these skip with the reason; the
+fallback itself is what the rest of the suite runs then.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import types
+from bisect import insort
+from pathlib import Path
+
+import pytest
+
+from dflash_watch.detectors import loss_steps
+from dflash_watch.parsers import native
+from dflash_watch.parsers import stream as stream_module
+from dflash_watch.parsers.glued import glued_at
+from dflash_watch.parsers.stream import LogStream
+from tests.random_logs import random_log, stream_events
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+needs_kernels = pytest.mark.skipif(native.KERNELS is None, reason=f"no compiled kernels: {native.status()}")
+
+
+def _slide_reference(s: list[float], leaving: list[float], values: list[float], odd: bool) -> list[float]:
+    """``loss_steps._smoothed``'s loop, as written there."""
+    out: list[float] = []
+    mid = len(s) // 2
+    for old, value in zip(leaving, values):
+        s.remove(old)
+        insort(s, value)
+        out.append(s[mid] if odd else 0.5 * (s[mid - 1] + s[mid]))
+    return out
+
+
+def _exact(values: list[float]) -> list[str]:
+    return [repr(v) for v in values]  # -0.0 and 0.0 told apart
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(40))
+def test_slide_median_is_the_python_loop(seed: int) -> None:
+    rng = random.Random(seed)
+    size = rng.randrange(1, 14)
+    pool = [0.0, -0.0, 1.5, 2.25, -3.0, 1e300, -1e300, 5e-324, 2.0, 2.0]
+    draw = (lambda: rng.choice(pool)) if seed % 2 else (lambda: rng.uniform(-5, 5))
+    held = [draw() for _ in range(size)]
+    values = [draw() for _ in range(rng.randrange(0, 60))]
+    leaving = [*held, *values][: len(values)]
+    s_ref = sorted(held)
+    s_nat = list(s_ref)
+    want = _slide_reference(s_ref, leaving, values, size % 2 == 1)
+    got = native.KERNELS.slide_median(s_nat, leaving, values, size % 2 == 1)  # type: ignore[union-attr]
+    assert _exact(got) == _exact(want)
+    assert _exact(s_nat) == _exact(s_ref)
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "values, leaving",
+    [
+        ([1.0, math.nan], [1.0, 2.0]),  # a NaN loss
+        ([1.0, math.inf], [1.0, 2.0]),  # an infinite one
+        ([1.0, 2], [1.0, 2.0]),  # an int, not a float
+        ([1.0, 2.0], [1.0, 9.0]),  # a leaving value not in the window
+    ],
+)
+def test_slide_median_refuses_and_leaves_the_window(values: list[float], leaving: list[float]) -> None:
+    window = [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError):
+        native.KERNELS.slide_median(window, leaving, values, True)  # type: ignore[union-attr]
+    assert window == [1.0, 2.0, 3.0]
+
+
+def _both(log: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """A stream's events of ``log`` in random chunks, with the kernels and without."""
+    compiled = stream_events(log, seed, most=200)
+    with monkeypatch.context() as m:
+        m.setattr(stream_module, "KERNELS", None)
+        python = stream_events(log, seed, most=200)
+    return compiled, python
+
+
+_EDGES = (
+    # A tqdm bar redrawn with '\r', then a log record glued to its last redraw.
+    "11/29/2026 10:00:01 - INFO - __main__ - step 1/50 | loss 3.0 | 22.2 Ktok/s\n"
+    "Training:   2%|2         | 1/50 [00:01<00:40, 1.2it/s, loss=2.3]\rTraining:   4%|4         | 2/50 "
+    "[00:02<00:40, 1.2it/s, loss=2.2]11/29/2026 10:00:03 - INFO - __main__ - step 2/50 | loss 2.9 | 22.1 Ktok/s\n"
+    # A wide character (a tqdm block bar) in the chunk: the view is not the text.
+    "Training:  10%|█         | 5/50 [00:05<00:40, 1.2it/s, loss=2.1, tok/s=21000]\n"
+    # A rank prefix, a line that opens with '[', a shape past the cache's limit.
+    "[rank3]:11/29/2026 10:00:04 - INFO - train - step 3/50 | loss 2.8 | 21.5 Ktok/s\n"
+    "[1/50] loss 2.7 tok/s 21000\n"
+    + "x" * 2100 + " step 4/50 loss 2.6\n"
+    # Digits in a literal ("Signal 9"), a traceback, and steps after it.
+    "torch.distributed.elastic.multiprocessing.api: failed (exitcode: -9) Signal 9 (SIGKILL) received by PID 77\n"
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 3, in <module>\n'
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    "11/29/2026 10:00:09 - INFO - __main__ - step 5/50 | loss 2.5 | 22.0 Ktok/s\n"
+)
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(4))
+def test_stream_walk_gives_the_python_events_on_edges(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "edges.log"
+    log.write_text("".join(_EDGES * 3 + "11/29/2026 10:00:10 - INFO - data - loaded shard 7\n" for _ in range(20)),
+                   encoding="utf-8")
+    compiled, python = _both(log, seed, monkeypatch)
+    assert compiled == python
+    assert any("Crash" in e for e in compiled) and sum("Progress" in e for e in compiled) > 100
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(6))
+def test_stream_walk_gives_the_python_events_on_random_logs(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compiled, python = _both(random_log(tmp_path / "r.log", seed + 500), seed, monkeypatch)
+    assert compiled == python
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "path", sorted(p for p in FIXTURES.rglob("*") if p.suffix in (".log", ".txt")), ids=lambda p: p.name
+)
+def test_stream_walk_gives_the_python_events_on_fixtures(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled, python = _both(path, 7, monkeypatch)
+    assert compiled == python
+
+
+_LANE = object()
+
+
+def _take(line: str, entry: tuple[int, object] | None, *, fast: bool = True, wide: bool = False,
+          glued: int = 0, shape_max: int = 2048) -> tuple[tuple[int, int], list[object]]:
+    """``take_run`` over one candidate line, then a taken one: where it
+    stopped and the lanes it set aside."""
+    view = f"{line}\nstep 1 loss 2\n"
+    ends = [len(line), len(view) - 1]
+    cache: dict[bytes, tuple[int, object]] = {b"step 0 loss 0": (1, _LANE)}
+    shape = line.encode().translate(bytes.maketrans(b"123456789", b"000000000"))
+    if entry is not None:
+        cache[shape] = entry
+    lanes: list[object] = []
+    at = native.KERNELS.take_run(  # type: ignore[union-attr]
+        view, ends, 0, 0, cache, [], [], [], lanes, wide, "\r" in line, fast, shape_max, 1, lambda _line: glued
+    )
+    return at, lanes
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "line, entry, options, taken",
+    [
+        ("step 7 loss 9", (1, _LANE), {}, True),  # a lane line: set aside, its lane with it
+        ("eval 9 bar", (0, None), {}, True),  # a candidate holding nothing: passed over
+        ("0%| 3/9 [00:01<00:02, 1.5it/s]", (1, None), {}, True),  # plain progress: its shape for a lane
+        ("0%| 3/9 [00:01<00:02, 1.5it/s]", (1, None), {"fast": False}, False),  # no fast path: on its own
+        ("[rank1]: 3/9 [00:01, 1.5it/s]", (1, None), {}, False),  # opens with '[': on its own
+        ("Traceback (most recent call last):", (2, None), {}, False),  # a trigger
+        ("Signal 9 received by PID 7", (1 | 4, None), {}, False),  # digits tested on the line
+        ("stage 8 loss 9", None, {}, False),  # a shape not cached yet
+        ("a 1/9\rb 2/9 [00:01, 1.5it/s]INFO step 2", (1, _LANE), {"glued": 27}, False),  # a glued record
+        ("a 1/9\rb 2/9 [00:01, 1.5it/s]", (1, _LANE), {}, True),  # redraws alone
+        ("step ? loss 9", (1, _LANE), {"wide": True}, False),  # a wide chunk's placeholder
+        ("step ? loss 9", (1, _LANE), {}, True),  # ... a real '?' in an ASCII chunk
+        ("step 7 loss 9", (1, _LANE), {"shape_max": 12}, False),  # past the shape cache's length
+    ],
+)
+def test_take_run_takes_what_python_sets_aside_and_stops_before_the_rest(
+    line: str, entry: tuple[int, object] | None, options: dict[str, object], taken: bool
+) -> None:
+    at, lanes = _take(line, entry, **options)  # type: ignore[arg-type]
+    if taken:
+        assert at == (2, len(line) + 15)  # both lines, past the last
+        assert lanes[-1] is _LANE and len(lanes) == (1 if entry is not None and entry[0] == 0 else 2)
+        if entry is not None and entry[0] == 1 and entry[1] is None:
+            assert lanes[0] == line.encode().translate(bytes.maketrans(b"123456789", b"000000000"))
+    else:
+        assert at == (0, 0) and lanes == []
+
+
+@needs_kernels
+def test_take_run_refuses_a_view_that_is_not_ascii() -> None:
+    with pytest.raises(ValueError):
+        native.KERNELS.take_run("é\n", [1], 0, 0, {}, [], [], [], [], False, False, True, 2048, 1, glued_at)  # type: ignore[union-attr]
+
+
+@needs_kernels
+@pytest.mark.parametrize("shape", ["quiet", "progress", "ranks"])
+def test_take_run_walks_nearly_every_line_of_the_benchmark_shapes(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel is worth its keep only if it walks the lines: Python
+    takes over a few per chunk (a new shape, a line read on its own), not
+    one in ten (a shape made unlike Python's would send every line back)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from speed_logs import write_log
+
+    log = tmp_path / f"{shape}.log"
+    write_log(log, 20_000, shape, seed=5)
+    kernel = native.KERNELS.take_run  # type: ignore[union-attr]
+    returns: list[int] = []
+
+    def counted(*args: object) -> tuple[int, int]:
+        returns.append(1)
+        return kernel(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stream_module, "KERNELS", types.SimpleNamespace(take_run=counted))
+    stream = LogStream("log", replay=True)
+    events = stream.feed(log.read_text(encoding="utf-8"), 1, 1_700_000_000.0)
+    progress = sum(type(e).__name__ == "Progress" for e in events)
+    assert progress > 500
+    assert len(returns) < progress / 20, (len(returns), progress)
+
+
+@needs_kernels
+def test_loss_smoothing_uses_the_kernel_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The detector's ``_smoothed`` with the kernel and without: the same."""
+    from dflash_watch.detectors.config import DetectorConfig
+    from dflash_watch.detectors.loss import LossDetector
+
+    det = LossDetector(DetectorConfig())
+    window = det._smooth
+    for v in (2.0, 2.5, 1.5, 3.0, 2.25, 2.0, 2.75, 1.75, 2.5, 2.0):
+        window.add(v)
+    calls: list[int] = []
+    kernel = native.KERNELS.slide_median  # type: ignore[union-attr]
+
+    def counted(*args: object) -> list[float]:
+        calls.append(1)
+        return kernel(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loss_steps, "KERNELS", types.SimpleNamespace(slide_median=counted))
+    for losses in ([2.1, 2.2, 2.05, 2.4, 2.3], [2.1, 2, 2.4]):  # the second: an int, refused
+        compiled = loss_steps._smoothed(det, list(losses))
+        with monkeypatch.context() as m:
+            m.setattr(loss_steps, "KERNELS", None)
+            python = loss_steps._smoothed(det, list(losses))
+        assert repr(compiled) == repr(python)
+    assert len(calls) == 2
+
+
+def test_load_refuses_a_stale_or_missing_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another ABI (an editable install's old build), none at all, or the
+    variable set: the Python loops."""
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
+    stale = types.SimpleNamespace(ABI=native.ABI + 1)
+    monkeypatch.setattr(native.importlib, "import_module", lambda name, package=None: stale)
+    assert native._load() is None
+
+    def missing(name: str, package: str | None = None) -> types.ModuleType:
+        raise ImportError(name)
+
+    monkeypatch.setattr(native.importlib, "import_module", missing)
+    assert native._load() is None
+    current = types.SimpleNamespace(ABI=native.ABI)
+    monkeypatch.setattr(native.importlib, "import_module", lambda name, package=None: current)
+    assert native._load() is current
+    monkeypatch.setenv(native.PURE_ENV, "1")
+    assert native._load() is None
+    monkeypatch.setattr(native, "KERNELS", None)
+    assert native.status() == f"pure Python ({native.PURE_ENV} set)"
+    monkeypatch.setenv(native.PURE_ENV, "0")
+    assert native.status() == "pure Python (compiled kernels not built)"
+
+
+def test_the_kernels_are_built_where_a_compiler_is() -> None:
+    """Where a C compiler is found, an install builds the kernels: else the
+    compiled path would go untested without a word (an install made before
+    the kernels existed needs ``pip install -e .`` again)."""
+    import shutil
+
+    if native.pure_asked():
+        pytest.skip(f"{native.PURE_ENV} is set: the Python loops are asked for")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: the kernels are not built, the Python loops run")
+    assert native.KERNELS is not None, (
+        f"{native.status()}: a C compiler is here; run `python3 -m pip install -e .` again to build them"
+    )
