@@ -37,12 +37,14 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import islice
-from operator import itemgetter, sub
+from functools import partial
+from itertools import islice, repeat
+from operator import add, itemgetter, lt, sub
 from statistics import median
 from typing import TYPE_CHECKING
 
 from ..parsers.events import TOK_S, Progress, rate_of
+from ..parsers.native import KERNELS
 from . import throughput_limits as _tp
 from .base import StepCommit
 from .steps import SeenSeries, sorted_median
@@ -225,7 +227,7 @@ def _steady(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step
     elif any(map(lambda series, n: n != last_total[series], series_col, totals)):
         return None
     offset = clock.offset
-    ts = [x + offset for x in time_col]
+    ts = list(map(add, time_col, repeat(offset)))  # x + offset of each, in C
     # The warm-up's last seconds: its steps are counted, not learned nor
     # judged. Past ``throughput_warmup_events`` (above) only its time is
     # left, and times are in order (checked below): a first part of the run.
@@ -243,7 +245,14 @@ def _steady(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step
     # the jitter), not a relaunch; nor the next epoch's bar (checked after).
     silence = c.throughput_restart_gap_s
     jitter = c.clock_jitter_s
-    if len(kinds) > 1:
+    # The walk below in C where it takes the run (``parsers.native``): 1
+    # steady, ``last_step`` moved; 0 not steady; -1 the loops below decide.
+    walked = -1
+    if KERNELS is not None and type(step_col) is list and type(series_col) is list:
+        walked = KERNELS.series_tops(step_col, gaps, series_col, last_step, silence, jitter)
+        if not walked:
+            return None
+    if walked < 0 and len(kinds) > 1:
         for s, g, series in zip(step_col, gaps, series_col):
             if not 0.0 <= g < silence or s is None:
                 return None
@@ -251,7 +260,7 @@ def _steady(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step
                 last_step[series] = s
             elif g > jitter:
                 return None  # a relaunch
-    else:
+    elif walked < 0:
         one = series_col[0]
         top = last_step[one]
         for s, g in zip(step_col, gaps):
@@ -268,7 +277,7 @@ def _steady(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step
             return None
     # The cadence: only the last re-read counts (the relaunch silence is
     # above the gaps whatever it is, and the warm-up is over).
-    dts = [g for g in gaps if g > 0]
+    dts = list(filter(partial(lt, 0.0), gaps))  # [g for g in gaps if g > 0], in C
     interval, gap_limit, warm_n = det.interval, det._gap_limit, det._warm_n
     since = det._since_interval + len(dts)
     if since >= _tp.INTERVAL_EVERY:

@@ -16,7 +16,7 @@
 #include <Python.h>
 #include <string.h>
 
-#define ABI 1
+#define ABI 3
 
 /* take_run(view, ends, k, pos, flag_cache, run_lines, run_starts, run_ends,
  *          run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -253,9 +253,156 @@ refuse:
     return NULL;
 }
 
+/* cut_numbers(lines, start, stop, ints) -> list | None
+ *
+ * ``progress.columns``' reading of one number column: each line's
+ * ``line[start:stop]`` as ``int`` (``ints``) or ``float`` would read it,
+ * without the slice. Only what both read alike is taken: ASCII digits
+ * alone for an int (at most 18), ASCII digits, '.', 'e', 'E', '+', '-'
+ * for a float, the whole slice consumed (``PyOS_string_to_double``, what
+ * ``float`` calls). Anything else (a slice past a line's end, a space, a
+ * letter, a character outside ASCII, a number that does not parse) and
+ * the answer is None: the caller reads the column in Python. */
+static PyObject *
+cut_numbers(PyObject *self, PyObject *args)
+{
+    PyObject *lines;
+    Py_ssize_t start, stop;
+    int ints;
+    char buf[64];
+    if (!PyArg_ParseTuple(args, "O!nnp", &PyList_Type, &lines, &start, &stop, &ints))
+        return NULL;
+    Py_ssize_t width = stop - start;
+    if (start < 0 || width <= 0 || width >= (Py_ssize_t)sizeof(buf) || (ints && width > 18))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(lines);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *line = PyList_GET_ITEM(lines, j);
+        if (!PyUnicode_Check(line) || PyUnicode_GET_LENGTH(line) < stop)
+            goto refuse;
+        int kind = PyUnicode_KIND(line);
+        const void *data = PyUnicode_DATA(line);
+        long long whole = 0;
+        for (Py_ssize_t i = 0; i < width; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, start + i);
+            if (c >= '0' && c <= '9') {
+                whole = whole * 10 + (long long)(c - '0');
+            } else if (ints || !(c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
+                goto refuse;
+            }
+            buf[i] = (char)c;
+        }
+        buf[width] = '\0';
+        PyObject *value;
+        if (ints) {
+            value = PyLong_FromLongLong(whole);
+        } else {
+            char *end = NULL;
+            double v = PyOS_string_to_double(buf, &end, NULL);
+            if (v == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto refuse;
+            }
+            if (end != buf + width)
+                goto refuse;
+            value = PyFloat_FromDouble(v);
+        }
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, j, value);
+    }
+    return out;
+refuse:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
+/* series_tops(steps, gaps, series, tops, silence, jitter) -> 1, 0 or -1
+ *
+ * ``throughput_quiet._steady``'s walk over a run's steps in order: each
+ * gap must be in [0, silence) and each step known (else 0: not steady
+ * training); a step at or above its series' top (``tops[series]``, a bool
+ * series: index 0 or 1) becomes the top, one below it is another rank's
+ * just behind when its gap is within ``jitter`` (else 0: a relaunch). 1:
+ * steady, ``tops`` moved in place. -1, nothing changed: a value that is
+ * not an exact int, float or bool, or an int past 64 bits; the caller
+ * walks them in Python. */
+static PyObject *
+series_tops(PyObject *self, PyObject *args)
+{
+    PyObject *steps, *gaps, *series, *tops;
+    double silence, jitter;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!dd", &PyList_Type, &steps, &PyList_Type, &gaps, &PyList_Type, &series,
+                          &PyList_Type, &tops, &silence, &jitter))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(steps);
+    if (PyList_GET_SIZE(gaps) < n)
+        n = PyList_GET_SIZE(gaps);
+    if (PyList_GET_SIZE(series) < n)
+        n = PyList_GET_SIZE(series);
+    if (PyList_GET_SIZE(tops) != 2)
+        return PyLong_FromLong(-1);
+    long long top[2];
+    int overflow;
+    for (int i = 0; i < 2; i++) {
+        PyObject *t = PyList_GET_ITEM(tops, i);
+        if (t == Py_None) {
+            top[i] = 0; /* never read: the caller checked every series of the run has a top */
+            continue;
+        }
+        if (!PyLong_CheckExact(t))
+            return PyLong_FromLong(-1);
+        top[i] = PyLong_AsLongLongAndOverflow(t, &overflow);
+        if (overflow || (top[i] == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return PyLong_FromLong(-1);
+        }
+    }
+    int moved[2] = {0, 0};
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *g = PyList_GET_ITEM(gaps, j), *s = PyList_GET_ITEM(steps, j), *k = PyList_GET_ITEM(series, j);
+        if (!PyFloat_CheckExact(g) || (k != Py_True && k != Py_False))
+            return PyLong_FromLong(-1);
+        double gap = PyFloat_AS_DOUBLE(g);
+        if (!(0.0 <= gap && gap < silence) || s == Py_None)
+            return PyLong_FromLong(0);
+        if (!PyLong_CheckExact(s))
+            return PyLong_FromLong(-1);
+        long long step = PyLong_AsLongLongAndOverflow(s, &overflow);
+        if (overflow || (step == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return PyLong_FromLong(-1);
+        }
+        int i = k == Py_True;
+        if (PyList_GET_ITEM(tops, i) == Py_None)
+            return PyLong_FromLong(-1);
+        if (step >= top[i]) {
+            top[i] = step;
+            moved[i] = 1;
+        } else if (gap > jitter) {
+            return PyLong_FromLong(0);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!moved[i])
+            continue;
+        PyObject *t = PyLong_FromLongLong(top[i]);
+        if (t == NULL || PyList_SetItem(tops, i, t) < 0)
+            return NULL;
+    }
+    return PyLong_FromLong(1);
+}
+
 static PyMethodDef methods[] = {
     {"take_run", take_run, METH_VARARGS, "LogStream._scan's walk over lines it only sets aside."},
     {"slide_median", slide_median, METH_VARARGS, "A sliding window's median after each new value."},
+    {"series_tops", series_tops, METH_VARARGS, "throughput_quiet._steady's walk over a run's steps."},
+    {"cut_numbers", cut_numbers, METH_VARARGS, "One number column of lines of one shape, as int or float reads it."},
     {NULL, NULL, 0, NULL},
 };
 

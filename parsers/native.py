@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 1
+ABI = 3
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -45,6 +45,14 @@ class Kernels(Protocol):
 
     def slide_median(self, window: list[float], leaving: list[float], values: list[float], odd: bool, /) -> list[float]:
         ...
+
+    def cut_numbers(self, lines: list[str], start: int, stop: int, ints: bool, /) -> list[int] | list[float] | None:
+        ...
+
+    def series_tops(
+        self, steps: list[int | None], gaps: list[float], series: list[bool], tops: list[int | None],
+        silence: float, jitter: float, /,
+    ) -> int: ...
 
 
 def pure_asked() -> bool:

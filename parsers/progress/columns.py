@@ -17,6 +17,7 @@ from operator import add, le, mul
 from typing import Any
 
 from ..events import IT_S, SAMPLES_S, TOK_S
+from ..native import KERNELS
 from .fast import INF, FastPlan
 from .plans import PLAN_LINE_MAX, plan_of
 
@@ -58,19 +59,45 @@ def _rates_ok(values: list[float]) -> bool:
     return all(map(le, repeat(0.0), values)) and INF not in values
 
 
-def _scaled(column: list[str], scale: float) -> list[float]:
-    values = list(map(float, column))
+class _Cut:
+    """The numbers of lines of one shape, a column at a time: ``int`` or
+    ``float`` of each line's slice, read by the compiled kernel where it
+    takes the column (``parsers.native``), else cut and converted by
+    ``map`` in C. Either way the same values."""
+
+    __slots__ = ("fast", "lines")
+
+    def __init__(self, fast: FastPlan, lines: list[str]) -> None:
+        self.fast = fast
+        self.lines = lines
+
+    def floats(self, i: int) -> list[float]:
+        return self._numbers(i, False)
+
+    def ints(self, i: int) -> list[int]:
+        return self._numbers(i, True)
+
+    def _numbers(self, i: int, ints: bool) -> list[Any]:
+        if KERNELS is not None and self.fast.spans:
+            start, stop = self.fast.spans[i]
+            read = KERNELS.cut_numbers(self.lines, start, stop, ints)
+            if read is not None:
+                return read
+        return list(map(int if ints else float, map(self.fast.columns[i], self.lines)))
+
+
+def _scaled(values: list[float], scale: float) -> list[float]:
     # x * 1.0 is x for every float (NaN, -0.0 and inf included).
     # ``scale.__rmul__(v)`` is ``v * scale``: run_fast's product, in C.
     return values if scale == 1.0 else list(map(scale.__rmul__, values))
 
 
-def _counts(column: list[str], digits_only: bool, ok: Callable[[float], bool]) -> list[int] | None:
+def _counts(cut: _Cut, i: int, digits_only: bool, ok: Callable[[float], bool]) -> list[int] | None:
     """Steps or totals: int() of plain digits; else whole floats that pass
     ``ok``, or None when one does not."""
     if digits_only:
-        return list(map(int, column))
-    values = list(map(float, column))
+        return cut.ints(i)
+    values = cut.floats(i)
     return list(map(int, values)) if all(map(ok, values)) else None
 
 
@@ -103,7 +130,7 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
     ``run_fast``'s value of line i."""
     # A column at a time: no tuple per line (``zip(*rows)`` makes one per
     # line, then one per column: twice the time on runs of thousands).
-    cols = [list(map(getter, lines)) for getter in fast.columns]
+    cut = _Cut(fast, lines)
     none = repeat(None)
     steps: Column = none
     totals: Column = none
@@ -114,13 +141,13 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
     samples: Column = none
     i = fast.step
     if i >= 0:
-        counted = _counts(cols[i], fast.step_is_int, _whole)
+        counted = _counts(cut, i, fast.step_is_int, _whole)
         if counted is None:
             return None
         steps = counted
     i = fast.total
     if i >= 0:
-        counted = _counts(cols[i], fast.total_is_int, _whole_positive)
+        counted = _counts(cut, i, fast.total_is_int, _whole_positive)
         if counted is None:
             return None
         totals = counted
@@ -128,27 +155,27 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
             totals = [v or None for v in counted]  # "step 3/0": no total
     i = fast.tokens
     if i >= 0:
-        tokens = _scaled(cols[i], fast.tokens_scale)
+        tokens = _scaled(cut.floats(i), fast.tokens_scale)
         if not _rates_ok(tokens):
             return None
     i = fast.loss
     if i >= 0:
-        losses = _scaled(cols[i], fast.loss_scale)
+        losses = _scaled(cut.floats(i), fast.loss_scale)
     i = fast.seconds
     if i >= 0:
         scale, unit = fast.seconds_scale, fast.seconds_unit
-        seconds = [float(x) * scale * unit for x in cols[i]]  # run_fast's order
+        seconds = [x * scale * unit for x in cut.floats(i)]  # run_fast's order
         if not _rates_ok(seconds):
             return None
     i = fast.samples
     if i >= 0:
-        samples = _scaled(cols[i], fast.samples_scale)
+        samples = _scaled(cut.floats(i), fast.samples_scale)
         if not _rates_ok(samples):
             return None
     steps_rates: list[float | None] | None = None
     i = fast.rate
     if i >= 0:  # a tqdm bar's shown rate (``run_fast``'s order and checks)
-        shown = _scaled(cols[i], fast.rate_scale)
+        shown = _scaled(cut.floats(i), fast.rate_scale)
         if not _rates_ok(shown):
             return None
         turned = [1.0 / v if v else None for v in shown]
@@ -158,9 +185,9 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
             seconds, steps_rates = turned, list(shown)
     elapsed: Column = none
     if fast.elapsed:
-        elapsed = _clock_column([list(map(int, cols[j])) for j in fast.elapsed])
+        elapsed = _clock_column([cut.ints(j) for j in fast.elapsed])
     if fast.metrics:
-        pairs = [list(zip(repeat(name), _scaled(cols[j], scale))) for name, j, scale in fast.metrics]
+        pairs = [list(zip(repeat(name), _scaled(cut.floats(j), scale))) for name, j, scale in fast.metrics]
         metrics = list(zip(*pairs))
     # run_fast's rate: tokens/s, else samples/s, else 1 / step time.
     rates: Column = none

@@ -60,6 +60,9 @@ class FastPlan:
     # One getter per number (``cut``'s slices one by one): ``value_columns``
     # cuts a column at a time, a ``map`` in C that makes no tuple per line.
     columns: tuple[Callable[[str], str], ...] = ()
+    # The same numbers' (start, stop), for the compiled kernel that reads a
+    # column without cutting it (``parsers.native``, ``cut_numbers``).
+    spans: tuple[tuple[int, int], ...] = ()
 
 
 def fast_plan(ops: Ops, line: str) -> FastPlan | None:
@@ -189,6 +192,7 @@ def fast_plan(ops: Ops, line: str) -> FastPlan | None:
         step, step_is_int, total, total_is_int, tokens, tokens_scale, loss, loss_scale,
         seconds, seconds_scale, seconds_unit, samples, samples_scale, tuple(metrics),
         rate, rate_scale, rate_inverse, bar.get("elapsed", ()), tuple(map(itemgetter, spans)),
+        tuple((span.start, span.stop) for span in spans),
     )
 
 

@@ -38,7 +38,7 @@ def test_rates_ok_is_run_fasts_check_on_every_value() -> None:
 def test_scaled_is_run_fasts_product() -> None:
     texts = ["2.9", "nan", "inf", "-inf", "-0.0", "1e400", "3.25", "0.1"]
     for scale in (1.0, 1000.0, 1e-3, 0.1, 1e6):
-        got = _scaled(texts, scale)
+        got = _scaled(list(map(float, texts)), scale)  # (the column read, then scaled)
         want = [float(t) * scale for t in texts]
         assert list(map(repr, got)) == list(map(repr, want))
 

@@ -290,3 +290,137 @@ def test_the_kernels_are_built_where_a_compiler_is() -> None:
     assert native.KERNELS is not None, (
         f"{native.status()}: a C compiler is here; run `python3 -m pip install -e .` again to build them"
     )
+
+
+def _python_cut(lines: list[str], start: int, stop: int, ints: bool) -> list[int] | list[float] | str:
+    """The column as Python reads it, or the error it raises."""
+    try:
+        return [(int if ints else float)(line[start:stop]) for line in lines]  # type: ignore[misc]
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "texts, ints, takes",
+    [
+        (["12", "07", "99"], True, True),
+        (["999999999999999999", "000000000000000007"], True, True),  # 18 digits: the most it takes
+        (["1.5", "0.0", "2.5"], False, True),
+        (["-0.0", "1e-5", "1e400", "5e-0"], False, True),  # signed zero, an overflow to inf
+        (["2.5E+3", "0.1e+1"], False, True),
+        ([".5", "5."], False, True),
+        (["3", "4"], False, True),
+        (["1_000"], True, False),  # int() takes it, the kernel does not: Python reads it
+        ([" 12"], True, False),
+        (["+5"], True, False),
+        (["1.2.3"], False, False),  # neither reads it: Python raises as before
+        (["nan", "inf"], False, False),
+        (["1e"], False, False),
+        (["١٢"], True, False),  # Arabic-Indic digits: int() reads them, the kernel does not
+        (["9999999999999999999"], True, False),  # 19 digits: past the kernel's int
+    ],
+)
+def test_cut_numbers_reads_as_int_and_float_do_or_hands_back(texts: list[str], ints: bool, takes: bool) -> None:
+    for width in sorted(set(map(len, texts))):  # a column is one shape: one width
+        lines = [f"step {t} |" for t in texts if len(t) == width]
+        got = native.KERNELS.cut_numbers(lines, 5, 5 + width, ints)  # type: ignore[union-attr]
+        want = _python_cut(lines, 5, 5 + width, ints)
+        if not takes:  # handed back: what Python gives then is the answer
+            assert got is None, lines
+            continue
+        assert got is not None, lines
+        assert [repr(v) for v in got] == [repr(v) for v in want]
+        assert [type(v) for v in got] == [type(v) for v in want]
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(30))
+def test_cut_numbers_is_int_and_float_on_random_columns(seed: int) -> None:
+    rng = random.Random(seed)
+    alphabet = "0123456789" * 4 + ".eE+- _x█"
+    width = rng.randrange(1, 30)
+    texts = ["".join(rng.choice(alphabet) for _ in range(width)) for _ in range(20)]
+    if seed % 3 == 0:  # mostly numbers that parse
+        texts = [repr(rng.uniform(-1e6, 1e6))[:width].ljust(width, "0") for _ in range(20)]
+    lines = [f"[{t}]" for t in texts] + (["[1]"] if seed % 7 == 0 else [])  # a short line: past its end
+    for ints in (True, False):
+        got = native.KERNELS.cut_numbers(lines, 1, 1 + width, ints)  # type: ignore[union-attr]
+        want = _python_cut(lines, 1, 1 + width, ints)
+        if got is not None:
+            assert [repr(v) for v in got] == [repr(v) for v in want], texts
+
+
+@needs_kernels
+def test_cut_numbers_takes_the_usual_columns() -> None:
+    """Handing back is always safe, so a kernel that handed back everything
+    would pass the tests above: it must take plain numbers."""
+    lines = ["step 12/500 | loss 2.3456 | 21.5 Ktok/s", "step 13/500 | loss 2.1234 | 20.9 Ktok/s"]
+    assert native.KERNELS.cut_numbers(lines, 5, 7, True) == [12, 13]  # type: ignore[union-attr]
+    assert native.KERNELS.cut_numbers(lines, 19, 25, False) == [2.3456, 2.1234]  # type: ignore[union-attr]
+    bars = ["Training:  10%|█         | 5/50 [00:05<00:40, 1.23it/s]"]
+    assert native.KERNELS.cut_numbers(bars, 27, 28, True) == [5]  # type: ignore[union-attr]
+    assert native.KERNELS.cut_numbers(bars, 46, 50, False) == [1.23]  # type: ignore[union-attr]
+
+
+def _tops_reference(steps: list[int | None], gaps: list[float], series: list[bool], tops: list[int | None],
+                    silence: float, jitter: float) -> int:
+    """``throughput_quiet._steady``'s loop over the run, as written there."""
+    for s, g, k in zip(steps, gaps, series):
+        if not 0.0 <= g < silence or s is None:
+            return 0
+        if s >= tops[k]:  # type: ignore[operator]
+            tops[k] = s
+        elif g > jitter:
+            return 0
+    return 1
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(60))
+def test_series_tops_is_the_python_walk(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randrange(0, 40)
+    two = seed % 2 == 0
+    series = [rng.random() < 0.5 if two else True for _ in range(n)]
+    tops: list[int | None] = [rng.randrange(0, 50), rng.randrange(0, 50)]
+    steps: list[int | None] = []
+    top = {False: tops[0] or 0, True: tops[1] or 0}
+    for k in series:  # mostly rising per series, now and then a step back or an odd value
+        r = rng.random()
+        if r < 0.05:
+            steps.append(None)
+        elif r < 0.15:
+            steps.append(top[k] - rng.randrange(1, 5))  # behind: a rank just behind, or a relaunch
+        else:
+            top[k] += rng.randrange(0, 3)
+            steps.append(top[k])
+    gaps = [rng.choice((0.0, 0.5, 1.0, 2.0, 2.5, 0.01)) if rng.random() < 0.95
+            else rng.choice((-0.5, 600.0, 700.0, math.nan, 3.0, -0.0)) for _ in range(n)]
+    want_tops, got_tops = list(tops), list(tops)
+    want = _tops_reference(steps, gaps, series, want_tops, 600.0, 2.0)
+    got = native.KERNELS.series_tops(steps, gaps, series, got_tops, 600.0, 2.0)  # type: ignore[union-attr]
+    assert got == want
+    if want:
+        assert got_tops == want_tops
+        assert [type(t) for t in got_tops] == [type(t) for t in want_tops]
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "steps, gaps, series, tops",
+    [
+        ([3], [1.0], [1], [0, 0]),  # a series that is an int, not a bool
+        ([3.0], [1.0], [True], [0, 0]),  # a step that is a float
+        ([3], [1], [True], [0, 0]),  # a gap that is an int
+        ([2**70], [1.0], [True], [0, 0]),  # past 64 bits
+        ([3], [1.0], [True], [0, None]),  # a series without a top
+        ([3], [1.0], [True], [0]),  # not two series
+    ],
+)
+def test_series_tops_hands_back_what_it_cannot_read(
+    steps: list[object], gaps: list[object], series: list[object], tops: list[object]
+) -> None:
+    before = list(tops)
+    assert native.KERNELS.series_tops(steps, gaps, series, tops, 600.0, 2.0) == -1  # type: ignore[union-attr,arg-type]
+    assert tops == before
