@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 3
+ABI = 4
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -48,6 +48,10 @@ class Kernels(Protocol):
 
     def cut_numbers(self, lines: list[str], start: int, stop: int, ints: bool, /) -> list[int] | list[float] | None:
         ...
+
+    def minute_stamps(
+        self, lines: list[str], i: int, key: str, base: float, frac_len: int, out: list[float], /,
+    ) -> int: ...
 
     def series_tops(
         self, steps: list[int | None], gaps: list[float], series: list[bool], tops: list[int | None],

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
+from .native import KERNELS
 from .ranks import split_rank
 
 _DIGITS = frozenset("0123456789")
@@ -248,7 +249,17 @@ class TimeParser:
         base = 0.0
         end = 20 + frac_len
         scale = _POW10[frac_len]
-        for s in lines:
+        # The fast path in C where built (``parsers.native``): it reads the
+        # lines of the minute it holds, from ``i`` on, and says where it stopped.
+        stamps = KERNELS.minute_stamps if KERNELS is not None else None
+        i, n = 0, len(lines)
+        while i < n:
+            if stamps is not None and key is not None:
+                i = stamps(lines, i, key, base, frac_len, out)
+                if i == n:
+                    break
+            s = lines[i]
+            i += 1
             if key is not None and s[:16] == key and s[17:19] < "60":
                 if frac_len:
                     append(base + int(s[17:19]) + int(s[20:end]) / scale)

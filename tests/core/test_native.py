@@ -424,3 +424,97 @@ def test_series_tops_hands_back_what_it_cannot_read(
     before = list(tops)
     assert native.KERNELS.series_tops(steps, gaps, series, tops, 600.0, 2.0) == -1  # type: ignore[union-attr,arg-type]
     assert tops == before
+
+
+def _stamp_lines(rng: random.Random, frac_len: int, iso: bool) -> list[str]:
+    """Lines of one stamp shape: a few minutes, now and then an odd line
+    (a second of 60 or with a blank, a short line, a letter in the
+    fraction, a character outside ASCII)."""
+    lines = []
+    minute = rng.randrange(0, 50)
+    for _ in range(rng.randrange(1, 80)):
+        if rng.random() < 0.1:
+            minute += 1
+        sec = f"{rng.randrange(0, 60):02d}"
+        frac = "".join(rng.choice("0123456789") for _ in range(frac_len))
+        r = rng.random()
+        if r < 0.03:
+            sec = "60"
+        elif r < 0.06:
+            sec = sec[0] + rng.choice(" a")
+        elif r < 0.08 and frac_len:
+            frac = frac[:-1] + "x"
+        day = "2026-11-29 10" if iso else "11/29/2026 10"
+        sep = "," if iso else "."
+        line = f"{day}:{minute:02d}:{sec}{sep + frac if frac_len else ''} - INFO - step {rng.randrange(99)}"
+        if r > 0.98:
+            line = line.replace("INFO", "INFÖ")
+        elif r > 0.96:
+            line = line[:18]
+        lines.append(line)
+    return lines
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(40))
+def test_minute_stamps_gives_the_python_runs(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TimeParser.iso_run`` and ``us_run`` with the kernel and without:
+    the same stamps (every bit), the same stop, the parser left alike."""
+    from dflash_watch.parsers import timestamps
+    from dflash_watch.parsers.timestamps import TimeParser
+
+    rng = random.Random(seed)
+    frac_len = rng.choice((0, 0, 3, 3, 6, 9))
+    iso = seed % 2 == 0
+    lines = _stamp_lines(rng, frac_len, iso)
+    calls: list[int] = []
+    kernel = native.KERNELS.minute_stamps  # type: ignore[union-attr]
+
+    def counted(*args: object) -> int:
+        calls.append(1)
+        return kernel(*args)  # type: ignore[arg-type]
+
+    def run() -> tuple[list[str] | str, dict[str, object]]:
+        parser = TimeParser()
+        try:  # a line the shape would not hold (cut short): the same error both ways
+            got: list[str] | str = [repr(v) for v in (parser.iso_run if iso else parser.us_run)(lines, frac_len)]
+        except ValueError as exc:
+            got = repr(exc)
+        return got, {k: getattr(parser, k) for k in ("_min_key", "_min_val", "_year", "_month")}
+
+    monkeypatch.setattr(timestamps, "KERNELS", types.SimpleNamespace(minute_stamps=counted))
+    compiled = run()
+    monkeypatch.setattr(timestamps, "KERNELS", None)
+    python = run()
+    assert compiled == python
+    assert calls or len(lines) < 2 or not python[0]
+
+
+@needs_kernels
+def test_minute_stamps_reads_a_minute_and_stops_at_the_next() -> None:
+    lines = ["11/29/2026 10:07:05.250 a", "11/29/2026 10:07:59.999 b", "11/29/2026 10:08:00.000 c"]
+    out: list[float] = []
+    at = native.KERNELS.minute_stamps(lines, 0, "11/29/2026 10:07", 1000.0, 3, out)  # type: ignore[union-attr]
+    assert at == 2
+    assert out == [1000.0 + 5 + 250 / 1000, 1000.0 + 59 + 999 / 1000]
+    assert native.KERNELS.minute_stamps(lines, 2, "11/29/2026 10:07", 1000.0, 3, out) == 2  # type: ignore[union-attr]
+
+
+@needs_kernels
+@pytest.mark.parametrize("frac_len", range(10))
+def test_minute_stamps_adds_as_python_adds(frac_len: int) -> None:
+    """Every bit: ``base + seconds + fraction / 10 ** frac_len``, Python's
+    order and its true division (with a base of 0 no rounding hides a
+    fraction read another way)."""
+    rng = random.Random(frac_len)
+    for base in (0.0, -0.0, 1.5, 1_764_410_400.0):
+        lines, want = [], []
+        for _ in range(300):
+            sec = rng.randrange(60)
+            frac = rng.randrange(10**frac_len)
+            digits = f"{frac:0{frac_len}d}" if frac_len else ""
+            lines.append(f"11/29/2026 10:07:{sec:02d}.{digits} x")
+            want.append(base + int(f"{sec:02d}") + int(digits) / 10**frac_len if frac_len else base + sec + 0.0)
+        out: list[float] = []
+        assert native.KERNELS.minute_stamps(lines, 0, "11/29/2026 10:07", base, frac_len, out) == len(lines)  # type: ignore[union-attr]
+        assert [repr(v) for v in out] == [repr(v) for v in want]
