@@ -278,15 +278,20 @@ def test_load_refuses_a_stale_or_missing_build(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_kernels_are_built_where_a_compiler_is() -> None:
-    """Where a C compiler is found, an install builds the kernels: else the
-    compiled path would go untested without a word (an install made before
-    the kernels existed needs ``pip install -e .`` again)."""
+    """Where a C compiler and Python's headers are found, an install builds
+    the kernels: else the compiled path would go untested without a word
+    (an install made before the kernels existed needs ``pip install -e .``
+    again)."""
+    import os
     import shutil
+    import sysconfig
 
     if native.pure_asked():
         pytest.skip(f"{native.PURE_ENV} is set: the Python loops are asked for")
     if not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler here: the kernels are not built, the Python loops run")
+    if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        pytest.skip("no Python headers here: the kernels are not built, the Python loops run")
     assert native.KERNELS is not None, (
         f"{native.status()}: a C compiler is here; run `python3 -m pip install -e .` again to build them"
     )
