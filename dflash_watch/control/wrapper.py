@@ -94,7 +94,10 @@ SHELL_PROLOGUE = "; ".join((  # one line: bash's "line N" in the command's own e
     # command: that first command keeps $? and PIPESTATUS, which the DEBUG
     # trap itself has not changed yet, for the signal's trap to read (seen:
     # "signal 0 0", the DEBUG trap's own status, in 6 of 300 aborts without it).
-    "trap '__dfw_dps=${PIPESTATUS[*]} __dfw_drc=$? __dfw_dbg=1; "
+    # ``__dfw_dbg`` is set and empty: the signal's trap reads it as
+    # ``${dbg+kept}${dbg-now}``, and a value would be appended to the kept
+    # status (seen: code 1431 for a SIGTERM's 143, when it held "1").
+    "trap '__dfw_dps=${PIPESTATUS[*]} __dfw_drc=$? __dfw_dbg=; "
     "[ \"${__dfw_exiting-}\" != signal ] || exit \"$__dfw_rc\"; unset __dfw_dbg' DEBUG",
 )) + "\n"
 

@@ -147,3 +147,31 @@ def test_a_signal_trap_cut_short_still_ends_the_list_with_the_statuses_it_kept(t
     status = read_status_file(str(side))
     assert status == (130, [143, 130], True)
     assert shell_outcome(done.returncode, status)[:2] == (None, signal.SIGTERM)
+
+
+def test_a_signal_trap_run_inside_the_debug_trap_keeps_the_status_that_trap_kept():
+    """A SIGTERM whose trap runs inside the DEBUG trap, after its first
+    command kept the ended pipeline's statuses: the signal's trap must read
+    those, not those with the DEBUG trap's marker glued on (seen once in
+    the suite: code 1431 for the trainer's 143). The two traps' own text,
+    run in that order on a status of 143."""
+    import re
+    import subprocess
+
+    from dflash_watch.control.wrapper import SHELL_PROLOGUE
+
+    term = re.search(r"trap '([^']*)' TERM HUP", SHELL_PROLOGUE).group(1)
+    debug_first = re.search(r"trap '([^']*)' DEBUG", SHELL_PROLOGUE).group(1).split(";")[0]
+    fresh = "unset __dfw_rc __dfw_ps __dfw_exiting __dfw_dbg"
+    # The trap's exit: the kept status.
+    done = subprocess.run(["bash", "-c", f"{fresh}; (exit 143); {debug_first}; {term}"], timeout=10)
+    assert done.returncode == 143
+    # An exit already begun (the trap does not exit): what it kept.
+    kept = subprocess.run(
+        ["bash", "-c", f'{fresh}; (exit 143); {debug_first}; __dfw_exiting=exit; {term}; echo "$__dfw_rc|$__dfw_ps"'],
+        capture_output=True, text=True, timeout=10,
+    )
+    assert kept.stdout.strip() == "143|143"
+    # Outside the DEBUG trap: the status as the trap finds it.
+    plain = subprocess.run(["bash", "-c", f"{fresh}; (exit 7); {term}"], timeout=10)
+    assert plain.returncode == 7
