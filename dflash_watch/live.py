@@ -44,6 +44,8 @@ class FollowClock:
         self._wall = wall
         self._anchor: tuple[float, float] | None = None
         self._seen: float | None = None
+        # When the data fed last was written (``observe``), until more is fed.
+        self._written: float | None = None
 
     def observe(self, written: float | None = None) -> None:
         """Re-anchor if data arrived since the last look (called after each
@@ -52,20 +54,32 @@ class FollowClock:
         mtime). The clock then runs on from that moment, not from the read:
         a log silent for hours before the watcher began has been silent for
         hours on this clock too (its stall says so at once, as ``check``
-        does), where anchoring on the read started the silence at zero."""
+        does), where anchoring on the read started the silence at zero.
+
+        ``written`` holds until the next feed: events that come later out
+        of the same data (the traceback that ended a caught-up log, closed
+        when the log is found quiet) were written then too. Re-anchored on
+        the read instead, the clock went back by the whole silence, and a
+        crash that arrived while it ran ahead was held until it came back
+        (hours, for a log that ended hours ago)."""
+        self._written = written
+        self._follow()
+
+    def _follow(self) -> None:
         t = self.monitor.last_event_time
         if t is None:
             return
         if t != self._seen:
             self._seen = t
             self._anchor = (t, self._wall())
+        written = self._written
         if written is not None and self.speed == 1.0 and self._anchor is not None and written < self._anchor[1]:
             self._anchor = (t, written)
 
     def offset(self) -> float:
         """Data time minus wall time now (0 before any data): how far the
         data's clock runs ahead of this machine's."""
-        self.observe()
+        self._follow()
         if self._anchor is None:
             return 0.0
         data, then = self._anchor
@@ -74,7 +88,7 @@ class FollowClock:
     def __call__(self) -> float:
         # Data may have arrived since the feeder last called ``observe``
         # (another thread reads the clock in between): follow it first.
-        self.observe()
+        self._follow()
         wall = self._wall()
         if self._anchor is None:
             return wall

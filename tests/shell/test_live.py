@@ -57,6 +57,31 @@ def test_follow_clock_runs_on_from_when_caught_up_data_was_written() -> None:
     assert fast() == 7010.0
 
 
+def test_follow_clock_keeps_the_write_time_for_events_that_come_later_out_of_the_same_data() -> None:
+    """A caught-up log's last traceback becomes its crash only when the log
+    is found quiet, after the feed: that crash was written with the rest
+    (at the file's mtime), so the clock runs on from then, not from the
+    moment the crash came out. Re-anchored on that moment it went back by
+    the whole silence (seen: 7370 s), and a crash that had arrived while it
+    ran ahead was held until it came back: the finished log's crash alert
+    did not come while the watcher ran (tests/shell/test_attach_finished.py,
+    a catch-up fast enough for a tick to fall before the quiet)."""
+    monitor = Monitor(keep_lines=0)
+    wall = Wall(10_000.0)
+    clock = FollowClock(monitor, wall=wall)
+    monitor.feed_samples([GpuSample(4000.0, 0, 1, 2)])
+    clock.observe(written=7000.0)  # the catch-up: written 3000 s before it was read
+    assert clock() == 7000.0
+    wall.t += 2
+    monitor.feed_samples([GpuSample(4081.0, 0, 1, 2)])  # the end's crash, out at the quiet: no feed, no observe
+    assert clock() == 4081.0 + (10_002.0 - 7000.0)  # from the write, as the data before it
+    assert clock() >= 7002.0  # never back
+    wall.t += 1
+    monitor.feed_samples([GpuSample(9000.0, 0, 1, 2)])  # fresh data, fed and observed: from its read
+    clock.observe()
+    assert clock() == 9000.0
+
+
 def test_a_tqdm_bar_without_newline_is_progress_live_and_no_stall(tmp_path: Path) -> None:
     """HF Trainer bars end their line only with the epoch: live, the watch
     must still see the steps (from the newest redraw) and not call it a stall."""
