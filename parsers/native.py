@@ -77,7 +77,7 @@ KERNELS: Kernels | None = _load()
 
 
 def status() -> str:
-    """Which path runs, in a few words (``--version``, bug reports)."""
+    """Which path runs, in a few words (CI prints it; ``test_native_build`` reads it)."""
     if KERNELS is not None:
         return "compiled kernels"
     if pure_asked():
