@@ -44,17 +44,21 @@ class FollowClock:
         self._wall = wall
         self._anchor: tuple[float, float] | None = None
         self._seen: float | None = None
-        # When the data fed last was written (``observe``), until more is fed.
+        # When the log data fed last was written (``observe``), until more is fed.
         self._written: float | None = None
 
     def observe(self, written: float | None = None) -> None:
-        """Re-anchor if data arrived since the last look (called after each
-        feed). ``written``: when the data was written, on the wall clock,
-        where it was written before it was read (a catch-up: the file's
-        mtime). The clock then runs on from that moment, not from the read:
-        a log silent for hours before the watcher began has been silent for
-        hours on this clock too (its stall says so at once, as ``check``
-        does), where anchoring on the read started the silence at zero.
+        """Re-anchor if log data arrived since the last look (called after
+        each feed of the log, under the Monitor's lock). ``written``: when
+        the data was written, on the wall clock, where it was written
+        before it was read (a catch-up: the file's mtime). The clock then
+        runs on from that moment, not from the read: a log silent for hours
+        before the watcher began has been silent for hours on this clock
+        too (its stall says so at once, as ``check`` does), where anchoring
+        on the read started the silence at zero.
+
+        Only here may the clock go back: to the log's own time, where a
+        relaunch's data starts behind where the silence had run on to.
 
         ``written`` holds until the next feed: events that come later out
         of the same data (the traceback that ended a caught-up log, closed
@@ -63,18 +67,50 @@ class FollowClock:
         crash that arrived while it ran ahead was held until it came back
         (hours, for a log that ended hours ago)."""
         self._written = written
-        self._follow()
-
-    def _follow(self) -> None:
         t = self.monitor.last_event_time
         if t is None:
             return
         if t != self._seen:
             self._seen = t
-            self._anchor = (t, self._wall())
-        written = self._written
+            self._anchor = self._anchored(t)
         if written is not None and self.speed == 1.0 and self._anchor is not None and written < self._anchor[1]:
             self._anchor = (t, written)
+
+    def sampled(self) -> None:
+        """Side data was fed (a GPU sample, a sample or probe file's lines),
+        under the Monitor's lock: it is stamped on this clock (or is history
+        on its own), so it never moves it. Marked as seen, its time does not
+        look like new log data to the next reading, which would re-anchor
+        on it and forget when the log was written (a sample between a
+        catch-up and its quiet made the crash that came out at the quiet
+        take the clock back by the whole silence)."""
+        self._seen = self.monitor.last_event_time
+
+    def _anchored(self, t: float) -> tuple[float, float]:
+        """The anchor for data at ``t`` seen now: read now, or written at
+        the kept write time (the same data as the last feed)."""
+        wall = self._wall()
+        written = self._written
+        if written is not None and self.speed == 1.0 and written < wall:
+            return (t, written)
+        return (t, wall)
+
+    def _follow(self) -> None:
+        """Follow an event that came between feeds (a crash closed at the
+        quiet, out of data already fed): forward only. Only a feed of the
+        log (``observe``) may take the clock back; a reading that did would
+        hold every deadline set while it ran ahead."""
+        t = self.monitor.last_event_time
+        if t is None or t == self._seen:
+            return
+        self._seen = t
+        anchor = self._anchored(t)
+        if self._anchor is None or self._at(anchor) >= self._at(self._anchor):
+            self._anchor = anchor
+
+    def _at(self, anchor: tuple[float, float]) -> float:
+        data, then = anchor
+        return data + (self._wall() - then) * self.speed
 
     def offset(self) -> float:
         """Data time minus wall time now (0 before any data): how far the
@@ -89,11 +125,9 @@ class FollowClock:
         # Data may have arrived since the feeder last called ``observe``
         # (another thread reads the clock in between): follow it first.
         self._follow()
-        wall = self._wall()
         if self._anchor is None:
-            return wall
-        data, then = self._anchor
-        return data + (wall - then) * self.speed
+            return self._wall()
+        return self._at(self._anchor)
 
 
 class Rounds:
@@ -334,8 +368,9 @@ class LiveSession:
             covered = rounds.begin()
             for item in tailer.poll():
                 if isinstance(item, Chunk) and item.partial:
-                    monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
-                    self._observe()  # (issue 17, CR bars: the clock follows the redraws' times)
+                    with monitor.lock:
+                        monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
+                        self._observe()  # (issue 17, CR bars: the clock follows the redraws' times)
                 elif isinstance(item, Chunk):
                     # How a caught-up file ends (file I/O) is looked at
                     # before the lock: a slow filesystem stalls this thread
@@ -347,9 +382,11 @@ class LiveSession:
                             arrived=time.time(), end=end,
                         )
                         self._log_seen = True
-                    # A caught-up file's end was written at its mtime: the
-                    # clock runs on from then (its silence so far counts).
-                    self._observe(None if end is None else end.modified)
+                        # A caught-up file's end was written at its mtime:
+                        # the clock runs on from then (its silence so far
+                        # counts). Under the lock: a tick between the feed
+                        # and this would read the clock before it followed.
+                        self._observe(None if end is None else end.modified)
                     grew = True
                 else:
                     monitor.note(item.message)
@@ -424,7 +461,7 @@ class LiveSession:
         text is read)."""
         with self.monitor.lock:
             feed(batch, path, fresh=fresh, now=self.clock(), arrived=time.time(), log_seen=self._log_seen)
-        self._observe()
+            self._sampled()
 
     def _tail_probes(self) -> None:
         """Probe lines into ``Monitor.feed_probes``, a file's complete lines at a time.
@@ -502,8 +539,9 @@ class LiveSession:
             self._recorder = SampleRecorder(self.record_file)
 
         def deliver(batch: list) -> None:
-            self.monitor.feed_samples(batch)
-            self._observe()
+            with self.monitor.lock:
+                self.monitor.feed_samples(batch)
+                self._sampled()
             if self._recorder is not None:
                 self._recorder.write([s for s in batch if hasattr(s, "used_bytes")])
 
@@ -515,8 +553,14 @@ class LiveSession:
         return self.follow.speed if self.follow is not None else 1.0
 
     def _observe(self, written: float | None = None) -> None:
+        """The log was fed: the live clock follows its data (``FollowClock.observe``)."""
         if self.follow is not None:
             self.follow.observe(written)
+
+    def _sampled(self) -> None:
+        """Side data was fed: stamped on the live clock, it never moves it (``FollowClock.sampled``)."""
+        if self.follow is not None:
+            self.follow.sampled()
 
     def _next_tick_s(self) -> float:
         """Wall seconds to the next tick: ``tick_s``, or sooner when a

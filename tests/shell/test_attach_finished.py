@@ -57,3 +57,45 @@ def test_a_finished_logs_crash_is_an_alert_before_the_watcher_stops(log: Path) -
             time.sleep(max(0.0, deadline - time.monotonic()))
         live = _crashes(got)  # before the session stops (a stop releases what is held)
     assert live == expected
+
+
+# Logs whose crash comes out at the quiet (a traceback that ended the file).
+SAMPLED = ("02_olora_llama2", "06_chatglm2", "hf_trainer_crash.log")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SAMPLED)
+def test_a_finished_logs_crash_is_an_alert_while_the_gpus_are_sampled(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same, with the GPUs sampled every 50 ms (the watch beside a
+    run, on the fake driver). Each sample is stamped on the live clock; it
+    must not make the clock forget that the caught-up log was written at
+    its mtime. Before, a sample between the catch-up and the quiet did:
+    the crash that came out at the quiet re-anchored the clock on its
+    read, back by the whole silence, and its alert was held for as long
+    as the log had been silent (the file is made 2 hours old here)."""
+    import os
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fake_nvml import FakeNvml
+
+    FakeNvml.eight().install(monkeypatch)
+    (fixture,) = [p for p in fixture_logs() if p.name.startswith(name)]
+    log = tmp_path / fixture.name
+    log.write_bytes(fixture.read_bytes())
+    expected = _crashes(replay([str(log)]).alerts)
+    assert expected, "a log chosen for its crash"
+    os.utime(log, (time.time() - 7200, time.time() - 7200))
+    monitor = Monitor(keep_lines=0)
+    got: list[Alert] = []
+    monitor.subscribe(got.append)
+    session = LiveSession(monitor, logs=(str(log),), use_nvml=True, gpu_interval_s=0.05)
+    with session:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and _crashes(got) != expected:
+            time.sleep(0.05)
+        live = _crashes(got)
+    assert session.sampler is not None and monitor.gpus.gpus, "the GPUs were sampled"
+    assert live == expected

@@ -82,6 +82,49 @@ def test_follow_clock_keeps_the_write_time_for_events_that_come_later_out_of_the
     assert clock() == 9000.0
 
 
+def test_follow_clock_a_gpu_sample_between_the_catch_up_and_its_crash_keeps_the_write_time() -> None:
+    """A GPU sample is stamped on the live clock (``sampled``, not a feed of
+    the log): the crash that comes out at the quiet after it still runs on
+    from the caught-up log's mtime. Before, the sample re-anchored the clock
+    and cleared the write time, and the crash then took it back by the
+    whole silence."""
+    monitor = Monitor(keep_lines=0)
+    wall = Wall(10_000.0)
+    clock = FollowClock(monitor, wall=wall)
+    monitor.feed_samples([GpuSample(4000.0, 0, 1, 2)])  # the catch-up
+    clock.observe(written=7000.0)
+    wall.t += 1
+    monitor.feed_samples([GpuSample(clock(), 0, 1, 2)])  # a sample, on the live clock
+    clock.sampled()
+    assert clock() == 7001.0
+    wall.t += 1
+    monitor.feed_samples([GpuSample(4081.0, 0, 1, 2)])  # the end's crash, out at the quiet
+    assert clock() == 4081.0 + (10_002.0 - 7000.0)
+
+
+def test_follow_clock_goes_back_only_on_a_feed_of_the_log() -> None:
+    """An event that comes between feeds behind where the clock ran on (no
+    write time kept: the data was read as it came) leaves the clock where
+    it is; a deadline set while it ran ahead would wait for it to come back.
+    A feed of the log does take it back (a relaunch whose clock starts
+    behind)."""
+    monitor = Monitor(keep_lines=0)
+    wall = Wall(10_000.0)
+    clock = FollowClock(monitor, wall=wall)
+    monitor.feed_samples([GpuSample(4000.0, 0, 1, 2)])
+    clock.observe()
+    wall.t += 600
+    assert clock() == 4600.0
+    monitor.feed_samples([GpuSample(4010.0, 0, 1, 2)])  # out of fed data, later: no feed, no observe
+    assert clock() == 4600.0
+    wall.t += 1
+    monitor.feed_samples([GpuSample(4700.0, 0, 1, 2)])  # ahead of it: followed
+    assert clock() == 4700.0
+    monitor.feed_samples([GpuSample(4020.0, 0, 1, 2)])  # the relaunch, fed
+    clock.observe()
+    assert clock() == 4020.0
+
+
 def test_a_tqdm_bar_without_newline_is_progress_live_and_no_stall(tmp_path: Path) -> None:
     """HF Trainer bars end their line only with the epoch: live, the watch
     must still see the steps (from the newest redraw) and not call it a stall."""
