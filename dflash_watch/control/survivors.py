@@ -93,7 +93,14 @@ def find(rec: dict | None, gpu_holders: HolderRows | None = None, exclude: Itera
     run_id = str(rec.get("run_id") or "") or None
     wrapper_pid, pid, pgid = (int_or_none(rec.get(k)) for k in ("wrapper_pid", "pid", "pgid"))
     w_ticks, p_ticks, sid = (int_or_none(rec.get(k)) for k in ("wrapper_start", "pid_start", "sid"))
-    wrapper = wrapper_pid if wrapper_pid and wrapper_pid not in skip and _matches(
+    # A wrapper that wrote how its run ended is past it: it only exits
+    # (its interpreter shutting down). tmux may already call the pane dead
+    # then (the pty closed before the process is gone), and counting the
+    # wrapper made a crashed run read as "exited, code 3; still alive: its
+    # wrapper" (a test under load, once). The run's own processes still
+    # count: a training that outlived its wrapper's wait is found below.
+    ended = rec.get("state") in ("exited", "killed")
+    wrapper = wrapper_pid if wrapper_pid and not ended and wrapper_pid not in skip and _matches(
         wrapper_pid, w_ticks, started_at) else None
     leader = pid if pid and _matches(pid, p_ticks, started_at) else None
     members: list[int] = []

@@ -142,6 +142,33 @@ def test_a_pid_that_is_no_longer_the_runs_is_never_named_or_signalled(tmp_path):
         other.wait()
 
 
+def test_a_wrapper_that_recorded_its_runs_end_is_ending_not_a_survivor(tmp_path):
+    """The wrapper writes how its run ended, then exits; tmux may call the
+    pane dead while its interpreter is still shutting down. That process is
+    not a survivor of the run (seen once under load: a crashed job read
+    "exited, code 3" with its wrapper's pid alive). A wrapper whose run is
+    still recorded as running is."""
+    wrapper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        ticks, pgid, sid = wait_for(lambda: proc_identity(wrapper.pid))
+        job = Job(JobSpec(command="true", session="job", socket=f"dfw-none-{uuid.uuid4().hex[:8]}",
+                          state_dir=tmp_path / "state"))
+        path = job.spec.fresh_state_path
+        path.parent.mkdir(parents=True)
+        gone = 2**22 + 17  # the training's pid: ended (no such process)
+        base = {"version": 1, "run_id": "r1", "wrapper_pid": wrapper.pid, "wrapper_start": ticks,
+                "pid": gone, "pid_start": 1, "pgid": gone, "sid": sid, "started_at": time.time()}
+        for state in ("exited", "killed"):
+            path.write_text(json.dumps({**base, "state": state, "code": 3, "ended_at": time.time()}))
+            assert not job.survivors() and job.survivors().pids == ()
+            assert job.status().pids == ()
+        path.write_text(json.dumps({**base, "state": "running"}))
+        assert job.survivors().pids == (wrapper.pid,) and job.survivors().run_alive
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+
+
 def test_a_gpu_holder_that_left_the_group_is_found_by_its_run_id_and_ended(tmux, tmp_path, marker):
     stray_file = tmp_path / "stray"
     stray = f"setsid sh -c 'echo $$ > {shlex.quote(str(stray_file))}; exec sleep 120' & "
