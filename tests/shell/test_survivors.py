@@ -115,15 +115,21 @@ def test_start_and_relaunch_refuse_and_abort_ends_a_run_that_outlived_tmux(tmux,
     wait_for(lambda: len(marked_pids(marker)) == 1)
 
 
+def _job_without_server(tmp_path: Path) -> tuple[Job, Path]:
+    """A job on a tmux socket nobody serves, and where its record goes (written by the test)."""
+    job = Job(JobSpec(command="true", session="job", socket=f"dfw-none-{uuid.uuid4().hex[:8]}",
+                      state_dir=tmp_path / "state"))
+    path = job.spec.fresh_state_path
+    path.parent.mkdir(parents=True)
+    return job, path
+
+
 def test_a_pid_that_is_no_longer_the_runs_is_never_named_or_signalled(tmp_path):
     """A record naming a pid whose start time differs (a recycled pid) counts for nothing."""
     other = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         ticks, pgid, sid = wait_for(lambda: proc_identity(other.pid))
-        job = Job(JobSpec(command="true", session="job", socket=f"dfw-none-{uuid.uuid4().hex[:8]}",
-                          state_dir=tmp_path / "state"))
-        path = job.spec.fresh_state_path
-        path.parent.mkdir(parents=True)
+        job, path = _job_without_server(tmp_path)
         base = {"version": 1, "run_id": "r1", "state": "running", "wrapper_pid": other.pid, "pid": other.pid,
                 "pgid": pgid, "sid": sid, "started_at": time.time() - 3600}
         for stale in ({"wrapper_start": ticks - 7, "pid_start": ticks - 7},  # recorded, not matching
@@ -151,10 +157,7 @@ def test_a_wrapper_that_recorded_its_runs_end_is_ending_not_a_survivor(tmp_path)
     wrapper = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         ticks, pgid, sid = wait_for(lambda: proc_identity(wrapper.pid))
-        job = Job(JobSpec(command="true", session="job", socket=f"dfw-none-{uuid.uuid4().hex[:8]}",
-                          state_dir=tmp_path / "state"))
-        path = job.spec.fresh_state_path
-        path.parent.mkdir(parents=True)
+        job, path = _job_without_server(tmp_path)
         gone = 2**22 + 17  # the training's pid: ended (no such process)
         base = {"version": 1, "run_id": "r1", "wrapper_pid": wrapper.pid, "wrapper_start": ticks,
                 "pid": gone, "pid_start": 1, "pgid": gone, "sid": sid, "started_at": time.time()}
