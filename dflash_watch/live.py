@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from typing import Any, cast
 
 from . import ingest
+from .alignment import _HOLD_MAX, _HOLD_S, shifted
 from .monitor import Monitor
+from .parsers.events import GpuLost, GpuSample
 
 Clock = Callable[[], float]
 # Seconds between tail rounds while a log is growing (see ``_tail_logs``).
@@ -46,6 +49,8 @@ class FollowClock:
         self._seen: float | None = None
         # When the log data fed last was written (``observe``), until more is fed.
         self._written: float | None = None
+        # Side data is being fed (``side_feed``).
+        self._side = False
 
     def observe(self, written: float | None = None) -> None:
         """Re-anchor if log data arrived since the last look (called after
@@ -76,15 +81,24 @@ class FollowClock:
         if written is not None and self.speed == 1.0 and self._anchor is not None and written < self._anchor[1]:
             self._anchor = (t, written)
 
-    def sampled(self) -> None:
-        """Side data was fed (a GPU sample, a sample or probe file's lines),
-        under the Monitor's lock: it is stamped on this clock (or is history
-        on its own), so it never moves it. Marked as seen, its time does not
-        look like new log data to the next reading, which would re-anchor
-        on it and forget when the log was written (a sample between a
-        catch-up and its quiet made the crash that came out at the quiet
-        take the clock back by the whole silence)."""
-        self._seen = self.monitor.last_event_time
+    @contextmanager
+    def side_feed(self) -> Iterator[None]:
+        """Around a feed of side data (a GPU sample, a sample or probe
+        file's lines), under the Monitor's lock: it is stamped on this
+        clock (or is history on its own), so it never moves it, neither
+        while it is fed (an alert it raises reads the clock, ``offset``)
+        nor after: its time is marked seen, and does not look like new log
+        data to the next reading, which would re-anchor on it and forget
+        when the log was written. Before, a sample between a catch-up and
+        its quiet made the crash that came out at the quiet take the clock
+        back by the whole silence, and a sample that raised an alert ran it
+        ahead by as much."""
+        self._side = True
+        try:
+            yield
+        finally:
+            self._side = False
+            self._seen = self.monitor.last_event_time
 
     def _anchored(self, t: float) -> tuple[float, float]:
         """The anchor for data at ``t`` seen now: read now, or written at
@@ -101,7 +115,7 @@ class FollowClock:
         log (``observe``) may take the clock back; a reading that did would
         hold every deadline set while it ran ahead."""
         t = self.monitor.last_event_time
-        if t is None or t == self._seen:
+        if t is None or t == self._seen or self._side:
             return
         self._seen = t
         anchor = self._anchored(t)
@@ -275,6 +289,9 @@ class LiveSession:
         self.gpu_unavailable: str | None = None
         self._sampler_thread: Any = None
         self._recorder: Any = None
+        # NVML's samples taken before the log's first text (``_deliver_samples``).
+        self._nvml_held: list[GpuSample | GpuLost] = []
+        self._nvml_since = 0.0
         self._tailers: list[Any] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -460,8 +477,8 @@ class LiveSession:
         the live clock (``Monitor.feed_samples``: held until the log's first
         text is read)."""
         with self.monitor.lock:
-            feed(batch, path, fresh=fresh, now=self.clock(), arrived=time.time(), log_seen=self._log_seen)
-            self._sampled()
+            with self._side_feed():
+                feed(batch, path, fresh=fresh, now=self.clock(), arrived=time.time(), log_seen=self._log_seen)
 
     def _tail_probes(self) -> None:
         """Probe lines into ``Monitor.feed_probes``, a file's complete lines at a time.
@@ -538,16 +555,39 @@ class LiveSession:
 
             self._recorder = SampleRecorder(self.record_file)
 
-        def deliver(batch: list) -> None:
-            with self.monitor.lock:
-                self.monitor.feed_samples(batch)
-                self._sampled()
-            if self._recorder is not None:
-                self._recorder.write([s for s in batch if hasattr(s, "used_bytes")])
-
+        self._nvml_since = time.time()
         self._sampler_thread = SamplerThread(
-            self.sampler, self.gpu_interval_s, deliver, clock=self.clock, on_error=self.monitor.note
+            self.sampler, self.gpu_interval_s, self._deliver_samples, clock=time.time, on_error=self.monitor.note
         ).start()
+
+    def _deliver_samples(self, batch: list[GpuSample | GpuLost]) -> None:
+        """NVML's samples, stamped on this machine's clock, onto the live
+        clock, or held until it follows the log.
+
+        The live clock follows a caught-up log on the log's own clock, hours
+        or a year from this machine's, but only once its first text is
+        read. A sample taken before that, stamped on the bare wall clock,
+        ran the Monitor's time ahead of every line of the log, and the crash
+        that ended it was held until the log's clock reached the wall's
+        (never, in practice: seen attaching to a finished log with the GPUs
+        sampled). So samples wait for the log's first text (at most
+        ``alignment._HOLD_S``, as a GPU sample file's lines do; a watch
+        without logs never waits), and each is moved by where the live clock
+        is against this machine's when it is fed: its age is kept."""
+        with self.monitor.lock:
+            held = self._nvml_held
+            if not self._log_seen and time.time() - self._nvml_since < _HOLD_S:
+                held.extend(batch)
+                del held[:-_HOLD_MAX]
+                return
+            if held:
+                batch = held + batch
+                self._nvml_held = []
+            batch = shifted(batch, self.clock() - time.time())
+            with self._side_feed():
+                self.monitor.feed_samples(batch)
+        if self._recorder is not None:
+            self._recorder.write([s for s in batch if isinstance(s, GpuSample)])
 
     def _speed(self) -> float:
         return self.follow.speed if self.follow is not None else 1.0
@@ -557,10 +597,9 @@ class LiveSession:
         if self.follow is not None:
             self.follow.observe(written)
 
-    def _sampled(self) -> None:
-        """Side data was fed: stamped on the live clock, it never moves it (``FollowClock.sampled``)."""
-        if self.follow is not None:
-            self.follow.sampled()
+    def _side_feed(self) -> AbstractContextManager[None]:
+        """Around a feed of side data: it never moves the live clock (``FollowClock.side_feed``)."""
+        return self.follow.side_feed() if self.follow is not None else nullcontext()
 
     def _next_tick_s(self) -> float:
         """Wall seconds to the next tick: ``tick_s``, or sooner when a

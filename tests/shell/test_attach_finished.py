@@ -64,38 +64,70 @@ SAMPLED = ("02_olora_llama2", "06_chatglm2", "hf_trainer_crash.log")
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("source", ["nvml", "sample_file"])
 @pytest.mark.parametrize("name", SAMPLED)
 def test_a_finished_logs_crash_is_an_alert_while_the_gpus_are_sampled(
-    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    name: str, source: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The same, with the GPUs sampled every 50 ms (the watch beside a
-    run, on the fake driver). Each sample is stamped on the live clock; it
-    must not make the clock forget that the caught-up log was written at
-    its mtime. Before, a sample between the catch-up and the quiet did:
-    the crash that came out at the quiet re-anchored the clock on its
-    read, back by the whole silence, and its alert was held for as long
-    as the log had been silent (the file is made 2 hours old here)."""
+    """The same, with the GPUs sampled every 50 ms beside it: by NVML (the
+    fake driver) or read from a GPU sample file another process appends to
+    (``--samples``). Each sample is put on the live clock; it must not make
+    the clock forget that the caught-up log was written at its mtime.
+    Before, a sample between the catch-up and the quiet did: the crash that
+    came out at the quiet re-anchored the clock on its read, back by the
+    whole silence, and its alert was held for as long as the log had been
+    silent (the file is made 2 hours old here)."""
     import os
     import sys
+    import threading
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from fake_nvml import FakeNvml
+    from dflash_watch.parsers.events import GpuSample
+    from dflash_watch.sources.samples import format_sample_line
 
-    FakeNvml.eight().install(monkeypatch)
     (fixture,) = [p for p in fixture_logs() if p.name.startswith(name)]
     log = tmp_path / fixture.name
     log.write_bytes(fixture.read_bytes())
-    expected = _crashes(replay([str(log)]).alerts)
+    replayed = replay([str(log)])
+    expected = _crashes(replayed.alerts)
     assert expected, "a log chosen for its crash"
     os.utime(log, (time.time() - 7200, time.time() - 7200))
     monitor = Monitor(keep_lines=0)
     got: list[Alert] = []
     monitor.subscribe(got.append)
-    session = LiveSession(monitor, logs=(str(log),), use_nvml=True, gpu_interval_s=0.05)
-    with session:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline and _crashes(got) != expected:
-            time.sleep(0.05)
-        live = _crashes(got)
-    assert session.sampler is not None and monitor.gpus.gpus, "the GPUs were sampled"
+    samples = tmp_path / "gpu.jsonl"
+    stop = threading.Event()
+
+    def write_samples() -> None:
+        with open(samples, "a", encoding="utf-8") as fh:
+            while not stop.wait(0.05):
+                fh.write(format_sample_line(GpuSample(time.time(), 0, 60 << 30, 80 << 30)) + "\n")
+                fh.flush()
+
+    if source == "nvml":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from fake_nvml import FakeNvml
+
+        FakeNvml.eight().install(monkeypatch)
+        session = LiveSession(monitor, logs=(str(log),), use_nvml=True, gpu_interval_s=0.05)
+    else:
+        session = LiveSession(monitor, logs=(str(log),), use_nvml=False, samples_file=str(samples))
+    writer = threading.Thread(target=write_samples, daemon=True)
+    writer.start()
+    try:
+        with session:
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline and (_crashes(got) != expected or not monitor.gpus.gpus):
+                time.sleep(0.05)
+            live = _crashes(got)
+            sampled = sorted(monitor.gpus.gpus)
+            now = monitor.now
+    finally:
+        stop.set()
+        writer.join()
+    assert sampled, "the GPUs were sampled"
     assert live == expected
+    # The Monitor's time is the log's, run on by its 2 hours of silence (the
+    # data is months or a year from this machine's clock): samples stamped
+    # on the bare wall clock and fed as they were would have put it there.
+    last = replayed.monitor.now
+    assert now is not None and last is not None and last - 60 <= now <= last + 7200 + 600, (now, last)

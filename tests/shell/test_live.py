@@ -83,7 +83,7 @@ def test_follow_clock_keeps_the_write_time_for_events_that_come_later_out_of_the
 
 
 def test_follow_clock_a_gpu_sample_between_the_catch_up_and_its_crash_keeps_the_write_time() -> None:
-    """A GPU sample is stamped on the live clock (``sampled``, not a feed of
+    """A GPU sample is stamped on the live clock (``side_feed``, not a feed of
     the log): the crash that comes out at the quiet after it still runs on
     from the caught-up log's mtime. Before, the sample re-anchored the clock
     and cleared the write time, and the crash then took it back by the
@@ -94,8 +94,9 @@ def test_follow_clock_a_gpu_sample_between_the_catch_up_and_its_crash_keeps_the_
     monitor.feed_samples([GpuSample(4000.0, 0, 1, 2)])  # the catch-up
     clock.observe(written=7000.0)
     wall.t += 1
-    monitor.feed_samples([GpuSample(clock(), 0, 1, 2)])  # a sample, on the live clock
-    clock.sampled()
+    with clock.side_feed():  # a sample, on the live clock
+        monitor.feed_samples([GpuSample(clock(), 0, 1, 2)])
+        assert clock() == 7001.0 and clock.offset() == 7001.0 - 10_001.0  # (an alert's time read meanwhile)
     assert clock() == 7001.0
     wall.t += 1
     monitor.feed_samples([GpuSample(4081.0, 0, 1, 2)])  # the end's crash, out at the quiet
