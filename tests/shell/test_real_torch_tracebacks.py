@@ -251,9 +251,14 @@ def test_torchrun_cascade_is_one_alert_naming_the_root_rank(tmp_path: Path) -> N
     # they still join its incident. (Live, a crash is timed when it is read.)
     # torchrun's own "root cause" is whichever failed rank it reaped first, so it
     # may name a peer that died of rank 1's death: our alert names rank 1 anyway.
+    # torchrun sends SIGTERM to the ranks still running when it reaps the
+    # first failure: both peers, or one where the other's own error ended
+    # it first (CI, once: tests/fixtures/tracebacks/*_peer_exits_first_*).
     (episode,) = episodes
     assert episode.alert is alert and episode.report is not None and "root cause rank" in episode.report
-    assert episode.collateral >= 2 + 2 + 1 + 1  # two peers, two SIGTERMs, the exit line, the report
+    sigterms = text.count("closing signal SIGTERM")
+    assert sigterms in (1, 2)
+    assert episode.collateral >= 2 + sigterms + 1 + 1  # two peers, the SIGTERMs, the exit line, the report
 
 
 @pytest.mark.slow
