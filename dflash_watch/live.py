@@ -11,6 +11,7 @@ the watcher never touches the training job.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -125,6 +126,11 @@ class FollowClock:
     def _at(self, anchor: tuple[float, float]) -> float:
         data, then = anchor
         return data + (self._wall() - then) * self.speed
+
+    @property
+    def following(self) -> bool:
+        """Whether the clock follows data yet (else it is the bare wall clock)."""
+        return self._anchor is not None
 
     def offset(self) -> float:
         """Data time minus wall time now (0 before any data): how far the
@@ -393,9 +399,19 @@ class LiveSession:
                     # before the lock: a slow filesystem stalls this thread
                     # alone, not the dashboard or the sampler waiting on it.
                     end = None if fresh else ingest.file_end(item.path, item.text)
+                    modified = self._opening_mtime(item.path) if not fresh else None
                     with monitor.lock:
+                        now = self.clock()
+                        if modified is not None and self.follow is not None and not self.follow.following:
+                            # The first text of a catch-up, before the clock
+                            # follows any data: lines without a stamp were
+                            # written by the file's mtime, as replay dates
+                            # them; dated at the read, a log silent for
+                            # hours ran the clock that far ahead of its data
+                            # (the silence counted twice once it is anchored).
+                            now = min(now, modified)
                         monitor.feed_text(
-                            item.path, item.text, item.first_lineno, self.clock(), item.generation, fresh=fresh,
+                            item.path, item.text, item.first_lineno, now, item.generation, fresh=fresh,
                             arrived=time.time(), end=end,
                         )
                         self._log_seen = True
@@ -535,8 +551,6 @@ class LiveSession:
     def _start_nvml(self) -> None:
         # Explicit indices win; else the GPUs this shell's CUDA_VISIBLE_DEVICES
         # names (a watcher started beside the job usually shares its setting).
-        import os
-
         from .sources.nvml import GpuSampler
         from .sources.nvml_thread import SamplerThread
 
@@ -588,6 +602,18 @@ class LiveSession:
                 self.monitor.feed_samples(batch)
         if self._recorder is not None:
             self._recorder.write([s for s in batch if isinstance(s, GpuSample)])
+
+    def _opening_mtime(self, path: str) -> float | None:
+        """The file's mtime, for a catch-up chunk read before the live clock
+        follows any data (looked at outside the Monitor's lock: file I/O);
+        None once it does, at another speed than the real one, or if the
+        file cannot be looked at."""
+        if self.follow is None or self.follow.following or self.follow.speed != 1.0:
+            return None
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return None
 
     def _speed(self) -> float:
         return self.follow.speed if self.follow is not None else 1.0
