@@ -127,11 +127,6 @@ class FollowClock:
         data, then = anchor
         return data + (self._wall() - then) * self.speed
 
-    @property
-    def following(self) -> bool:
-        """Whether the clock follows data yet (else it is the bare wall clock)."""
-        return self._anchor is not None
-
     def offset(self) -> float:
         """Data time minus wall time now (0 before any data): how far the
         data's clock runs ahead of this machine's."""
@@ -399,17 +394,17 @@ class LiveSession:
                     # before the lock: a slow filesystem stalls this thread
                     # alone, not the dashboard or the sampler waiting on it.
                     end = None if fresh else ingest.file_end(item.path, item.text)
-                    modified = self._opening_mtime(item.path) if not fresh else None
+                    modified = self._opening_mtime(item.path) if not fresh and item.first_lineno == 1 else None
                     with monitor.lock:
                         now = self.clock()
-                        if modified is not None and self.follow is not None and not self.follow.following:
-                            # The first text of a catch-up, before the clock
-                            # follows any data: lines without a stamp were
-                            # written by the file's mtime, as replay dates
-                            # them; dated at the read, a log silent for
-                            # hours ran the clock that far ahead of its data
-                            # (the silence counted twice once it is anchored).
-                            now = min(now, modified)
+                        if modified is not None:
+                            # A file's first text in a catch-up: lines without
+                            # a stamp were written by its mtime, as replay
+                            # dates them (on the live clock: that long before
+                            # now). Dated at the read, a log silent for hours
+                            # ran the clock that far ahead of its data (the
+                            # silence counted twice once it is anchored).
+                            now -= max(0.0, time.time() - modified)
                         monitor.feed_text(
                             item.path, item.text, item.first_lineno, now, item.generation, fresh=fresh,
                             arrived=time.time(), end=end,
@@ -604,11 +599,11 @@ class LiveSession:
             self._recorder.write([s for s in batch if isinstance(s, GpuSample)])
 
     def _opening_mtime(self, path: str) -> float | None:
-        """The file's mtime, for a catch-up chunk read before the live clock
-        follows any data (looked at outside the Monitor's lock: file I/O);
-        None once it does, at another speed than the real one, or if the
-        file cannot be looked at."""
-        if self.follow is None or self.follow.following or self.follow.speed != 1.0:
+        """The file's mtime, for its first catch-up chunk (looked at outside
+        the Monitor's lock: file I/O); None at another speed than the real
+        one (the demo's compressed clock runs on from its reads, as
+        ``FollowClock.observe`` does), or if the file cannot be looked at."""
+        if self.follow is None or self.follow.speed != 1.0:
             return None
         try:
             return os.stat(path).st_mtime

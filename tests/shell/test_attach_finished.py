@@ -143,3 +143,33 @@ def test_a_finished_logs_crash_is_an_alert_while_the_gpus_are_sampled(
     # have put it there, and a sample whose alert read the clock while it
     # was fed ran it on by the silence twice (06_chatglm2: +14393 s).
     assert now is not None and now <= last + 7200 + 600, (now, last)
+
+
+@pytest.mark.slow
+def test_two_finished_logs_without_stamps_run_the_clock_on_by_their_silence_once(tmp_path: Path) -> None:
+    """Two logs without stamps (a run's rank files), both silent for 2
+    hours: each one's first text is dated at its own mtime, as replay dates
+    it. The second file's was dated on the clock the first had anchored (its
+    data run on by the silence), and the clock then ran on by the silence
+    once more: the Monitor 2 hours ahead of this machine."""
+    import os
+
+    names = ("lightning_spike.log", "hf_trainer_lr_blowup.log")
+    logs = []
+    for name in names:
+        (fixture,) = [p for p in fixture_logs() if p.name == name]
+        log = tmp_path / name
+        log.write_bytes(fixture.read_bytes())
+        os.utime(log, (time.time() - 7200, time.time() - 7200))
+        logs.append(str(log))
+    last = replay(logs).monitor.now
+    assert last is not None
+    monitor = Monitor(keep_lines=0)
+    session = LiveSession(monitor, logs=tuple(logs), use_nvml=False)
+    with session:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and (monitor.now or 0.0) < last - 60:
+            time.sleep(0.05)
+        time.sleep(QUIET_LOOK_S)
+        now = monitor.now
+    assert now is not None and last - 60 <= now <= last + 7200 + 600, (now - last)
