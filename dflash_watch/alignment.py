@@ -415,8 +415,8 @@ def date_on_arrival(events: list[Event], now: float) -> None:
 # The lines of a side file (``SideFileClock``).
 _Stamped = TypeVar("_Stamped", bound=GpuSample | GpuLost | ProbeSample)
 # Lines are held back at most this long, and this many, for the log's first text.
-_HOLD_S = 10.0
-_HOLD_MAX = 4096
+SIDE_HOLD_S = 10.0
+SIDE_HOLD_MAX = 4096
 
 
 @dataclass(slots=True)
@@ -430,7 +430,7 @@ class SideFileClock:
     machine's, runs it. A sample stamped 10 min ahead of the log's steps
     would run the stall's clock past them and open a stall that is not
     there. The offset is learnt once the live clock follows the log (its
-    first text read); until then, for at most ``_HOLD_S``, lines wait.
+    first text read); until then, for at most ``SIDE_HOLD_S``, lines wait.
 
     One per GPU sample file; one for all of a run's probe files (its ranks
     stamp them on one clock: ``Ingest._onto_live``), so that ranks whose
@@ -440,7 +440,7 @@ class SideFileClock:
     name: str
     # When the watcher began following (``Monitor.live_since``; this file's
     # first batch if that is not set yet), on this machine's clock: lines
-    # wait for the log's first text at most ``_HOLD_S`` after it, and it is
+    # wait for the log's first text at most ``SIDE_HOLD_S`` after it, and it is
     # the ``since`` of the offset rule (``Alignment.prepare``).
     since: float
     align: Alignment = field(init=False)
@@ -464,9 +464,9 @@ class SideFileClock:
         ``log_seen``: the live clock follows the log (or there is none);
         ``wall``: this machine's clock now.
         """
-        if not log_seen and wall - self.since < _HOLD_S:
+        if not log_seen and wall - self.since < SIDE_HOLD_S:
             self._held.extend(batch)
-            del self._held[:-_HOLD_MAX]
+            del self._held[:-SIDE_HOLD_MAX]
             return []
         if self._held:
             held: list[_Stamped] = self._held

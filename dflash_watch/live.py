@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from . import ingest
-from .alignment import _HOLD_MAX, _HOLD_S, shifted
+from .alignment import SIDE_HOLD_MAX, SIDE_HOLD_S, shifted
 from .monitor import Monitor
 from .parsers.events import GpuLost, GpuSample
 
@@ -580,14 +580,14 @@ class LiveSession:
         that ended it was held until the log's clock reached the wall's
         (never, in practice: seen attaching to a finished log with the GPUs
         sampled). So samples wait for the log's first text (at most
-        ``alignment._HOLD_S``, as a GPU sample file's lines do; a watch
+        ``alignment.SIDE_HOLD_S``, as a GPU sample file's lines do; a watch
         without logs never waits), and each is moved by where the live clock
         is against this machine's when it is fed: its age is kept."""
         with self.monitor.lock:
             held = self._nvml_held
-            if not self._log_seen and time.time() - self._nvml_since < _HOLD_S:
+            if not self._log_seen and time.time() - self._nvml_since < SIDE_HOLD_S:
                 held.extend(batch)
-                del held[:-_HOLD_MAX]
+                del held[:-SIDE_HOLD_MAX]
                 return
             if held:
                 batch = held + batch

@@ -18,15 +18,20 @@ file, before it stops, are replay's (none where replay has none).
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from fake_nvml import FakeNvml
 
 from dflash_watch.detectors.base import Alert
 from dflash_watch.live import LiveSession
 from dflash_watch.monitor import Monitor
+from dflash_watch.parsers.events import GpuSample
 from dflash_watch.replay import replay
+from dflash_watch.sources.samples import format_sample_line
 from tests.shell.live_read import fixture_logs
 
 CRASHES = frozenset({"crash", "fx_tracing"})
@@ -83,13 +88,6 @@ def test_a_finished_logs_crash_is_an_alert_while_the_gpus_are_sampled(
     by the whole silence, and its alert was held that long. Nor may a
     sample taken before the log's first text put the Monitor on this
     machine's clock (02_olora: none of its 4 crashes came)."""
-    import os
-    import sys
-    import threading
-
-    from dflash_watch.parsers.events import GpuSample
-    from dflash_watch.sources.samples import format_sample_line
-
     log = tmp_path / fixture.name
     log.write_bytes(fixture.read_bytes())
     os.utime(log, (time.time() - 7200, time.time() - 7200))
@@ -108,9 +106,6 @@ def test_a_finished_logs_crash_is_an_alert_while_the_gpus_are_sampled(
                 fh.flush()
 
     if source == "nvml":
-        sys.path.insert(0, str(Path(__file__).parent))
-        from fake_nvml import FakeNvml
-
         FakeNvml.eight().install(monkeypatch)
         session = LiveSession(monitor, logs=(str(log),), use_nvml=True, gpu_interval_s=0.05)
     else:
@@ -152,8 +147,6 @@ def test_two_finished_logs_without_stamps_run_the_clock_on_by_their_silence_once
     it. The second file's was dated on the clock the first had anchored (its
     data run on by the silence), and the clock then ran on by the silence
     once more: the Monitor 2 hours ahead of this machine."""
-    import os
-
     names = ("lightning_spike.log", "hf_trainer_lr_blowup.log")
     logs = []
     for name in names:
