@@ -201,7 +201,10 @@ def proc_environ_has(pid: int, key: str, value: str) -> bool:
 
 
 def proc_cmdline(pid: int) -> tuple[str, ...]:
-    """The argv of PID ('' parts kept), empty when it is gone or not readable."""
+    """The argv of PID ('' parts kept), empty when it is gone or not readable,
+    and for a moment while it execs: the kernel names the process (``comm``)
+    before it lays out the new argv, so a caller that waits for a name must
+    not take an empty argv for the process's own."""
     try:
         with open(f"{PROC}/{pid}/cmdline", "rb") as fh:
             raw = fh.read()

@@ -16,32 +16,37 @@
 #include <Python.h>
 #include <string.h>
 
-#define ABI 4
+#define ABI 6
 
-/* take_run(view, ends, k, pos, flag_cache, run_lines, run_starts, run_ends,
- *          run_lanes, wide, has_cr, fast, shape_max, progress_flag,
+/* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
+ *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
  *          glued_at) -> (k, pos)
  *
  * ``LogStream._scan``'s walk over candidate lines while no traceback is
  * open, for the lines it only sets aside: a line whose shape is cached
  * with a lane (or, without one, as plain progress) joins the run lists; a
  * cached shape with no flags is passed over. It stops before the first
- * line it would do anything else with (a shape not cached yet, a '?' in
- * a wide chunk's view, a line past ``shape_max``, a line that
+ * line it would do anything else with (a shape not cached yet, a line
+ * past ``shape_max``, a line that
  * ``glued_at`` (asked of a line with a '\r') cuts, one read on its own:
  * its digits tested on it, a trigger, a line opening with '[') and returns
  * ``k`` and ``pos`` as the Python loop has them before that line, or past
  * the last candidate. ``view`` must be ASCII
  * (the caller checks): its line is its UTF-8, and ``line_shape`` is the
- * line with the digits 1-9 made 0. */
+ * line with the digits 1-9 made 0. In a wide chunk (``wide``: ``text``
+ * holds characters outside ASCII, each a '?' in ``view`` at the same
+ * offset) a line whose view holds a '?' is read from ``text``, as the
+ * Python loop reads it: its text, its UTF-8 (surrogatepass) for the
+ * shape, and the text handed to ``glued_at``. A tqdm bar drawn with
+ * block characters is such a line on every redraw. */
 static PyObject *
 take_run(PyObject *self, PyObject *args)
 {
-    PyObject *view, *ends, *cache, *lines, *starts, *ends_out, *lanes, *glued;
+    PyObject *view, *text, *ends, *cache, *lines, *starts, *ends_out, *lanes, *glued;
     Py_ssize_t k, pos, shape_max;
     int wide, has_cr, fast;
     long progress_flag;
-    if (!PyArg_ParseTuple(args, "UO!nnO!O!O!O!O!pppnlO", &view, &PyList_Type, &ends, &k, &pos,
+    if (!PyArg_ParseTuple(args, "UUO!nnO!O!O!O!O!pppnlO", &view, &text, &PyList_Type, &ends, &k, &pos,
                           &PyDict_Type, &cache, &PyList_Type, &lines, &PyList_Type, &starts,
                           &PyList_Type, &ends_out, &PyList_Type, &lanes, &wide, &has_cr, &fast,
                           &shape_max, &progress_flag, &glued))
@@ -52,6 +57,10 @@ take_run(PyObject *self, PyObject *args)
     }
     const char *data = (const char *)PyUnicode_DATA(view);
     Py_ssize_t n = PyUnicode_GET_LENGTH(view);
+    if (wide && PyUnicode_GET_LENGTH(text) != n) {
+        PyErr_SetString(PyExc_ValueError, "take_run: the text and its view differ in length");
+        return NULL;
+    }
     Py_ssize_t n_ends = PyList_GET_SIZE(ends);
     while (pos < n) {
         /* while k < n_ends and ends[k] < pos: k += 1 */
@@ -80,69 +89,102 @@ take_run(PyObject *self, PyObject *args)
         const char *line = data + start;
         if (len > shape_max)
             break;
-        if (wide && memchr(line, '?', (size_t)len) != NULL)
-            break;
+        /* A wide chunk's line with a placeholder: its own text (Python: text[start:end]). */
+        PyObject *own = NULL;
+        if (wide && memchr(line, '?', (size_t)len) != NULL) {
+            own = PyUnicode_Substring(text, start, end);
+            if (own == NULL)
+                return NULL;
+        }
         if (has_cr && memchr(line, '\r', (size_t)len) != NULL) {
             /* A log line glued to a bar's redraws is cut off it in Python. */
-            PyObject *whole = PyUnicode_Substring(view, start, end);
+            PyObject *whole = own;
+            if (whole == NULL)
+                whole = PyUnicode_Substring(view, start, end);
+            else
+                Py_INCREF(whole);
             if (whole == NULL)
                 return NULL;
             PyObject *cut = PyObject_CallOneArg(glued, whole);
             Py_DECREF(whole);
-            if (cut == NULL)
+            if (cut == NULL) {
+                Py_XDECREF(own);
                 return NULL;
+            }
             int truth = PyObject_IsTrue(cut);
             Py_DECREF(cut);
-            if (truth < 0)
-                return NULL;
-            if (truth)
+            if (truth != 0) {
+                Py_XDECREF(own);
+                if (truth < 0)
+                    return NULL;
                 break;
+            }
         }
-        PyObject *shape = PyBytes_FromStringAndSize(line, len);
-        if (shape == NULL)
+        PyObject *shape;
+        if (own == NULL) {
+            shape = PyBytes_FromStringAndSize(line, len);
+        } else {
+            /* line_shape: its UTF-8, surrogatepass (a lone surrogate encodes). */
+            PyObject *utf8 = PyUnicode_AsEncodedString(own, "utf-8", "surrogatepass");
+            if (utf8 == NULL) {
+                Py_DECREF(own);
+                return NULL;
+            }
+            shape = PyBytes_FromStringAndSize(PyBytes_AS_STRING(utf8), PyBytes_GET_SIZE(utf8));
+            Py_DECREF(utf8);
+        }
+        if (shape == NULL) {
+            Py_XDECREF(own);
             return NULL;
+        }
         char *sd = PyBytes_AS_STRING(shape);
-        for (Py_ssize_t i = 0; i < len; i++) {
+        Py_ssize_t shape_len = PyBytes_GET_SIZE(shape);
+        for (Py_ssize_t i = 0; i < shape_len; i++) {
             if (sd[i] >= '1' && sd[i] <= '9')
                 sd[i] = '0';
         }
         PyObject *entry = PyDict_GetItemWithError(cache, shape); /* borrowed */
         if (entry == NULL) {
             Py_DECREF(shape);
+            Py_XDECREF(own);
             if (PyErr_Occurred())
                 return NULL;
             break; /* a new shape: Python works out its flags and lane */
         }
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
             Py_DECREF(shape);
+            Py_XDECREF(own);
             break;
         }
         long flags = PyLong_AsLong(PyTuple_GET_ITEM(entry, 0));
         if (flags == -1 && PyErr_Occurred()) {
             Py_DECREF(shape);
+            Py_XDECREF(own);
             return NULL;
         }
         PyObject *lane = PyTuple_GET_ITEM(entry, 1);
         if (lane == Py_None) {
             if (flags == 0) {
                 Py_DECREF(shape);
+                Py_XDECREF(own);
                 k++;
                 pos = end + 1;
                 continue; /* a candidate that holds nothing after all */
             }
             if (!(flags == progress_flag && fast && !(len > 0 && line[0] == '['))) {
                 Py_DECREF(shape);
+                Py_XDECREF(own);
                 break; /* read on its own */
             }
             lane = shape; /* a plain progress line: its shape for a lane */
         }
-        PyObject *text = PyUnicode_Substring(view, start, end);
+        PyObject *taken = own != NULL ? own : PyUnicode_Substring(view, start, end);
         PyObject *s = PyLong_FromSsize_t(start);
         PyObject *e = PyLong_FromSsize_t(end);
-        int failed = text == NULL || s == NULL || e == NULL || PyList_Append(lines, text) < 0 ||
+        int failed = taken == NULL || s == NULL || e == NULL || PyList_Append(lines, taken) < 0 ||
                      PyList_Append(starts, s) < 0 || PyList_Append(ends_out, e) < 0 ||
                      PyList_Append(lanes, lane) < 0;
-        Py_XDECREF(text);
+        Py_XDECREF(taken);
         Py_XDECREF(s);
         Py_XDECREF(e);
         Py_DECREF(shape);
@@ -450,11 +492,95 @@ minute_stamps(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(i);
 }
 
+/* last_minute(text, lo, hi, key, base, frac_len) -> float | None
+ *
+ * ``LineTimes.latest``'s first look, in the common case: the last line
+ * starting in ``[lo, hi)`` (the newline at ``hi - 1`` not its own), when
+ * it repeats the minute ``TimeParser.parse`` read last (``key``, its 16
+ * characters as written; ``base`` its epoch; ``frac_len`` the length of
+ * its fraction), read as ``TimeParser._same_minute`` reads it: ':', two
+ * ASCII digits of seconds under 60, then a fraction mark ('.' or ',')
+ * with exactly ``frac_len`` ASCII digits not followed by a zone or a
+ * digit (``base + seconds + fraction / 10 ** frac_len``), or no mark, no
+ * zone and no digit (``base + seconds + 0.0``). The floats are Python's
+ * (same order of operations). Anything else is None, and the caller
+ * reads the lines in Python: another minute, a line without a stamp, a
+ * zone, no minute read yet (``key`` not 16 characters). A tqdm bar
+ * between stamped lines is dated so, by the line just before it. */
+static int
+zone_or_digit(Py_UCS4 c)
+{
+    return c == 'Z' || c == '+' || c == '-' || (c >= '0' && c <= '9');
+}
+
+static PyObject *
+last_minute(PyObject *self, PyObject *args)
+{
+    PyObject *text, *key;
+    Py_ssize_t lo, hi, frac_len;
+    double base;
+    if (!PyArg_ParseTuple(args, "UnnUdn", &text, &lo, &hi, &key, &base, &frac_len))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (frac_len < 0 || frac_len > 9 || !PyUnicode_IS_ASCII(key) || PyUnicode_GET_LENGTH(key) != 16 || lo < 0 ||
+        hi > n || hi <= lo)
+        Py_RETURN_NONE;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const char *k = (const char *)PyUnicode_DATA(key);
+    if (!((k[0] >= '0' && k[0] <= '9') || k[0] == '{'))
+        Py_RETURN_NONE; /* a stamp ``latest`` reads on (``_DATED_FIRST``) */
+    Py_ssize_t end = PyUnicode_READ(kind, data, hi - 1) == '\n' ? hi - 1 : hi;
+    if (end < lo)
+        Py_RETURN_NONE;
+    Py_ssize_t start = lo;
+    for (Py_ssize_t i = end - 1; i >= lo; i--) {
+        if (PyUnicode_READ(kind, data, i) == '\n') {
+            start = i + 1;
+            break;
+        }
+    }
+    Py_ssize_t len = end - start;
+    if (len < 19)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < 16; i++) {
+        if (PyUnicode_READ(kind, data, start + i) != (Py_UCS4)(unsigned char)k[i])
+            Py_RETURN_NONE;
+    }
+    Py_UCS4 colon = PyUnicode_READ(kind, data, start + 16);
+    Py_UCS4 s0 = PyUnicode_READ(kind, data, start + 17);
+    Py_UCS4 s1 = PyUnicode_READ(kind, data, start + 18);
+    if (colon != ':' || s0 < '0' || s0 > '5' || s1 < '0' || s1 > '9')
+        Py_RETURN_NONE;
+    double stamp = base + (double)((s0 - '0') * 10 + (s1 - '0'));
+    Py_UCS4 mark = len > 19 ? PyUnicode_READ(kind, data, start + 19) : 0;
+    if (mark == '.' || mark == ',') {
+        if (frac_len == 0 || len < 20 + frac_len)
+            Py_RETURN_NONE;
+        long long frac = 0;
+        double scale = 1.0;
+        for (Py_ssize_t f = 0; f < frac_len; f++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, start + 20 + f);
+            if (c < '0' || c > '9')
+                Py_RETURN_NONE;
+            frac = frac * 10 + (long long)(c - '0');
+            scale *= 10.0;
+        }
+        if (len > 20 + frac_len && zone_or_digit(PyUnicode_READ(kind, data, start + 20 + frac_len)))
+            Py_RETURN_NONE;
+        return PyFloat_FromDouble(stamp + (double)frac / scale);
+    }
+    if (mark != 0 && zone_or_digit(mark))
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(stamp + 0.0);
+}
+
 static PyMethodDef methods[] = {
     {"take_run", take_run, METH_VARARGS, "LogStream._scan's walk over lines it only sets aside."},
     {"slide_median", slide_median, METH_VARARGS, "A sliding window's median after each new value."},
     {"series_tops", series_tops, METH_VARARGS, "throughput_quiet._steady's walk over a run's steps."},
     {"minute_stamps", minute_stamps, METH_VARARGS, "TimeParser._minute_run's fast path over a run of lines."},
+    {"last_minute", last_minute, METH_VARARGS, "LineTimes.latest's first look: the last line's stamp in the minute read last."},
     {"cut_numbers", cut_numbers, METH_VARARGS, "One number column of lines of one shape, as int or float reads it."},
     {NULL, NULL, 0, NULL},
 };

@@ -149,7 +149,11 @@ class LineTimes:
 
     def latest(self, text: str, lo: int, hi: int) -> float | None:
         """The timestamp of the last line starting in ``[lo, hi)`` that has one."""
-        parse = self.times.parse
+        times = self.times
+        value = times.last_in_minute(text, lo, hi)  # the common case, in C where built
+        if value is not None:
+            return value
+        parse = times.parse
         end = hi - 1 if hi > lo and text[hi - 1 : hi] == "\n" else hi
         # A few lines back first: timestamped logs have one on most lines.
         for _ in range(_WALK_BACK_LINES):

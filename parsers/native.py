@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 4
+ABI = 6
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -37,13 +37,16 @@ class Kernels(Protocol):
     ABI: int
 
     def take_run(
-        self, view: str, ends: list[int], k: int, pos: int, flag_cache: dict[bytes, tuple[int, Lane | Bare | Ranked | None]],
+        self, view: str, text: str, ends: list[int], k: int, pos: int, flag_cache: dict[bytes, tuple[int, Lane | Bare | Ranked | None]],
         run_lines: list[str], run_starts: list[int], run_ends: list[int], run_lanes: list[Lane | Bare | Ranked | bytes],
         wide: bool, has_cr: bool, fast: bool, shape_max: int, progress_flag: int,
         glued_at: Callable[[str], int], /,
     ) -> tuple[int, int]: ...
 
     def slide_median(self, window: list[float], leaving: list[float], values: list[float], odd: bool, /) -> list[float]:
+        ...
+
+    def last_minute(self, text: str, lo: int, hi: int, key: str, base: float, frac_len: int, /) -> float | None:
         ...
 
     def cut_numbers(self, lines: list[str], start: int, stop: int, ints: bool, /) -> list[int] | list[float] | None:

@@ -350,7 +350,7 @@ class LogStream:
                 if take_run is not None:
                     # The lines it only sets aside, walked in C (``parsers.native``);
                     # it stops before the first it would do more with.
-                    k, pos = take_run(view, ends, k, pos, flag_cache, run_lines, run_starts, run_ends, run_lanes,
+                    k, pos = take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts, run_ends, run_lanes,
                                       wide, has_cr, fast, _SHAPE_LINE_MAX, _PROGRESS, glued_at)
                     if pos >= n:
                         break

@@ -294,6 +294,20 @@ class TimeParser:
             return None
         return self._min_key, self._min_val
 
+    def last_in_minute(self, text: str, lo: int, hi: int) -> float | None:
+        """``parse`` of the last line starting in ``text[lo:hi]`` (its
+        newline at ``hi - 1`` not its own) when it repeats the minute read
+        last and ``_same_minute`` reads it, in C (``parsers.native``); else
+        None, and the caller reads the lines itself. State as ``parse``
+        leaves it. A tqdm bar between stamped lines is dated by the line
+        before it: this is that look, once per bar."""
+        if KERNELS is None:
+            return None
+        value = KERNELS.last_minute(text, lo, hi, self._min_key, self._min_val, self._frac_len)
+        if value is not None:
+            self._year, self._month = self._min_ym
+        return value
+
     def minute_entered(self) -> None:
         """What ``_same_minute`` leaves behind when it reads a line: the year
         and month of the minute (glog lines after it take them)."""

@@ -141,21 +141,36 @@ def test_stream_walk_gives_the_python_events_on_fixtures(path: Path, monkeypatch
 _LANE = object()
 
 
-def _take(line: str, entry: tuple[int, object] | None, *, fast: bool = True, wide: bool = False,
-          glued: int = 0, shape_max: int = 2048) -> tuple[tuple[int, int], list[object]]:
+_DIGITS_0 = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _take(line: str, entry: tuple[int, object] | None, *, fast: bool = True, wide: str | None = None,
+          glued: int = 0, shape_max: int = 2048) -> tuple[tuple[int, int], list[object], list[str], list[str]]:
     """``take_run`` over one candidate line, then a taken one: where it
-    stopped and the lanes it set aside."""
+    stopped, the lanes and lines it set aside, and what ``glued_at`` was
+    asked. ``wide``: the line's text in a wide chunk (``line`` is then its
+    view, a '?' for each character outside ASCII)."""
+    own = line if wide is None else wide
     view = f"{line}\nstep 1 loss 2\n"
+    text = f"{own}\nstep 1 loss 2\n"
     ends = [len(line), len(view) - 1]
     cache: dict[bytes, tuple[int, object]] = {b"step 0 loss 0": (1, _LANE)}
-    shape = line.encode().translate(bytes.maketrans(b"123456789", b"000000000"))
+    shape = own.encode("utf-8", "surrogatepass").translate(_DIGITS_0)
     if entry is not None:
         cache[shape] = entry
     lanes: list[object] = []
+    lines: list[str] = []
+    asked: list[str] = []
+
+    def glued_at(whole: str) -> int:
+        asked.append(whole)
+        return glued
+
     at = native.KERNELS.take_run(  # type: ignore[union-attr]
-        view, ends, 0, 0, cache, [], [], [], lanes, wide, "\r" in line, fast, shape_max, 1, lambda _line: glued
+        view, text, ends, 0, 0, cache, lines, [], [], lanes, wide is not None, "\r" in line, fast, shape_max, 1,
+        glued_at,
     )
-    return at, lanes
+    return at, lanes, lines, asked
 
 
 @needs_kernels
@@ -172,38 +187,54 @@ def _take(line: str, entry: tuple[int, object] | None, *, fast: bool = True, wid
         ("stage 8 loss 9", None, {}, False),  # a shape not cached yet
         ("a 1/9\rb 2/9 [00:01, 1.5it/s]INFO step 2", (1, _LANE), {"glued": 27}, False),  # a glued record
         ("a 1/9\rb 2/9 [00:01, 1.5it/s]", (1, _LANE), {}, True),  # redraws alone
-        ("step ? loss 9", (1, _LANE), {"wide": True}, False),  # a wide chunk's placeholder
+        ("step ? loss 9", (1, _LANE), {"wide": "step \u00e9 loss 9"}, True),  # a wide chunk's placeholder: its text
+        ("step ? loss 9", (1, _LANE), {"wide": "step ? loss 9"}, True),  # ... a real '?' in a wide chunk
         ("step ? loss 9", (1, _LANE), {}, True),  # ... a real '?' in an ASCII chunk
+        ("step ? loss 9", None, {"wide": "step \u00e9 loss 9"}, False),  # its text's shape not cached yet
+        ("s ? 1/9\rs ? 2/9 [00:01, 1.5it/s]", (1, None), {"wide": "s \u2588 1/9\rs \u2588 2/9 [00:01, 1.5it/s]"}, True),
+        ("s ? 1/9\rs 2/9 [00:01]INFO step 2", (1, _LANE), {"wide": "s \u2588 1/9\rs 2/9 [00:01]INFO step 2", "glued": 22}, False),
+        ("step ? loss 9", (1, _LANE), {"wide": "step \ud800 loss 9"}, True),  # a lone surrogate encodes
         ("step 7 loss 9", (1, _LANE), {"shape_max": 12}, False),  # past the shape cache's length
     ],
 )
 def test_take_run_takes_what_python_sets_aside_and_stops_before_the_rest(
     line: str, entry: tuple[int, object] | None, options: dict[str, object], taken: bool
 ) -> None:
-    at, lanes = _take(line, entry, **options)  # type: ignore[arg-type]
+    at, lanes, lines, asked = _take(line, entry, **options)  # type: ignore[arg-type]
+    own = options.get("wide", line)
+    assert isinstance(own, str)
     if taken:
         assert at == (2, len(line) + 15)  # both lines, past the last
         assert lanes[-1] is _LANE and len(lanes) == (1 if entry is not None and entry[0] == 0 else 2)
         if entry is not None and entry[0] == 1 and entry[1] is None:
-            assert lanes[0] == line.encode().translate(bytes.maketrans(b"123456789", b"000000000"))
+            assert lanes[0] == own.encode("utf-8", "surrogatepass").translate(_DIGITS_0)
+        if len(lines) == 2:
+            assert lines[0] == own and type(lines[0]) is str  # the text itself, never its view
     else:
         assert at == (0, 0) and lanes == []
+    assert asked == ([own] if "\r" in line else [])  # glued_at reads the text, not the view
 
 
 @needs_kernels
 def test_take_run_refuses_a_view_that_is_not_ascii() -> None:
     with pytest.raises(ValueError):
-        native.KERNELS.take_run("é\n", [1], 0, 0, {}, [], [], [], [], False, False, True, 2048, 1, glued_at)  # type: ignore[union-attr]
+        native.KERNELS.take_run("é\n", "é\n", [1], 0, 0, {}, [], [], [], [], False, False, True, 2048, 1, glued_at)  # type: ignore[union-attr]
+    with pytest.raises(ValueError):  # a text unlike its view: offsets would not match
+        native.KERNELS.take_run("ab\n", "abc\n", [2], 0, 0, {}, [], [], [], [], True, False, True, 2048, 1, glued_at)  # type: ignore[union-attr]
 
 
 @needs_kernels
+@pytest.mark.parametrize("blocks", [False, True], ids=["ascii", "block-bars"])
 @pytest.mark.parametrize("shape", ["quiet", "progress", "ranks"])
 def test_take_run_walks_nearly_every_line_of_the_benchmark_shapes(
-    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shape: str, blocks: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The kernel is worth its keep only if it walks the lines: Python
     takes over a few per chunk (a new shape, a line read on its own), not
-    one in ten (a shape made unlike Python's would send every line back)."""
+    one in ten (a shape made unlike Python's would send every line back).
+    ``blocks``: the tqdm bars drawn with block characters, as tqdm draws
+    them in a UTF-8 locale: the chunk is wide, and every bar's view holds
+    a '?' (the log's first 20k lines are at 0%: their bars are blank)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -211,6 +242,8 @@ def test_take_run_walks_nearly_every_line_of_the_benchmark_shapes(
 
     log = tmp_path / f"{shape}.log"
     write_log(log, 20_000, shape, seed=5)
+    if blocks:
+        log.write_text(log.read_text(encoding="utf-8").replace("|          |", "|\u2588\u258c        |"), encoding="utf-8")
     kernel = native.KERNELS.take_run  # type: ignore[union-attr]
     returns: list[int] = []
 
@@ -523,3 +556,152 @@ def test_minute_stamps_adds_as_python_adds(frac_len: int) -> None:
         out: list[float] = []
         assert native.KERNELS.minute_stamps(lines, 0, "11/29/2026 10:07", base, frac_len, out) == len(lines)  # type: ignore[union-attr]
         assert [repr(v) for v in out] == [repr(v) for v in want]
+
+
+def _look_back_text(rng: random.Random) -> tuple[str, list[tuple[int, int]]]:
+    """Lines a tqdm bar is dated by, and the windows ``latest`` is asked
+    about: stamped lines of one or two minutes (ISO or US, with a fraction
+    of the parsed length, another length or none), and now and then what
+    ``_same_minute`` must refuse or read on: a zone or a digit after the
+    fraction or the seconds, a comma, a second of 60, a short line, a
+    letter, a bar with block characters, glog and bare lines, a bar glued
+    to a log line, blank lines."""
+    frac_len = rng.choice((0, 3, 6))
+    iso = rng.random() < 0.5
+    day = "2026-11-29 10" if iso else "11/29/2026 10"
+    lines = []
+    minute = rng.randrange(0, 50)
+    for _ in range(rng.randrange(2, 40)):
+        if rng.random() < 0.15:
+            minute += 1
+        sec = f"{rng.randrange(0, 60):02d}"
+        n = frac_len if rng.random() < 0.85 else rng.choice((0, 2, 3, 7))
+        mark = rng.choice(".,") if n else ""
+        frac = "".join(rng.choice("0123456789") for _ in range(n))
+        tail = rng.choice((" - INFO - loaded shard 7", "", "Z x", "+01:00 x", "7 x", " x", "-x", "\u2588 x"))
+        line = f"{day}:{minute:02d}:{sec}{mark}{frac}{tail}"
+        r = rng.random()
+        if r < 0.04:
+            line = line[:17] + "60" + line[19:]
+        elif r < 0.07:
+            line = line[:rng.randrange(10, 20)]
+        elif r < 0.10:
+            line = line[:16] + "-" + line[17:]
+        elif r < 0.13:
+            line = "W1129 10:07:05.467022 4246 dataloader.cc:738] slow"
+        elif r < 0.16:
+            line = "Training:  10%|\u2588         | 4/40 [00:04<00:36, 1.0it/s]"
+        elif r < 0.18:
+            line = "bar 4/40\r" + line
+        elif r < 0.20:
+            line = ""
+        elif r < 0.22:
+            line = " " + line
+        elif r < 0.25:  # another year, zoned: sets the year glog lines take, not the minute
+            line = "2024-06-01T08:00:00Z - WARNING - x"
+        lines.append(line)
+    text = "\n".join(lines) + "\n"
+    ends = [i for i, c in enumerate(text) if c == "\n"]
+    windows = []
+    for _ in range(12):
+        a, b = sorted(rng.sample(range(len(ends) + 1), 2)) if len(ends) > 1 else (0, 1)
+        lo = 0 if a == 0 else ends[a - 1] + 1
+        hi = ends[b - 1] + 1 if rng.random() < 0.8 else ends[b - 1]  # with its newline, or without
+        windows.append((lo, max(hi, lo + 1)))
+    return text, windows
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(60))
+def test_last_minute_gives_the_python_look_back(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LineTimes.latest`` with the kernel and without, over the same
+    windows in turn: the same stamp (every bit) and the parser left alike
+    (year and month: glog lines after take them). The kernel must answer
+    in the common case, or it is worth nothing."""
+    from dflash_watch.parsers import timestamps
+    from dflash_watch.parsers.line_times import LineTimes
+    from dflash_watch.parsers.timestamps import TimeParser
+
+    rng = random.Random(seed)
+    text, windows = _look_back_text(rng)
+    if rng.random() < 0.5:
+        text = text.replace("\u2588", "#")  # an ASCII chunk as well as a wide one
+    kernel = native.KERNELS.last_minute  # type: ignore[union-attr]
+    answered: list[float] = []
+
+    def counted(*args: object) -> float | None:
+        value = kernel(*args)  # type: ignore[arg-type]
+        if value is not None:
+            answered.append(value)
+        return value
+
+    def run() -> list[object]:
+        dating = LineTimes(TimeParser(default_year=2026), "log:")
+        out: list[object] = []
+        for lo, hi in windows:
+            value = dating.latest(text, lo, hi)
+            out.append((repr(value), dating.times._year, dating.times._month, dating.times._min_key))
+        return out
+
+    monkeypatch.setattr(timestamps, "KERNELS", types.SimpleNamespace(last_minute=counted))
+    compiled = run()
+    monkeypatch.setattr(timestamps, "KERNELS", None)
+    python = run()
+    assert compiled == python
+
+
+@needs_kernels
+def test_last_minute_dates_the_bars_of_the_progress_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worth its keep only if it answers the common look back: a tqdm bar
+    after a stamped line of the minute read last, in issue 20's log."""
+    import sys
+
+    from dflash_watch.parsers import timestamps
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from speed_logs import write_log
+
+    log = tmp_path / "progress.log"
+    write_log(log, 20_000, "progress", seed=5)
+    kernel = native.KERNELS.last_minute  # type: ignore[union-attr]
+    asked: list[bool] = []
+
+    def counted(*args: object) -> float | None:
+        value = kernel(*args)  # type: ignore[arg-type]
+        asked.append(value is not None)
+        return value
+
+    monkeypatch.setattr(timestamps, "KERNELS", types.SimpleNamespace(last_minute=counted))
+    events = LogStream("log", replay=True).feed(log.read_text(encoding="utf-8"), 1, 1_700_000_000.0)
+    bars = sum(type(e).__name__ == "Progress" and e.elapsed_s is not None for e in events)  # type: ignore[attr-defined]
+    assert bars > 500
+    # (a bar right after a step line needs no look back: the step dated it)
+    assert len(asked) >= bars / 2 and sum(asked) >= len(asked) * 0.9, (bars, len(asked), sum(asked))
+
+
+@needs_kernels
+def test_last_minute_reads_the_minute_and_refuses_the_rest() -> None:
+    key = "11/29/2026 10:07"
+    last = native.KERNELS.last_minute  # type: ignore[union-attr]
+    text = "x\n11/29/2026 10:07:05.250 - INFO - a\n"
+    assert last(text, 0, len(text), key, 1000.0, 3) == 1000.0 + 5 + 250 / 1000
+    assert last(text, 0, len(text) - 1, key, 1000.0, 3) == 1000.0 + 5 + 250 / 1000  # no newline at the end
+    assert last(text, 0, len(text), key, 1000.0, 2) is None  # another fraction length: Python reads it
+    assert last("11/29/2026 10:07:05 a\n", 0, 22, key, 1000.0, 0) == 1005.0
+    assert last("11/29/2026 10:07:05\n", 0, 20, key, 1000.0, 0) == 1005.0  # the line ends at the seconds
+    for refused in (
+        "11/29/2026 10:08:05 a\n",  # another minute
+        "11/29/2026 10:07:60 a\n",  # a 60th second
+        "11/29/2026 10:07:05Z a\n",  # a zone
+        "11/29/2026 10:07:05.250+01:00 a\n",  # a zone after the fraction
+        "11/29/2026 10:07:05.2501 a\n",  # a longer fraction
+        "11/29/2026 10:07-05 a\n",
+        "11/29/2026 10:07:0\n",
+        "11/29/2026 10:07:05. x\n",  # a mark without a fraction (none parsed)
+        "a\n",
+    ):
+        assert last(refused, 0, len(refused), key, 1000.0, 3 if ".250" in refused else 0) is None, refused
+    assert last(text, 0, len(text), "", 1000.0, 3) is None  # no minute read yet
+    assert last(text, 0, len(text), "W1129 10:07:05.2", 1000.0, 3) is None  # not a full date
+    wide = "\u2588\n11/29/2026 10:07:05.250 \u2588\n"
+    assert last(wide, 0, len(wide), key, 1000.0, 3) == 1000.0 + 5 + 250 / 1000

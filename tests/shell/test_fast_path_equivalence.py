@@ -26,11 +26,10 @@ import pytest
 
 from dflash_watch import ingest as ingest_module
 from dflash_watch import replay as replay_module
-from dflash_watch.detectors import loss_steps as loss_steps_module
 from dflash_watch.monitor import Monitor
 from dflash_watch.parsers import clock as clock_module
+from dflash_watch.parsers import native as native_module
 from dflash_watch.parsers import step_clock as step_clock_module
-from dflash_watch.parsers import stream as stream_module
 from dflash_watch.parsers.stream import LogStream
 from tests.random_logs import random_log, stream_events
 
@@ -61,9 +60,19 @@ def shared_logs() -> list[Path]:
 
 
 def pure(m: pytest.MonkeyPatch) -> None:
-    """No compiled kernel runs (``parsers.native``): the Python loops."""
-    m.setattr(stream_module, "KERNELS", None)
-    m.setattr(loss_steps_module, "KERNELS", None)
+    """No compiled kernel runs (``parsers.native``): the Python loops.
+
+    Every loaded module that holds the kernels (``from ..native import
+    KERNELS``: the stream, the progress columns, the timestamps, the
+    throughput and loss proofs, and any added later) is switched, not a
+    list of them that a new caller would slip past."""
+    switched = 0
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("dflash_watch.", "parsers.", "detectors.")) and name != native_module.__name__:
+            if getattr(module, "KERNELS", None) is not None:
+                m.setattr(module, "KERNELS", None)
+                switched += 1
+    assert native_module.KERNELS is None or switched >= 5, "the callers of the kernels were not found"
 
 
 def check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,8 +36,12 @@ def test_readers_on_a_live_then_reaped_process(tmp_path: Path) -> None:
     child = subprocess.Popen(["sleep", "30"], cwd=tmp_path, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 5
-        while proc_name(child.pid) != "sleep" and time.monotonic() < deadline:
-            time.sleep(0.01)  # between fork and exec it is still a Python
+        # Between fork and exec it is still a Python. And exec names the
+        # process before it lays out the new argv: for a moment /proc reads
+        # "sleep" as its name and an empty cmdline (seen once in 150 runs
+        # beside two CPU burners). Ready when both are there.
+        while (proc_name(child.pid) != "sleep" or not proc_cmdline(child.pid)) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert proc_alive(child.pid) and proc_name(child.pid) == "sleep"
         assert proc_ppid(child.pid) == os.getpid()
         assert proc_cmdline(child.pid) == ("sleep", "30")
