@@ -17,7 +17,20 @@ progress line for the parse, the detectors and the Monitor together, once
 the other lines are read. A compiled part that does not bring the sum of
 those under that is not enough on its own.
 
-    python benchmarks/bench_budget.py [--shape progress] [--lines 600000] [--rounds 3]
+``--kinds`` splits the progress lines further, by difference: for each
+kind, the log without its lines, parsed and replayed in the same rounds;
+what it saves, per line of the kind, in the parse and in the rest:
+
+* ``step`` -- stamped step lines with Ktok/s (a lane of stamped lines),
+* ``bar`` -- tqdm bars without a stamp between stamped lines (a ``Bare``
+  lane: each dated by the line before it),
+* ``redrawn`` -- bars redrawn in place with '\\r' (each read on its own).
+
+A kind's figure includes what its lines do to the others' reading (a bar
+between two step lines cuts their stretch in two; without step lines the
+detectors have no throughput to judge).
+
+    python benchmarks/bench_budget.py [--shape progress] [--lines 600000] [--rounds 3] [--kinds]
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,6 +55,27 @@ TARGET_LINES_PER_S = 1_000_000
 
 def _progress(line: bytes) -> bool:
     return b"tok/s" in line  # speed_logs' step lines (Ktok/s) and bars (tok/s=)
+
+
+# Kinds of progress lines (``--kinds``), told apart in speed_logs' shapes.
+KINDS = {
+    "step": lambda line: b"Ktok/s" in line,
+    "bar": lambda line: b"it/s" in line and b"\r" not in line and b"Ktok/s" not in line,
+    "redrawn": lambda line: b"\r" in line,
+}
+
+
+def _without(src: Path, dst: Path, drop: Callable[[bytes], bool]) -> int:
+    """``src`` without the lines ``drop`` picks (bytes, split at '\\n' only:
+    a bar redrawn with '\\r' is one line); how many it left out."""
+    dropped = 0
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        for line in fin:
+            if drop(line):
+                dropped += 1
+            else:
+                fout.write(line)
+    return dropped
 
 
 def parse_cpu(path: Path) -> tuple[float, int]:
@@ -62,20 +97,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", default="progress", choices=("quiet", "progress", "ranks"))
     ap.add_argument("--lines", type=int, default=600_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--kinds", action="store_true", help="split the progress lines by kind (step, bar, redrawn)")
     args = ap.parse_args(argv)
+    kinds: dict[str, tuple[int, list[float], list[float]]] = {}  # kind -> (its lines, parse s, replay s without it)
     with tempfile.TemporaryDirectory() as tmp:
         whole = Path(tmp) / f"{args.shape}.log"
         n_lines = write_log(whole, args.lines, args.shape)
         other = Path(tmp) / f"{args.shape}-other.log"
-        n_progress = 0
-        # Bytes, split at '\n' only: a bar redrawn with '\r' is one line.
-        with open(whole, "rb") as src, open(other, "wb") as dst:
-            for line in src:
-                if _progress(line):
-                    n_progress += 1
-                else:
-                    dst.write(line)
+        n_progress = _without(whole, other, _progress)
         n_other = n_lines - n_progress
+        if args.kinds:
+            for kind, drop in KINDS.items():
+                n = _without(whole, Path(tmp) / f"{args.shape}-{kind}.log", drop)
+                if n:
+                    kinds[kind] = (n, [], [])
         other_s: list[float] = []
         parse_s: list[float] = []
         replay_s: list[float] = []
@@ -85,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
             seconds, steps = parse_cpu(whole)
             parse_s.append(seconds)
             replay_s.append(replay_cpu(whole))
+            for kind, (_n, kind_parse, kind_replay) in kinds.items():
+                path = Path(tmp) / f"{args.shape}-{kind}.log"
+                kind_parse.append(parse_cpu(path)[0])
+                kind_replay.append(replay_cpu(path))
     o, p, r = (statistics.median(x) for x in (other_s, parse_s, replay_s))
     per_other = o / max(n_other, 1) * 1e6
     per_progress = max(p - o, 0.0) / max(n_progress, 1) * 1e6
@@ -103,6 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     else:  # a short log: start-up alone passes the target
         print(f"  at {TARGET_LINES_PER_S:,} lines/s the other lines leave nothing; spent: {spent:5.2f} us")
     print(f"  lines/s now: {n_lines / r:,.0f}")
+    if args.kinds:
+        print("  by kind, by difference (the log without its lines):")
+        print(f"  {'kind':>9} {'lines':>9} {'parse us':>9} {'rest us':>8} {'us/line':>8} {'of replay':>9}")
+        for kind, (n, kind_parse, kind_replay) in kinds.items():
+            kp, kr = statistics.median(kind_parse), statistics.median(kind_replay)
+            parse_us = (p - kp) / n * 1e6
+            rest_us = ((r - kr) - (p - kp)) / n * 1e6
+            print(f"  {kind:>9} {n:>9,} {parse_us:>9.2f} {rest_us:>8.2f} {parse_us + rest_us:>8.2f} "
+                  f"{(r - kr) / r:>9.1%}")
     return 0
 
 
