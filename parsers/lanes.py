@@ -193,6 +193,9 @@ def _read_in_order(
         unstamped = final.steps.unstamped
     clock = cur.clock
     covered = cur.covered
+    text = cur.text  # one-line Bare stretches are dated here (``LineTimes.bare_times``' loop)
+    fallback = cur.fallback_time
+    latest = dating.latest
     own = 0
     prev: object = None
     entry = None
@@ -221,6 +224,36 @@ def _read_in_order(
                     j = i + 1
                     while j < total and lanes[j] is lane:
                         j += 1
+                    if j == i + 1:
+                        # One bar between stamped lines (the common case): ``bare_times``
+                        # of one line, inline, on the locals (no slices, no call).
+                        start = starts[i]
+                        if covered <= start:
+                            if covered < start:
+                                found = latest(text, covered, start)
+                                if found is not None:
+                                    clock = found
+                            covered = ends[i] + 1
+                        time = fallback if clock is None else clock
+                        if final is None:
+                            stamps.append(time)
+                        else:  # as the loop below dates it
+                            if stamped:
+                                final.steps.stamped()
+                                stamped = False
+                            k = len(stamps)
+                            time, was_clocked = unstamped(time, lane_steps[k], lane_seconds[k])
+                            if time >= floor:
+                                floor = time
+                            else:
+                                if floor - time > JITTER_S:
+                                    was_clocked = False
+                                time = floor
+                            stamps.append(time)
+                            clocked.append(was_clocked)
+                        append(next(progress))
+                        i = j
+                        continue
                     cur.clock = clock
                     cur.covered = covered
                     bare = dating.bare_times(cur, starts[i:j], ends[i:j])
