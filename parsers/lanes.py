@@ -224,6 +224,7 @@ def _read_in_order(
                     j = i + 1
                     while j < total and lanes[j] is lane:
                         j += 1
+                    bare: Sequence[float]
                     if j == i + 1:
                         # One bar between stamped lines (the common case): ``bare_times``
                         # of one line, inline, on the locals (no slices, no call).
@@ -234,29 +235,13 @@ def _read_in_order(
                                 if found is not None:
                                     clock = found
                             covered = ends[i] + 1
-                        time = fallback if clock is None else clock
-                        if final is None:
-                            stamps.append(time)
-                        else:  # as the loop below dates it
-                            if stamped:
-                                final.steps.stamped()
-                                stamped = False
-                            k = len(stamps)
-                            time, was_clocked = unstamped(time, lane_steps[k], lane_seconds[k])
-                            if time >= floor:
-                                floor = time
-                            else:
-                                if floor - time > JITTER_S:
-                                    was_clocked = False
-                                time = floor
-                            stamps.append(time)
-                            clocked.append(was_clocked)
-                        append(next(progress))
-                        i = j
-                        continue
-                    cur.clock = clock
-                    cur.covered = covered
-                    bare = dating.bare_times(cur, starts[i:j], ends[i:j])
+                        bare = (fallback if clock is None else clock,)
+                    else:
+                        cur.clock = clock
+                        cur.covered = covered
+                        bare = dating.bare_times(cur, starts[i:j], ends[i:j])
+                        clock = cur.clock
+                        covered = cur.covered
                     if final is None:
                         stamps.extend(bare)
                     else:  # run on by the step clock, then held as ``EventClock.hold`` holds them
@@ -275,9 +260,10 @@ def _read_in_order(
                                 time = floor
                             stamps.append(time)
                             clocked.append(was_clocked)
-                    events.extend(islice(progress, j - i))
-                    clock = cur.clock
-                    covered = cur.covered
+                    if j == i + 1:
+                        append(next(progress))
+                    else:
+                        events.extend(islice(progress, j - i))
                     i = j
                     continue
                 held = times.minute_for(frac_len)
