@@ -10,7 +10,8 @@ times, in one run, in rounds that interleave them:
   process that reports its own peak RSS (ru_maxrss), start-up included,
 * the same replay with every fast path off (``--per-event``: the stream's
   ``fast=False``, the plain retiming, step lines fed one at a time
-  (``Monitor.step_runs``) and no compiled kernel, as
+  (``Monitor.step_runs``), a redrawn bar's states read one at a time
+  (``redraws.COLUMNS_MIN``) and no compiled kernel, as
   tests/shell/test_fast_path_equivalence.py switches them), whose alerts
   must be the same,
 * the fast path without the compiled kernels (``DFLASH_WATCH_PURE=1``, what
@@ -62,6 +63,8 @@ CHILD = (
     "    R.LogStream = functools.partial(LogStream, fast=False)\n"
     "    C.at_time = S.at_time = plain\n"
     "    M.Monitor.step_runs = False\n"
+    "    from dflash_watch.parsers.progress import redraws as D\n"
+    "    D.COLUMNS_MIN = 10 ** 9\n"
     "    C._in_order = lambda floor, events: False\n"
     "del sys.argv[1]\n"
     "from dflash_watch.cli import main\n"

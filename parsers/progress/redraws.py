@@ -25,19 +25,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import groupby, repeat
 from typing import Final
 
 from ..glued import glued_at
 from ..ranks import split_rank
 from . import VALUES, progress_values
+from .columns import column_plan, value_columns
 from .ops import Values
 from .pattern import ProgressPattern
+from .plans import line_shape
 
 __all__ = ["ELAPSED", "SPREAD_MAX_S", "VALUES", "redraw_states", "redraw_times", "redraw_values"]
 
 # ``VALUES.index("elapsed_s")``, written as a literal so that a type checker
 # knows what ``values[ELAPSED]`` holds (tests/core/test_progress_rates.py checks it).
 ELAPSED: Final = 9
+# A line of this many states or more has its states of one shape read as
+# columns (``value_columns``, in C), not one ``progress_values`` each: HF
+# Trainer's bar, written to a file, is one line of a state per step.
+COLUMNS_MIN = 16
 # States without a counter of their own are spread over at most this long
 # before the look that read them: after a silence of minutes, the states
 # of one look were drawn just before it, not over the whole silence.
@@ -77,12 +84,14 @@ def redraw_states(line: str, rank: int | None, pattern: ProgressPattern | None =
     out: list[Values] = []
     last: object = None
     seen: str | None = None  # the state read last, its step known
-    for segment in line.split("\r"):
+    segments = line.split("\r")
+    read = _column_values(segments, rank) if pattern is None and len(segments) >= COLUMNS_MIN else None
+    for i, segment in enumerate(segments):
         if segment == seen:
             continue  # out[-1] is what it would be replaced by
         if not segment.strip():
             continue
-        found = progress_values(segment, rank, pattern)
+        found = read[i] if read is not None and read[i] is not None else progress_values(segment, rank, pattern)
         seen = segment if found is not None and found[0] is not None else None
         if found is None:
             continue
@@ -92,6 +101,30 @@ def redraw_states(line: str, rank: int | None, pattern: ProgressPattern | None =
             continue
         last = key
         out.append(found)
+    return out
+
+
+def _column_values(segments: list[str], rank: int | None) -> list[Values | None]:
+    """``progress_values(segment, rank)`` of each segment that a stretch of
+    segments of one shape gives as columns (``value_columns``: entry i is
+    ``run_fast``'s value of line i), else None (read on its own). Only a
+    shape with a step is taken: ``run_fast`` never reads None on it, and
+    a bar always shows its step."""
+    out: list[Values | None] = [None] * len(segments)
+    at = 0
+    for shape, group in groupby(map(line_shape, segments)):
+        n = len(list(group))
+        if n >= 2:
+            fast = column_plan(segments[at], shape)
+            if fast is not None and fast.step >= 0:
+                columns = value_columns(fast, segments[at : at + n])
+                if columns is not None:
+                    steps, totals, tokens, losses, metrics, seconds, rates, units, elapsed = columns
+                    # The order of ``VALUES``, a tuple per state in C.
+                    out[at : at + n] = zip(
+                        steps, totals, tokens, losses, repeat(rank), metrics, seconds, rates, units, elapsed
+                    )
+        at += n
     return out
 
 

@@ -4,6 +4,9 @@ the notice for a Lightning run whose bar leaves nothing in the log."""
 from __future__ import annotations
 
 import doctest
+import random
+
+import pytest
 
 import dflash_watch.parsers.progress.hints as hints_module
 import dflash_watch.parsers.progress.redraws as redraws_module
@@ -75,3 +78,71 @@ def test_the_hint_is_due_once_after_the_wait_on_the_askers_clock() -> None:
     late.due(0.0, 3.0)
     late.progressed()
     assert late.due(100.0, 3.0) is None
+
+
+def _bar_states(rng: random.Random) -> str:
+    """One line of many tqdm states, as a bar written to a file is: a
+    counter that crosses digit widths (the shape changes), every rate
+    format (it/s, s/it, ?it/s, 0.00it/s, k-scaled), postfixes with a loss
+    or tok/s (nan and inf among them), redraws of the same state, blank
+    states, HF's dict glued after a state, an eval bar's own shape, an
+    epoch bar that starts again."""
+    total = rng.choice((50, 999, 1200, 100000))
+    n = rng.randrange(0, 40)
+    out = []
+    for _ in range(rng.randrange(16, 90)):
+        n += rng.choice((0, 1, 1, 1, 7))
+        if rng.random() < 0.03:
+            n = 0  # the next epoch's bar on the same line
+        pct = min(100, n * 100 // total)
+        rate = rng.choice(("2.50it/s", "1.20s/it", "?it/s", "0.00it/s", "1.2kit/s", f"{rng.uniform(1, 9):.2f}it/s"))
+        post = rng.choice(("", ", loss=2.31", ", loss=nan", f", loss={rng.uniform(1, 3):.3f}, tok/s={rng.randrange(9000, 9999)}",
+                           ", tok/s=inf", ", lr=2e-05"))
+        state = f"{pct:3d}%|{'#' * (pct // 10):<10}| {n}/{total} [00:{n % 60:02d}<01:{(total - n) % 60:02d}, {rate}{post}]"
+        r = rng.random()
+        if r < 0.05:
+            state = " "  # a blank state
+        elif r < 0.08:
+            state = f"Evaluating: {n}it [00:0{n % 10}, 3.1it/s]"
+        elif r < 0.10:
+            state += "{'loss': 2.1, 'learning_rate': 2e-05, 'epoch': 0.5}"
+        out.append(state)
+        if rng.random() < 0.1:
+            out.append(state)  # drawn again unchanged
+    return "\r".join(out)
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_many_states_read_as_columns_are_the_states_read_one_by_one(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``redraw_states`` of a line of many states reads the states of each
+    shape as columns (``COLUMNS_MIN``): the same values, every bit, as
+    ``progress_values`` of each state, in the same order, deduplicated alike."""
+    rng = random.Random(seed)
+    line = _bar_states(rng)
+    rank = rng.choice((None, 3))
+    read: list[int] = []
+    real = redraws_module.value_columns
+
+    def counted(fast: object, lines: list[str]) -> object:
+        columns = real(fast, lines)  # type: ignore[arg-type]
+        if columns is not None:
+            read.append(len(lines))
+        return columns
+
+    monkeypatch.setattr(redraws_module, "value_columns", counted)
+    columns = [repr(v) for v in redraws_module.redraw_states(line, rank)]
+    monkeypatch.setattr(redraws_module, "COLUMNS_MIN", 10**9)
+    one_by_one = [repr(v) for v in redraws_module.redraw_states(line, rank)]
+    assert columns == one_by_one
+    if seed < 10:
+        assert read, "no state was read as columns"
+
+
+def test_a_line_of_few_states_is_read_state_by_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Columns cost more than they save on a line of a few states (a bar
+    redrawn once): those are read one by one."""
+    monkeypatch.setattr(redraws_module, "value_columns", lambda *_: pytest.fail("read as columns"))
+    line = "\r".join(f" 1%|| {n}/100 [00:01<01:39, 1.00it/s]" for n in range(1, redraws_module.COLUMNS_MIN))
+    assert [s[0] for s in redraw_values(line)] == list(range(1, redraws_module.COLUMNS_MIN))

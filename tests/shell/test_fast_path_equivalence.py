@@ -1,7 +1,8 @@
 """Replay's fast paths give the alerts of the plain per-event reading, on every log.
 
 The fast paths (issue 20): the stream's column reading of progress lines
-(``LogStream(fast=True)``), the step clock's and the event clock's
+(``LogStream(fast=True)``) and of a redrawn bar's many states
+(``redraws.COLUMNS_MIN``), the step clock's and the event clock's
 positional rebuild of a retimed Progress (``parsers.clock.at_time``), the
 event clock's in-order check in C (``parsers.clock._in_order``), runs of
 step lines taken at once by the detectors (``Monitor.step_runs``) and the
@@ -30,6 +31,7 @@ from dflash_watch.monitor import Monitor
 from dflash_watch.parsers import clock as clock_module
 from dflash_watch.parsers import native as native_module
 from dflash_watch.parsers import step_clock as step_clock_module
+from dflash_watch.parsers.progress import redraws as redraws_module
 from dflash_watch.parsers.stream import LogStream
 from tests.random_logs import random_log, stream_events
 
@@ -84,6 +86,7 @@ def check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         m.setattr(step_clock_module, "at_time", _plain_at)
         m.setattr(clock_module, "_in_order", lambda floor, events: False)
         m.setattr(Monitor, "step_runs", False)
+        m.setattr(redraws_module, "COLUMNS_MIN", 10**9)  # each redrawn state read on its own
         plain = alerts(path)
     assert fast == plain, path.name
 
@@ -124,5 +127,6 @@ def test_stream_events_in_random_chunks_are_the_per_event_ones(
         m.setattr(clock_module, "at_time", _plain_at)
         m.setattr(step_clock_module, "at_time", _plain_at)
         m.setattr(clock_module, "_in_order", lambda floor, events: False)
+        m.setattr(redraws_module, "COLUMNS_MIN", 10**9)
         plain = stream_events(log, seed)
     assert fast == plain
