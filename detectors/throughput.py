@@ -367,8 +367,9 @@ class ThroughputDrop(DetectorBase):
 
     def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
         """Step lines taken in one go where they provably raise nothing
-        (``throughput_quiet``); None while an episode is open or a rise is
-        tracked, and for a run whose smoothed rate could start a drop or a rise."""
+        (``throughput_quiet``); None while a rise is tracked, for a run whose
+        smoothed rate could start a drop or a rise, and, with a drop open,
+        for a run whose smoothed rate could come back over its threshold."""
         return throughput_quiet.quiet_run(self, steps)
 
     def _track_rise(self, t: float, v: float, med: float, base: float) -> None:

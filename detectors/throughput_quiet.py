@@ -6,8 +6,10 @@ changes (each step series' deduper's answer, the timeline, the cadence,
 each step series' last step and whether a bar was seen, the warm-up
 count, the learning list, a relaunch's fresh start), and refused where it
 could alert or where copying the rule would cost more than feeding it:
-an open episode, a rise being tracked, another unit, a backward clock
-jump, a relaunch after steps judged in the same run.
+a rise being tracked, another unit, a backward clock jump, a relaunch
+after steps judged in the same run. With a drop open, a run is taken only
+where it stays down (``_stays_low``): every smoothed rate under the drop
+threshold, the window slid step by step on copies for the worst rate.
 
 A step judged against the baseline is quiet when its smoothed rate can be
 neither low nor a rise. Rather than take a median per step, every value
@@ -36,7 +38,7 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from itertools import islice, repeat
 from operator import add, itemgetter, lt, sub
@@ -150,9 +152,11 @@ class _Run:
 
 def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | None:
     """A commit that leaves ``det`` as ``steps`` fed one at a time would, or
-    None (nothing changed) when the run may do more than steady training."""
+    None (nothing changed) when the run may do more than steady training,
+    or, with a drop open, more than stay down (``_stays_low``)."""
     unit0 = det.unit
-    if det.episode.active or det._rise_since is not None:
+    low = det.episode.active
+    if det._rise_since is not None or (low and (det._low_since is None or det._worst is None)):
         return None
     # The steps the detector counts and their rates (``_progress``'s first
     # lines): all of them, as a rule (checked in columns).
@@ -198,7 +202,12 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
     run = _steady(det, seen, values, step_col, time_col, totals, series_col)
     if run is None:
         run = _walk(det, seen, values, step_col, time_col, totals, series_col)
-    if run is None or not _judged_quietly(det, run):
+    if run is None:
+        return None
+    if low:
+        slid = _stays_low(det, run)
+        return None if slid is None else partial(_commit_low, run, *slid)
+    if not _judged_quietly(det, run):
         return None
     return run.commit
 
@@ -422,6 +431,64 @@ def _walk(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step_c
     return _Run(det, seen, clock_last, dts, since_interval, interval, gap_limit, warm_n, last_t, last_steps,
                 last_totals, bar_seen, count, learn_start, baseline, learn_replaced, learn_new, restarts, start,
                 judged_t, judged_v)
+
+
+def _stays_low(det: ThroughputDrop, run: _Run) -> tuple[float, deque[tuple[float, float]], list[float]] | None:
+    """With a drop open: the worst smoothed rate after the run and the
+    window (and its sorted values) the run leaves, when every judged step
+    keeps the smoothed rate under the drop threshold (``_progress``'s low
+    branch: the episode stays open, only the worst moves); else None. A
+    run that could resolve it, start a relaunch or learn again is fed one
+    step at a time. The worst is the least median of the window step by
+    step, so the window is slid here on copies as ``_progress`` slides it
+    (its cap included; a bisect each way per step, no alert path): a run
+    that slowed and stayed slow (the case this tool is for) is replayed
+    in runs, not a step at a time for the rest of the log."""
+    worst = det._worst
+    if worst is None or run.restarts or run.learn_replaced or run.baseline is None:
+        return None
+    judged_t, judged_v = run.judged_t, run.judged_v
+    window = deque(det._window)
+    ordered = list(det._sorted)
+    if not judged_t:
+        return worst, window, ordered
+    c = det.config
+    base = run.baseline
+    lo = (1.0 - c.throughput_drop_frac) * base
+    if not lo <= det._rise_factor * base:
+        return None  # (a median under ``lo`` would then start tracking a rise)
+    smooth_s = c.throughput_smooth_s
+    for t, v in zip(judged_t, judged_v):
+        if len(window) == _tp.WINDOW_MAX:
+            del ordered[bisect_left(ordered, window.popleft()[1])]
+        window.append((t, v))
+        insort(ordered, v)
+        cutoff = t - smooth_s
+        while len(window) > 3 and window[0][0] < cutoff:
+            del ordered[bisect_left(ordered, window.popleft()[1])]
+        med = sorted_median(ordered)
+        if not med < lo:
+            return None  # back over the threshold: the recovery is judged step by step
+        if med < worst:
+            worst = med
+    return worst, window, ordered
+
+
+def _commit_low(run: _Run, worst: float, window: deque[tuple[float, float]], ordered: list[float]) -> None:
+    """The commit of a run that stayed down with the drop open: the clock,
+    counts and series as ``_Run.commit`` writes them, the window as
+    ``_stays_low`` slid it; the drop's start kept, the worst moved, no
+    recovery under way (each judged step says so)."""
+    det = run.det
+    judged = bool(run.judged_t)
+    replace(run, judged_t=[], judged_v=[]).commit()  # all but the window
+    if not judged:
+        return
+    det._window = window
+    det._sorted = ordered
+    det.smoothed = sorted_median(ordered)
+    det._high_since = None
+    det._worst = worst
 
 
 def _judged_quietly(det: ThroughputDrop, run: _Run) -> bool:

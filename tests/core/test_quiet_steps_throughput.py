@@ -216,12 +216,54 @@ def test_learning_again_at_a_slow_cadence() -> None:
     assert sum(_after_set_baseline(before, None, later, seed=seed) for seed in range(12)) > 0
 
 
-def test_an_open_episode_is_fed_one_at_a_time() -> None:
-    events = _learned() + _steady(300, t0=1400.0, step0=400, rate=400.0) + _steady(300, t0=1700.0, step0=700)
+def test_an_open_drop_that_stays_down_is_taken_in_runs() -> None:
+    """A run that slowed and stayed slow (the case the tool is for): with
+    the drop open, runs that keep the smoothed rate under the threshold are
+    taken (the worst moves with them, deeper here), and the recovery is
+    fed one step at a time, its resolve alert the same."""
+    events = (_learned() + _steady(300, t0=1400.0, step0=400, rate=400.0, jitter=0.05, seed=3)
+              + _steady(300, t0=1700.0, step0=700, rate=250.0, jitter=0.05, seed=4)
+              + _steady(300, t0=2000.0, step0=1000))
+    offered, taken = _both_ways(events)
+    assert taken > 0.5 * offered
     det = _fed(events[:600])
+    assert det.episode.active and det._worst is not None
+    before = det._worst
+    commit = det.quiet_steps(_steady(64, t0=1600.0, step0=600, rate=250.0))
+    assert commit is not None
+    commit()
+    assert det.episode.active and det._worst < before  # type: ignore[operator]
+    s = DetectorSet([_make()])
+    states = [a.state for e in events for a in s.update(e)]
+    assert states == ["firing", "resolved"]  # fired once, resolved once
+
+
+def test_an_open_drop_is_fed_one_at_a_time_where_it_could_change() -> None:
+    """Refused with the drop open: a run back over the drop threshold (the
+    recovery, or a rate between the threshold and the recovery share), a
+    relaunch after a silence, the first low step's start not set."""
+    events = _learned() + _steady(300, t0=1400.0, step0=400, rate=400.0)
+    det = _fed(events)
     assert det.episode.active
-    assert det.quiet_steps(_steady(5, t0=1600.0, step0=600, rate=400.0)) is None
-    _both_ways(events)
+    assert det.quiet_steps(_steady(64, t0=1700.0, step0=700)) is None  # back to the baseline
+    assert det.quiet_steps(_steady(64, t0=1700.0, step0=700, rate=750.0)) is None  # over the threshold, under 85%
+    assert det.quiet_steps(_steady(8, t0=5000.0, step0=700, rate=400.0)) is None  # a silence: a relaunch
+    for tail in (
+        _steady(300, t0=1700.0, step0=700, rate=750.0) + _steady(100, t0=2000.0, step0=1000, rate=400.0),
+        _steady(50, t0=5000.0, step0=0, rate=400.0) + _steady(300, t0=5050.0, step0=50, rate=400.0),
+        _steady(300, t0=1700.0, step0=700, rate=690.0, jitter=0.02, seed=5),  # around the threshold
+    ):
+        _both_ways(events + tail, seeds=range(6))
+
+
+def test_an_open_drop_at_the_windows_cap() -> None:
+    """60 reports a second, down by half and staying there: the window at
+    its cap slides on copies as the detector slides it."""
+    up = [_step(1000.0 + i / 60.0, i, 1000.0 * (1 + 0.01 * ((i * 7) % 5 - 2))) for i in range(60 * 400)]
+    down = [_step(1400.0 + i / 60.0, 60 * 400 + i, 500.0 * (1 + 0.02 * ((i * 3) % 7 - 3))) for i in range(60 * 200)]
+    offered, taken = _both_ways(up + down, seeds=range(2))
+    assert taken > 0.5 * offered
+    assert _fed(up + down).episode.active
 
 
 def test_the_window_filling_and_a_short_dip() -> None:
