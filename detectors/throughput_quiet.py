@@ -7,9 +7,11 @@ each step series' last step and whether a bar was seen, the warm-up
 count, the learning list, a relaunch's fresh start), and refused where it
 could alert or where copying the rule would cost more than feeding it:
 a rise being tracked, another unit, a backward clock jump, a relaunch
-after steps judged in the same run. With a drop open, a run is taken only
-where it stays down (``_stays_low``): every smoothed rate under the drop
-threshold, the window slid step by step on copies for the worst rate.
+after steps judged in the same run. With the rate low (a drop open, or
+one being sustained), a run is taken only where it stays down and fires
+nothing (``_stays_low``): every smoothed rate under the drop threshold,
+before the sustain time if none is open, the window slid step by step on
+copies for the worst rate.
 
 A step judged against the baseline is quiet when its smoothed rate can be
 neither low nor a rise. Rather than take a median per step, every value
@@ -155,8 +157,7 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
     None (nothing changed) when the run may do more than steady training,
     or, with a drop open, more than stay down (``_stays_low``)."""
     unit0 = det.unit
-    low = det.episode.active
-    if det._rise_since is not None or (low and (det._low_since is None or det._worst is None)):
+    if det._rise_since is not None:
         return None
     # The steps the detector counts and their rates (``_progress``'s first
     # lines): all of them, as a rule (checked in columns).
@@ -204,10 +205,11 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
         run = _walk(det, seen, values, step_col, time_col, totals, series_col)
     if run is None:
         return None
-    if low:
+    if det._low_since is not None:  # low: a drop open, or one sustained towards firing
         slid = _stays_low(det, run)
-        return None if slid is None else partial(_commit_low, run, *slid)
-    if not _judged_quietly(det, run):
+        if slid is not None:
+            return partial(_commit_low, run, *slid)
+    if det.episode.active or not _judged_quietly(det, run):
         return None
     return run.commit
 
@@ -434,25 +436,29 @@ def _walk(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step_c
 
 
 def _stays_low(det: ThroughputDrop, run: _Run) -> tuple[float, deque[tuple[float, float]], list[float]] | None:
-    """With a drop open: the worst smoothed rate after the run and the
-    window (and its sorted values) the run leaves, when every judged step
-    keeps the smoothed rate under the drop threshold (``_progress``'s low
-    branch: the episode stays open, only the worst moves); else None. A
-    run that could resolve it, start a relaunch or learn again is fed one
-    step at a time. The worst is the least median of the window step by
+    """With the rate low (a drop open, or one being sustained towards
+    firing, ``_low_since`` set): the worst smoothed rate after the run and
+    the window (and its sorted values) the run leaves, when every judged
+    step keeps the smoothed rate under the drop threshold and, with no drop
+    open yet, the last comes before the sustain time (``_progress``'s low
+    branch: no alert, only the worst moves); else None. A run that could
+    fire, resolve, relaunch or learn again is fed one step at a time. The worst is the least median of the window step by
     step, so the window is slid here on copies as ``_progress`` slides it
     (its cap included; a bisect each way per step, no alert path): a run
     that slowed and stayed slow (the case this tool is for) is replayed
     in runs, not a step at a time for the rest of the log."""
     worst = det._worst
-    if worst is None or run.restarts or run.learn_replaced or run.baseline is None:
+    low_since = det._low_since
+    if worst is None or low_since is None or run.restarts or run.learn_replaced or run.baseline is None:
         return None
     judged_t, judged_v = run.judged_t, run.judged_v
+    c = det.config
+    if not det.episode.active and judged_t and judged_t[-1] - low_since >= c.throughput_sustain_s:
+        return None  # low long enough to fire within the run: one step at a time
     window = deque(det._window)
     ordered = list(det._sorted)
     if not judged_t:
         return worst, window, ordered
-    c = det.config
     base = run.baseline
     lo = (1.0 - c.throughput_drop_frac) * base
     if not lo <= det._rise_factor * base:

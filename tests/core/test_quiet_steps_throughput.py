@@ -238,6 +238,21 @@ def test_an_open_drop_that_stays_down_is_taken_in_runs() -> None:
     assert states == ["firing", "resolved"]  # fired once, resolved once
 
 
+def test_a_dip_towards_the_sustain_time_is_taken_until_it_fires() -> None:
+    """Low, no drop open yet: runs before the sustain time are taken (only
+    the worst moves), the run that reaches it is fed one step at a time
+    and fires as it would; a dip shorter than it, never."""
+    for low_s in (60, 89, 91, 95, 200):
+        events = (_learned() + _steady(low_s, t0=1400.0, step0=400, rate=450.0, jitter=0.03, seed=low_s)
+                  + _steady(200, t0=1400.0 + low_s, step0=400 + low_s))
+        s = DetectorSet([_make()])
+        fired = [a.state for e in events for a in s.update(e)]
+        if low_s in (60, 200):  # well under and well over the sustain time
+            assert ("firing" in fired) == (low_s == 200), (low_s, fired)
+        offered, taken = _both_ways(events, seeds=range(6))
+        assert taken > 0.5 * offered
+
+
 def test_an_open_drop_is_fed_one_at_a_time_where_it_could_change() -> None:
     """Refused with the drop open: a run back over the drop threshold (the
     recovery, or a rate between the threshold and the recovery share), a
@@ -274,7 +289,10 @@ def test_the_window_filling_and_a_short_dip() -> None:
     _both_ways(events, seeds=range(16))
     det = _fed(events[:480])
     assert det._low_since is not None and not det.episode.active
-    assert det.quiet_steps(_steady(3, t0=1480.0, step0=480)) is None
+    # The window still low: taken as low, no alert before the sustain time ...
+    assert det.quiet_steps(_steady(3, t0=1480.0, step0=480)) is not None
+    # ... but not a run still low at it (the drop would fire in it).
+    assert det.quiet_steps(_steady(41, t0=1480.0, step0=480, rate=500.0)) is None
 
 
 def test_a_step_printed_again_after_the_copy_window() -> None:
