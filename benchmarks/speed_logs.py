@@ -9,6 +9,9 @@ Three shapes, each a plausible training log of US-format stamps
 * ``quiet`` -- quiet and data-heavy: 3% progress, long data-loader lines;
 * ``ranks`` -- many ranks: 64 ranks' ``[rankN]:`` prefixed step lines
   (torchrun's ``--tee``), 40% progress;
+* ``degraded`` -- the progress shape whose rate falls to a fifth halfway
+  (our first user's 21.5 to 4.3 Ktok/s) and stays there: the drop fires
+  and stays open (after each relaunch, it is sustained and fires again);
 * ``legacy`` -- the earlier benchmark log (ISO stamps, 8% step lines, eval
   bars redrawn with '\\r', dynamo recompile warnings), which
   ``bench_replay.py --legacy`` times at two lengths.
@@ -25,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-SHAPES = ("quiet", "progress", "ranks", "legacy")
+SHAPES = ("quiet", "progress", "ranks", "degraded", "legacy")
 
 TRACEBACK = """\
 Traceback (most recent call last):
@@ -57,7 +60,8 @@ def write_log(path: Path | str, n_lines: int, shape: str = "progress", seed: int
     if shape == "legacy":
         return _write_legacy(path, n_lines, seed, bar)
     rng = random.Random(seed)
-    p_progress = {"quiet": 0.03, "progress": 0.30, "ranks": 0.40}[shape]
+    p_progress = {"quiet": 0.03, "progress": 0.30, "ranks": 0.40, "degraded": 0.30}[shape]
+    slow_from = n_lines // 2 if shape == "degraded" else n_lines + 1
     written = 0
     step = 0
     bar_i = 0
@@ -72,6 +76,8 @@ def write_log(path: Path | str, n_lines: int, shape: str = "progress", seed: int
             if r < p_progress:
                 step += 1
                 tps = 21.5 * (1 + rng.uniform(-0.05, 0.05))
+                if written >= slow_from:
+                    tps *= 0.2
                 if shape == "ranks":
                     rank = rng.randrange(64)
                     buf.append(

@@ -408,9 +408,11 @@ def test_the_window_at_its_cap() -> None:
     _both_ways(events, seeds=range(2))
 
 
-def test_an_ask_changes_nothing() -> None:
-    """Asked and not committed (another detector refused), nothing moved."""
-    _, events = next((name, ev) for name, ev in all_log_events() if name == "speed-progress")
+@pytest.mark.parametrize("shape", ["progress", "degraded"])
+def test_an_ask_changes_nothing(shape: str) -> None:
+    """Asked and not committed (another detector refused), nothing moved
+    (the degraded shape: asked with the drop open too)."""
+    _, events = next((name, ev) for name, ev in all_log_events() if name == f"speed-{shape}")
     steps = [e for e in events if isinstance(e, Progress)]
     det = _make()
     s = DetectorSet([det])
@@ -442,10 +444,11 @@ def test_lines_without_a_rate() -> None:
     _both_ways(bare + mixed)
 
 
-@pytest.mark.parametrize(("shape", "least"), [("progress", 50), ("ranks", 50), ("quiet", 20)])
+@pytest.mark.parametrize(("shape", "least"), [("progress", 50), ("ranks", 50), ("quiet", 20), ("degraded", 50)])
 def test_speed_logs_are_mostly_taken(shape: str, least: int) -> None:
     """The quiet shape's two interleaved step counters relaunch the run
-    again and again (a step far behind, seconds late): taken as well."""
+    again and again (a step far behind, seconds late): taken as well. The
+    degraded shape's second half is down, its drop open: taken too."""
     _, events = next((name, ev) for name, ev in all_log_events() if name == f"speed-{shape}")
     offered, taken = compare_runs(_make, events, seed=4, label=shape)
     assert offered > least
