@@ -57,7 +57,6 @@ Example: 2 it/s for ten minutes, then 0.8 it/s.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Sequence
 from statistics import median
@@ -67,15 +66,15 @@ from ..parsers.events import TOK_S, Crash, Event, ProcessExit, Progress
 from . import throughput_quiet
 from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_clock, fmt_duration, fmt_rate
-from .steps import SeriesDeduper, sorted_median
+from .steps import SeriesDeduper
 from .throughput_limits import (
     INTERVAL_EVERY,
     INTERVALS_KEPT,
     LEARN_MAX,
     SERIES,
-    WINDOW_MAX,
     cadence_budgets,
     first_bar_is_new_loop,
+    slide,
 )
 from .timeline import Timeline
 
@@ -311,17 +310,7 @@ class ThroughputDrop(DetectorBase):
             return out
 
         w = self._window
-        ordered = self._sorted
-        # The values are finite (checked above): a bisect finds the one that
-        # leaves, where ``list.remove`` would scan for it.
-        if len(w) == WINDOW_MAX:
-            del ordered[bisect_left(ordered, w.popleft()[1])]
-        w.append((t, v))
-        insort(ordered, v)
-        cutoff = t - c.throughput_smooth_s
-        while len(w) > 3 and w[0][0] < cutoff:
-            del ordered[bisect_left(ordered, w.popleft()[1])]
-        med = sorted_median(ordered)
+        med = slide(w, self._sorted, t, v, c.throughput_smooth_s)  # (v is finite: checked above)
         self.smoothed = med
         base = self.baseline
         if self._rise_since is not None or med > self._rise_factor * base:

@@ -5,14 +5,35 @@ its per-step path (``throughput``) and its runs of step lines
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
+from collections import deque
 
 from ..parsers.events import Progress
 from .config import DetectorConfig
+from .steps import sorted_median
 
 WINDOW_MAX = 1024  # reports in the smoothing window at most
 INTERVALS_KEPT = 16  # recent report intervals, for the run's cadence
 INTERVAL_EVERY = 8  # reports between re-reads of the cadence
 LEARN_MAX = 4096
+
+
+def slide(window: deque[tuple[float, float]], ordered: list[float], t: float, v: float, smooth_s: float) -> float:
+    """One report into the smoothing window and its sorted values, in
+    place, and the window's median after: the oldest out at the cap, then
+    every report older than ``smooth_s`` before ``t`` but the last three.
+    The per-step path slides the detector's own window; a run proved to
+    stay down (``throughput_quiet._stays_low``) slides copies. ``v`` is
+    finite: a bisect finds the value that leaves, where ``list.remove``
+    would scan for it."""
+    if len(window) == WINDOW_MAX:
+        del ordered[bisect_left(ordered, window.popleft()[1])]
+    window.append((t, v))
+    insort(ordered, v)
+    cutoff = t - smooth_s
+    while len(window) > 3 and window[0][0] < cutoff:
+        del ordered[bisect_left(ordered, window.popleft()[1])]
+    return sorted_median(ordered)
 
 
 def cadence_budgets(c: DetectorConfig, interval: float) -> tuple[float, int]:

@@ -442,37 +442,31 @@ def _stays_low(det: ThroughputDrop, run: _Run) -> tuple[float, deque[tuple[float
     step keeps the smoothed rate under the drop threshold and, with no drop
     open yet, the last comes before the sustain time (``_progress``'s low
     branch: no alert, only the worst moves); else None. A run that could
-    fire, resolve, relaunch or learn again is fed one step at a time. The worst is the least median of the window step by
-    step, so the window is slid here on copies as ``_progress`` slides it
-    (its cap included; a bisect each way per step, no alert path): a run
-    that slowed and stayed slow (the case this tool is for) is replayed
-    in runs, not a step at a time for the rest of the log."""
+    fire, resolve, relaunch or learn again is fed one step at a time.
+
+    The worst is the least median of the window step by step, so the
+    window is slid here on copies (``throughput_limits.slide``, as
+    ``_progress`` slides it; no alert path): a run that slowed and stayed
+    slow (the case this tool is for) is replayed in runs, not a step at a
+    time for the rest of the log. A median under the drop threshold is
+    under the rise one too (``throughput_drop_frac`` is a fraction,
+    ``throughput_rise_frac`` positive): no rise is tracked."""
     worst = det._worst
     low_since = det._low_since
     if worst is None or low_since is None or run.restarts or run.learn_replaced or run.baseline is None:
         return None
     judged_t, judged_v = run.judged_t, run.judged_v
+    if not judged_t:
+        return worst, det._window, det._sorted  # (the commit leaves the window as it is)
     c = det.config
-    if not det.episode.active and judged_t and judged_t[-1] - low_since >= c.throughput_sustain_s:
+    if not det.episode.active and judged_t[-1] - low_since >= c.throughput_sustain_s:
         return None  # low long enough to fire within the run: one step at a time
+    lo = (1.0 - c.throughput_drop_frac) * run.baseline
+    smooth_s = c.throughput_smooth_s
     window = deque(det._window)
     ordered = list(det._sorted)
-    if not judged_t:
-        return worst, window, ordered
-    base = run.baseline
-    lo = (1.0 - c.throughput_drop_frac) * base
-    if not lo <= det._rise_factor * base:
-        return None  # (a median under ``lo`` would then start tracking a rise)
-    smooth_s = c.throughput_smooth_s
     for t, v in zip(judged_t, judged_v):
-        if len(window) == _tp.WINDOW_MAX:
-            del ordered[bisect_left(ordered, window.popleft()[1])]
-        window.append((t, v))
-        insort(ordered, v)
-        cutoff = t - smooth_s
-        while len(window) > 3 and window[0][0] < cutoff:
-            del ordered[bisect_left(ordered, window.popleft()[1])]
-        med = sorted_median(ordered)
+        med = _tp.slide(window, ordered, t, v, smooth_s)
         if not med < lo:
             return None  # back over the threshold: the recovery is judged step by step
         if med < worst:
@@ -481,7 +475,7 @@ def _stays_low(det: ThroughputDrop, run: _Run) -> tuple[float, deque[tuple[float
 
 
 def _commit_low(run: _Run, worst: float, window: deque[tuple[float, float]], ordered: list[float]) -> None:
-    """The commit of a run that stayed down with the drop open: the clock,
+    """The commit of a run that stayed down (``_stays_low``): the clock,
     counts and series as ``_Run.commit`` writes them, the window as
     ``_stays_low`` slid it; the drop's start kept, the worst moved, no
     recovery under way (each judged step says so)."""

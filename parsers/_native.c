@@ -440,6 +440,21 @@ series_tops(PyObject *self, PyObject *args)
     return PyLong_FromLong(1);
 }
 
+/* A stamp in the minute read last, as Python adds it (so the same float):
+ * ``base + seconds + fraction / 10 ** frac_len``, or ``base + seconds +
+ * 0.0`` without a fraction (``TimeParser._same_minute``, ``_minute_run``). */
+static double
+minute_value(double base, int seconds, long long frac, Py_ssize_t frac_len)
+{
+    double stamp = base + (double)seconds;
+    if (!frac_len)
+        return stamp + 0.0;
+    double scale = 1.0;
+    for (Py_ssize_t f = 0; f < frac_len; f++)
+        scale *= 10.0;
+    return stamp + (double)frac / scale;
+}
+
 /* minute_stamps(lines, i, key, base, frac_len, out) -> i
  *
  * ``TimeParser._minute_run``'s fast path from line ``i`` on: while a
@@ -462,9 +477,6 @@ minute_stamps(PyObject *self, PyObject *args)
     if (frac_len < 0 || frac_len > 9 || !PyUnicode_IS_ASCII(key) || PyUnicode_GET_LENGTH(key) != 16)
         return PyLong_FromSsize_t(i);
     const char *k = (const char *)PyUnicode_DATA(key);
-    double scale = 1.0;
-    for (Py_ssize_t f = 0; f < frac_len; f++)
-        scale *= 10.0;
     Py_ssize_t end = 20 + frac_len, n = PyList_GET_SIZE(lines);
     for (; i < n; i++) {
         PyObject *line = PyList_GET_ITEM(lines, i);
@@ -479,9 +491,7 @@ minute_stamps(PyObject *self, PyObject *args)
             frac = frac * 10 + (c[f] - '0');
         if (f < end)
             break;
-        double stamp = base + (double)((c[17] - '0') * 10 + (c[18] - '0'));
-        stamp = frac_len ? stamp + (double)frac / scale : stamp + 0.0;
-        PyObject *v = PyFloat_FromDouble(stamp);
+        PyObject *v = PyFloat_FromDouble(minute_value(base, (c[17] - '0') * 10 + (c[18] - '0'), frac, frac_len));
         if (v == NULL)
             return NULL;
         int failed = PyList_Append(out, v);
@@ -552,27 +562,25 @@ last_minute(PyObject *self, PyObject *args)
     Py_UCS4 s1 = PyUnicode_READ(kind, data, start + 18);
     if (colon != ':' || s0 < '0' || s0 > '5' || s1 < '0' || s1 > '9')
         Py_RETURN_NONE;
-    double stamp = base + (double)((s0 - '0') * 10 + (s1 - '0'));
+    int seconds = (int)((s0 - '0') * 10 + (s1 - '0'));
     Py_UCS4 mark = len > 19 ? PyUnicode_READ(kind, data, start + 19) : 0;
     if (mark == '.' || mark == ',') {
         if (frac_len == 0 || len < 20 + frac_len)
             Py_RETURN_NONE;
         long long frac = 0;
-        double scale = 1.0;
         for (Py_ssize_t f = 0; f < frac_len; f++) {
             Py_UCS4 c = PyUnicode_READ(kind, data, start + 20 + f);
             if (c < '0' || c > '9')
                 Py_RETURN_NONE;
             frac = frac * 10 + (long long)(c - '0');
-            scale *= 10.0;
         }
         if (len > 20 + frac_len && zone_or_digit(PyUnicode_READ(kind, data, start + 20 + frac_len)))
             Py_RETURN_NONE;
-        return PyFloat_FromDouble(stamp + (double)frac / scale);
+        return PyFloat_FromDouble(minute_value(base, seconds, frac, frac_len));
     }
     if (mark != 0 && zone_or_digit(mark))
         Py_RETURN_NONE;
-    return PyFloat_FromDouble(stamp + 0.0);
+    return PyFloat_FromDouble(minute_value(base, seconds, 0, 0));
 }
 
 static PyMethodDef methods[] = {

@@ -225,7 +225,8 @@ def _read_in_order(
                     while j < total and lanes[j] is lane:
                         j += 1
                     bare: Sequence[float]
-                    if j == i + 1:
+                    one = j == i + 1
+                    if one:
                         # One bar between stamped lines (the common case): ``bare_times``
                         # of one line, inline, on the locals (no slices, no call).
                         start = starts[i]
@@ -260,7 +261,7 @@ def _read_in_order(
                                 time = floor
                             stamps.append(time)
                             clocked.append(was_clocked)
-                    if j == i + 1:
+                    if one:
                         append(next(progress))
                     else:
                         events.extend(islice(progress, j - i))
