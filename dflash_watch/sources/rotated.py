@@ -77,8 +77,10 @@ def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) ->
 
     Copies rotated within one clock tick are ordered by their numbers, so
     the numbers must be from one moment: a rollover while the folder is
-    listed shifts them (.2 read before, .3 after, for the same file). The
-    folder is listed again until two listings agree (a few tries at most).
+    listed shifts them (.2 read before, .3 after, for the same file). Each
+    listing takes its names from one moment (``_siblings``); the folder is
+    listed again until two listings agree (a few tries at most), for a
+    folder too big for one ``getdents`` call.
     """
     found = _siblings(abspath, since_ns, skip, read)
     for _ in range(4):
@@ -190,43 +192,89 @@ def _rotated_name(name: str, base: str) -> bool:
 
 
 def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list[Sibling]:
+    """The rotated copies of ``abspath`` by the names of one moment.
+
+    Names and their inodes come from one ``scandir`` pass: one
+    ``getdents`` call for a folder of up to several hundred entries, which
+    no rename in the folder can interleave with (the kernel holds the
+    folder's lock across it). A name then stat'ed may hold another file by
+    then (a RotatingFileHandler shifts every copy at each rollover, many
+    times a second in a burst): its suffix would order another file. So a
+    name is stat'ed only if it still holds the listing's inode; else the
+    folder is listed anew, and after a few tries each copy is stat'ed
+    under its current name, found by its inode, keeping the listing's name
+    (``open_as`` follows it) and the listing's order.
+    """
     folder, base = os.path.split(abspath)
+    for last in (False, False, False, True):
+        names = _snapshot(folder, base)
+        if names is None:
+            return []
+        found = _stat_listing(folder, base, names, since_ns, skip, read, last)
+        if found is not None:
+            found.sort(key=_age)
+            return found
+    return []  # (unreached: the last try always answers)
+
+
+def _snapshot(folder: str, base: str) -> list[tuple[str, int]] | None:
+    """(name, inode) of each rotated copy of ``base`` in ``folder``, read in one pass."""
     try:
-        names = os.listdir(folder or ".")
+        with os.scandir(folder or ".") as entries:
+            listed = [(e.name, e.inode()) for e in entries]
     except OSError:
-        return []
+        return None
+    return [(name, ino) for name, ino in listed if _rotated_name(name, base) and not name.endswith(_PACKED)]
+
+
+def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], since_ns: int, skip: set[Ident],
+                  read: Read, last: bool) -> list[Sibling] | None:
+    """The siblings of one listing; None when a name holds another file by
+    now (renamed since) and this is not the ``last`` try, which finds such a
+    file under its current name instead (none: pruned since, skipped)."""
     found = []
-    for name in names:
-        if not _rotated_name(name, base):
-            continue
-        if name.endswith(_PACKED):
-            continue
+    now: dict[int, str] | None = None  # inode -> its current name (the last try)
+    for name, ino in names:
         path = os.path.join(folder, name)
         try:
             st = os.stat(path)
         except OSError:
-            continue
+            st = None
+        if st is None or st.st_ino != ino:
+            if not last:
+                return None
+            if now is None:
+                current = _snapshot(folder, base) or []
+                now = {i: n for n, i in current}
+            if ino not in now:
+                continue  # pruned since it was listed
+            path = os.path.join(folder, now[ino])
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if st.st_ino != ino:
+                continue  # renamed yet again: a later poll finds it
         ident = (st.st_dev, st.st_ino)
         if not stat.S_ISREG(st.st_mode) or ident in skip or st.st_mtime_ns < since_ns - SLACK_NS:
             continue
         start, lineno = 0, 1
         if ident in read:
             done, tail, next_line = read[ident]
-            if done <= st.st_size and _same_tail(path, done, tail):
+            if done <= st.st_size and _same_tail(path, ident, done, tail):
                 if done == st.st_size:
                     continue  # read to its end before
                 start, lineno = done, next_line
-        found.append(Sibling(path, ident, st.st_size, st.st_mtime_ns, st.st_ctime_ns, name[len(base) + 1 :],
-                             start, lineno))
-    found.sort(key=_age)
+        # The listing's name and suffix: its place in the order (``_age``).
+        found.append(Sibling(os.path.join(folder, name), ident, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                             name[len(base) + 1 :], start, lineno))
     return found
 
 
-def _same_tail(path: str, size: int, tail: bytes) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return True  # gone since listed: nothing to read anyway
+def _same_tail(path: str, ident: Ident, size: int, tail: bytes) -> bool:
+    fd = _open_if(path, ident)
+    if fd is None:
+        return True  # gone or renamed since listed: a later look reads it
     try:
         return tail_of(fd, size) == tail
     finally:

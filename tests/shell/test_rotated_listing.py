@@ -1,0 +1,101 @@
+"""The rotated copies of a log listed while a writer rolls over, again and
+again, between the listing and each copy's ``stat`` (a RotatingFileHandler
+in a burst): every copy once, oldest first, by the numbers of one moment.
+
+Copies rotated within one clock tick carry the same mtime and are told
+apart by their numbers only; a number read after the next rollover (the
+name .2 stat'ed once it holds what was .1) names another file. Seen once
+in CI as two rotated files read in swapped order
+(tests/shell/test_rotation.py's burst test)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dflash_watch.sources import rotated
+from dflash_watch.sources.rotated import fresh_siblings, open_as
+
+TICK_NS = 1_700_000_000_000_000_000  # every copy written within one clock tick
+
+
+class Writer:
+    """A RotatingFileHandler's rollovers, by hand: ``.k`` -> ``.k+1`` from the
+    oldest, the log -> ``.1``, a new log; each file says its generation."""
+
+    def __init__(self, folder: Path) -> None:
+        self.log = folder / "train.log"
+        self.gen = 0
+        self.copies = 0
+        self._write()
+
+    def _write(self) -> None:
+        self.log.write_text(f"gen {self.gen}\n")
+        os.utime(self.log, ns=(TICK_NS, TICK_NS))
+        self.gen += 1
+
+    def rollover(self) -> None:
+        for k in range(self.copies, 0, -1):
+            os.rename(f"{self.log}.{k}", f"{self.log}.{k + 1}")
+        os.rename(self.log, f"{self.log}.1")
+        self.copies += 1
+        self._write()
+
+
+def _gens(found: list[rotated.Sibling]) -> list[int]:
+    out = []
+    for s in found:
+        fd = open_as(s.path, s.ident, s.suffix)
+        assert fd is not None, s
+        try:
+            out.append(int(os.read(fd, 100).split()[1]))
+        finally:
+            os.close(fd)
+    return out
+
+
+def _rolling_stat(writer: Writer, every: int, rollovers: int) -> Callable[..., os.stat_result]:
+    """``os.stat`` that rolls the log over before every ``every``-th stat of
+    a copy, ``rollovers`` times (a burst, then quiet)."""
+    real = os.stat
+    calls = [0]
+    left = [rollovers]
+
+    def stat(path: str | os.PathLike[str], *args: object, **kwargs: object) -> os.stat_result:
+        if os.path.basename(os.fspath(path)).startswith("train.log."):
+            if left[0] and calls[0] % every == 0:
+                writer.rollover()
+                left[0] -= 1
+            calls[0] += 1
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    return stat
+
+
+@pytest.mark.parametrize("every,rollovers", [(1, 3), (1, 8), (2, 8), (3, 12), (5, 30)])
+def test_copies_renamed_while_listed_come_once_oldest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            every: int, rollovers: int) -> None:
+    writer = Writer(tmp_path)
+    for _ in range(5):
+        writer.rollover()
+    monkeypatch.setattr(rotated.os, "stat", _rolling_stat(writer, every, rollovers))
+    found = fresh_siblings(str(writer.log), 0, set(), {})
+    monkeypatch.undo()
+    gens = _gens(found)
+    assert len(set(s.ident for s in found)) == len(found), gens  # no copy twice
+    assert gens == sorted(gens), gens  # oldest first
+    assert gens[0] == 0  # the oldest, never renamed away unseen
+    assert len(gens) >= 5
+
+
+def test_a_quiet_folder_lists_every_copy_oldest_first(tmp_path: Path) -> None:
+    writer = Writer(tmp_path)
+    for _ in range(12):  # .1 .. .12: ten and more sort apart from their text
+        writer.rollover()
+    live = os.stat(writer.log)
+    found = fresh_siblings(str(writer.log), 0, {(live.st_dev, live.st_ino)}, {})
+    assert _gens(found) == list(range(12))
+    assert [s.suffix for s in found] == [str(k) for k in range(12, 0, -1)]
