@@ -94,7 +94,7 @@ def replay_cpu(path: Path) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", default="progress", choices=("quiet", "progress", "ranks", "degraded"))
+    ap.add_argument("--shape", default="progress", choices=("quiet", "progress", "ranks", "degraded", "nan"))
     ap.add_argument("--lines", type=int, default=600_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kinds", action="store_true", help="split the progress lines by kind (step, bar, redrawn)")

@@ -12,6 +12,9 @@ Three shapes, each a plausible training log of US-format stamps
 * ``degraded`` -- the progress shape whose rate falls to a fifth halfway
   (our first user's 21.5 to 4.3 Ktok/s) and stays there: the drop fires
   and stays open (after each relaunch, it is sustained and fires again);
+* ``nan`` -- the progress shape whose loss and grad norm turn NaN halfway
+  and stay NaN (fp16 weights gone bad, the run going on for hours): the
+  NaN alert fires once and its episode stays open to the end;
 * ``legacy`` -- the earlier benchmark log (ISO stamps, 8% step lines, eval
   bars redrawn with '\\r', dynamo recompile warnings), which
   ``bench_replay.py --legacy`` times at two lengths.
@@ -28,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-SHAPES = ("quiet", "progress", "ranks", "degraded", "legacy")
+SHAPES = ("quiet", "progress", "ranks", "degraded", "nan", "legacy")
 
 TRACEBACK = """\
 Traceback (most recent call last):
@@ -60,8 +63,9 @@ def write_log(path: Path | str, n_lines: int, shape: str = "progress", seed: int
     if shape == "legacy":
         return _write_legacy(path, n_lines, seed, bar)
     rng = random.Random(seed)
-    p_progress = {"quiet": 0.03, "progress": 0.30, "ranks": 0.40, "degraded": 0.30}[shape]
+    p_progress = {"quiet": 0.03, "progress": 0.30, "ranks": 0.40, "degraded": 0.30, "nan": 0.30}[shape]
     slow_from = n_lines // 2 if shape == "degraded" else n_lines + 1
+    nan_from = n_lines // 2 if shape == "nan" else n_lines + 1
     written = 0
     step = 0
     bar_i = 0
@@ -85,15 +89,21 @@ def write_log(path: Path | str, n_lines: int, shape: str = "progress", seed: int
                         f" | {tps:.1f} Ktok/s | lr 2.0e-04\n"
                     )
                 elif r < p_progress * 0.66:
+                    # (the same draws either way: the lines before are the progress shape's)
+                    loss, grad = f"{2.3 + rng.random():.4f}", f"{rng.uniform(0.5, 1.5):.3f}"
+                    if written >= nan_from:
+                        loss = grad = "nan"
                     buf.append(
-                        f"{stamp} - INFO - __main__ - step {step}/500000 | loss {2.3 + rng.random():.4f} | "
-                        f"grad_norm {rng.uniform(0.5, 1.5):.3f} | {tps:.1f} Ktok/s | lr 2.0e-04\n"
+                        f"{stamp} - INFO - __main__ - step {step}/500000 | loss {loss} | "
+                        f"grad_norm {grad} | {tps:.1f} Ktok/s | lr 2.0e-04\n"
                     )
                 else:
                     bar_i += 1
                     pct = bar_i * 100 // 500000
                     fill = "\u2588" * (pct // 10)
-                    post = f"{bar_i}/500000 [01:{bar_i % 60:02d}<40:00, 2.9it/s, loss={2.3 + rng.random():.3f}, tok/s={tps * 1000:.0f}]"
+                    draw = rng.random()
+                    loss = f"{2.3 + draw:.3f}" if written < nan_from else "nan"
+                    post = f"{bar_i}/500000 [01:{bar_i % 60:02d}<40:00, 2.9it/s, loss={loss}, tok/s={tps * 1000:.0f}]"
                     if rng.random() < 0.2:
                         buf.append(f"Training: {pct:3d}%|{fill:<10}| {post}\rTraining: {pct:3d}%|{fill:<10}| {post}\n")
                     else:
@@ -195,5 +205,5 @@ def _write_legacy(path: Path | str, n_lines: int, seed: int, bar: str) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 4:
-        sys.exit("usage: speed_logs.py {quiet|progress|ranks|legacy} LINES OUT")
+        sys.exit("usage: speed_logs.py {quiet|progress|ranks|degraded|nan|legacy} LINES OUT")
     print(write_log(sys.argv[3], int(sys.argv[2]), sys.argv[1]))

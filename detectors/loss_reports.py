@@ -80,9 +80,10 @@ def read_reports(steps: Sequence[Progress]) -> Reports | None:
     return None  # not reached: the name came from a line
 
 
-def _read_lines(steps: Sequence[Progress]) -> Reports | None:
+def _read_lines(steps: Sequence[Progress], nan: bool = False) -> Reports | None:
     """``read_reports`` one line at a time, as ``_on_progress`` reads each
-    (the same loop: a change there is a change here)."""
+    (the same loop: a change there is a change here); ``nan``: every
+    report must be NaN/Inf, not clean (``read_nan_reports``)."""
     events: list[Progress] = []
     losses: list[float | None] = []
     extras: list[Extra] = []
@@ -102,8 +103,9 @@ def _read_lines(steps: Sequence[Progress]) -> Reports | None:
             continue
         else:
             grad, scale, nan_iters, skipped, skipped_total = NO_FIGURES
-        if (loss is not None and not isfinite(loss)) or (grad is not None and not isfinite(grad)) \
-                or (nan_iters is not None and nan_iters > 0):
+        bad = ((loss is not None and not isfinite(loss)) or (grad is not None and not isfinite(grad))
+               or (nan_iters is not None and nan_iters > 0))
+        if bad is not nan:
             return None
         events.append(e)
         losses.append(loss)
@@ -114,7 +116,15 @@ def _read_lines(steps: Sequence[Progress]) -> Reports | None:
             clean += 1
         full = full and loss is not None
         any_extra = any_extra or scale is not None or skipped is not None or skipped_total is not None
-    return Reports(events, losses, last_grad, extras if any_extra else None, clean, full)
+    return Reports(events, losses, last_grad, extras if any_extra else None, 0 if nan else clean, full)
+
+
+def read_nan_reports(steps: Sequence[Progress]) -> Reports | None:
+    """The run's reports where every one is NaN/Inf (a run that went on
+    after its weights went bad: the NaN episode open, each report only
+    counted); None where one is not (it counts towards resolving the
+    episode: one at a time)."""
+    return _read_lines(steps, nan=True)
 
 
 def follow_lane(lane: int | None, ranks: list[int | None]) -> tuple[int | None, list[int] | None]:

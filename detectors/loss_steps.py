@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from ..parsers.events import Progress
 from ..parsers.native import KERNELS
 from .base import StepCommit
-from .loss_reports import Extra, Reports, follow_lane, read_reports
+from .loss_reports import Extra, Reports, follow_lane, read_nan_reports, read_reports
 from .loss_robust import within_margin
 
 if TYPE_CHECKING:
@@ -50,22 +50,16 @@ REPLAYED = 4
 
 def quiet_loss_steps(det: LossDetector, steps: Sequence[Progress]) -> StepCommit | None:
     """``LossDetector.quiet_steps``: the commit of a provably quiet run, or None."""
-    if det._nan.active or det._spike.active or det._divergence.active or det._overflow.active:
+    if det._nan.active:
+        return _still_nan(det, steps)
+    if det._spike.active or det._divergence.active or det._overflow.active:
         return None
     reports = read_reports(steps)
     if reports is None:
         return None
-    events = reports.events
-    if not events:
+    if not reports.events:
         return _unchanged
-    lane, follow = follow_lane(det._lane, [e.rank for e in events])
-    losses, extras = reports.losses, reports.extras
-    if follow is None:
-        lane_events, lane_losses, lane_extras = events, losses, extras
-    else:
-        lane_events = [events[i] for i in follow]
-        lane_losses = [losses[i] for i in follow]
-        lane_extras = None if extras is None else [extras[i] for i in follow]
+    lane, lane_events, lane_losses, lane_extras = _lane_of(det, reports)
     if not lane_events:
         return _Replay(det, reports, lane, [], [], None).commit
     # The losses spike and divergence judge (none on a line with only a
@@ -104,6 +98,41 @@ def quiet_loss_steps(det: LossDetector, steps: Sequence[Progress]) -> StepCommit
     if counted is None:
         return None
     return _Plan(det, reports, lane, judged, divergence, counted).commit
+
+
+def _still_nan(det: LossDetector, steps: Sequence[Progress]) -> StepCommit | None:
+    """A run with the NaN episode open in which every report is NaN/Inf
+    again (a run that goes on for hours after its weights went bad): none
+    can fire (the episode is open) nor resolve it (no clean report), nor
+    judge a spike or a divergence (a NaN report's loss is no level). Each
+    only counts and, on the followed lane, counts its iterations, which
+    must not judge an overflow (``_may_count``, none open)."""
+    if det._overflow.active or not _may_count(det):
+        return None
+    reports = read_nan_reports(steps)
+    if reports is None:
+        return None
+    if not reports.events:
+        return _unchanged
+    lane, lane_events, _, lane_extras = _lane_of(det, reports)
+    counted = _count(det, lane_events, lane_extras) if lane_events else _Counted([], None, None, [])
+    if counted is None:
+        return None
+    return _NanRun(det, reports, lane, counted).commit
+
+
+def _lane_of(
+    det: LossDetector, reports: Reports
+) -> tuple[int | None, Sequence[Progress], list[float | None], list[Extra] | None]:
+    """The lane after the run's reports, and the reports that follow it
+    (``LossDetector._follows``): their events, losses and extras."""
+    events = reports.events
+    lane, follow = follow_lane(det._lane, [e.rank for e in events])
+    losses, extras = reports.losses, reports.extras
+    if follow is None:
+        return lane, events, losses, extras
+    return (lane, [events[i] for i in follow], [losses[i] for i in follow],
+            None if extras is None else [extras[i] for i in follow])
 
 
 def _unchanged() -> None:
@@ -552,33 +581,55 @@ class _Plan:
         points.extend(run.new)
 
     def _commit_counted(self, counted: _Counted) -> None:
+        _commit_counted(self.det, counted)
+
+
+@dataclass(slots=True)
+class _NanRun:
+    """A run of NaN reports with the episode open (``_still_nan``)."""
+
+    det: LossDetector
+    reports: Reports
+    lane: int | None
+    counted: _Counted
+
+    def commit(self) -> None:
         det = self.det
-        sw = det._scale
-        iterations = counted.iterations
-        sw._last_step = counted.last_step
-        sw._last_skipped_total = counted.last_skipped_total
-        sw._clean += sum(iterations)
-        for scale in counted.scales:
-            sw._new_scale(scale)
-        led = sw.ledger
-        reports = led._reports
-        window = led.window
-        # ``SkipLedger.add`` of each: the oldest reports leave while the
-        # newer ones still cover the window. Taken after the last add, the
-        # same leave (a report's newer ones only grow). Where the run's
-        # own reports cover it, the ledger keeps the fewest newest of them
-        # that do (``covered[k]``: the newest ``k + 1`` reports' iterations).
-        covered = list(accumulate(reversed(iterations)))
-        k = bisect_left(covered, window)
-        if k < len(iterations):
-            reports.clear()
-            reports.extend(zip(iterations[len(iterations) - 1 - k:], repeat(0)))
-            total = covered[k]
-        else:
-            reports.extend(zip(iterations, repeat(0)))
-            total = led.iterations + covered[-1]
-            while len(reports) > 1 and total - reports[0][0] >= window:
-                total -= reports.popleft()[0]
-        led.iterations = total
-        det._overflow_total = sw.total
-        det._skips = (led.skipped, total)
+        _commit_reports(det, self.reports, self.lane)
+        det._clean = 0  # (``_judge_nan`` of each)
+        det._nan_total += len(self.reports.events)
+        if self.counted.iterations:
+            _commit_counted(det, self.counted)
+
+
+def _commit_counted(det: LossDetector, counted: _Counted) -> None:
+    """The skip ledger and the scale watch after the run's counted reports."""
+    sw = det._scale
+    iterations = counted.iterations
+    sw._last_step = counted.last_step
+    sw._last_skipped_total = counted.last_skipped_total
+    sw._clean += sum(iterations)
+    for scale in counted.scales:
+        sw._new_scale(scale)
+    led = sw.ledger
+    reports = led._reports
+    window = led.window
+    # ``SkipLedger.add`` of each: the oldest reports leave while the
+    # newer ones still cover the window. Taken after the last add, the
+    # same leave (a report's newer ones only grow). Where the run's
+    # own reports cover it, the ledger keeps the fewest newest of them
+    # that do (``covered[k]``: the newest ``k + 1`` reports' iterations).
+    covered = list(accumulate(reversed(iterations)))
+    k = bisect_left(covered, window)
+    if k < len(iterations):
+        reports.clear()
+        reports.extend(zip(iterations[len(iterations) - 1 - k:], repeat(0)))
+        total = covered[k]
+    else:
+        reports.extend(zip(iterations, repeat(0)))
+        total = led.iterations + covered[-1]
+        while len(reports) > 1 and total - reports[0][0] >= window:
+            total -= reports.popleft()[0]
+    led.iterations = total
+    det._overflow_total = sw.total
+    det._skips = (led.skipped, total)

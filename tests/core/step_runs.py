@@ -36,7 +36,7 @@ from dflash_watch.parsers.events import Event, Progress, Tick
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 REALWORLD = ROOT.parent / "shared" / "realworld"
-SPEED_SHAPES = ("quiet", "progress", "ranks", "degraded", "legacy")
+SPEED_SHAPES = ("quiet", "progress", "ranks", "degraded", "nan", "legacy")
 RANDOM_SEEDS = (1, 2, 3, 4, 5)
 RUN_LENGTHS = (2, 3, 5, 16, 64, 300)
 _CODE = (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.BuiltinMethodType,
@@ -197,7 +197,7 @@ def speed_log(shape: str, lines: int = 20000) -> Path:
 
 
 def log_event_lists(random_seeds: Sequence[int] = RANDOM_SEEDS) -> Iterator[tuple[str, list[Event]]]:
-    """(name, events) of every fixture and shared log, the five speed shapes
+    """(name, events) of every fixture and shared log, the speed shapes
     and random logs (``tests.random_logs``)."""
     from tests.random_logs import random_log
 

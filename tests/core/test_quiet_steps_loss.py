@@ -70,14 +70,14 @@ def test_every_log_gives_the_per_step_path(name: str) -> None:
     _same(LOGS[name], seeds=(1, 2, 3))
 
 
-@pytest.mark.parametrize("shape", ["speed-progress", "speed-ranks", "speed-legacy"])
+@pytest.mark.parametrize("shape", ["speed-progress", "speed-ranks", "speed-legacy", "speed-nan"])
 def test_speed_shapes_are_taken(shape: str) -> None:
     """The point of it: a steady training log is taken, not fed line by line."""
     offered, taken = _same(LOGS[shape], seeds=(5, 6))
     assert offered > 50 and taken >= 0.9 * offered, (offered, taken)
 
 
-@pytest.mark.parametrize("name", ["speed-progress", "speed-ranks", "random-1", "random-3"])
+@pytest.mark.parametrize("name", ["speed-progress", "speed-ranks", "speed-nan", "random-1", "random-3"])
 def test_an_ask_changes_nothing(name: str) -> None:
     """Asked before every run and never committed: the state stays as fed."""
     det = LossDetector()
@@ -261,6 +261,71 @@ def test_an_open_nan_episode_goes_one_at_a_time_until_resolved() -> None:
     events = [*base, *_flat(200, t0=31.0, step0=31)]
     offered, taken = _same(events)
     assert 0 < taken < offered
+
+
+def _nan_line(t: float, step: int | None, kind: int, rank: int | None = None) -> Progress:
+    """A report after the weights went bad, of each kind a log writes."""
+    if kind == 0:  # HF's step line: loss and grad norm nan
+        return _p(t, step, NAN, rank, grad_norm=NAN, lr=1e-4)
+    if kind == 1:  # HF's NaN filter: a finite average, the grad norm nan
+        return _p(t, step, 0.0, rank, grad_norm=NAN)
+    if kind == 2:  # a tqdm bar's loss=nan
+        return _p(t, step, NAN, rank)
+    if kind == 3:  # inf, not nan
+        return _p(t, step, float("inf"), rank, grad_norm=float("inf"))
+    if kind == 4:  # Megatron's counter, the loss scale above its floor
+        return _p(t, step, NAN, rank, number_SP_of_SP_nan_SP_iterations=3.0, loss_SP_scale=1024.0)
+    if kind == 5:  # a bare rate line: no report
+        return _p(t, step, None, rank)
+    return _p(t, step, None, rank, lr=1e-4)  # a learning rate only: no report
+
+
+def test_an_open_nan_episode_that_stays_nan_is_taken_in_runs() -> None:
+    """Weights gone bad, the run going on for hours: every report NaN again.
+    The episode is open and no report is clean, so none fires or resolves:
+    runs are taken, counting each report (``nan_total``, the skip ledger)."""
+    rng = random.Random(11)
+    base = [*_flat(60), _p(60.0, 60, NAN, grad_norm=NAN)]
+    for kind in range(7):
+        run = [_nan_line(61.0 + i, 61 + i, kind) for i in range(12)]
+        det = _fed(base)
+        assert _taken(det, run), kind
+        commit = det.quiet_steps(run)
+        assert commit is not None
+        commit()
+        assert det.state().nan_total == 1 + (12 if kind < 5 else 0), kind
+    events: list[Event] = list(base)
+    for i in range(3000):
+        events.append(_nan_line(61.0 + i, 61 + i - (50 if rng.random() < 0.01 else 0), rng.randrange(7)))
+        if rng.random() < 0.002:  # a relaunch: the levels start again, the NaN stays open
+            events.append(ProcessExit(61.5 + i, "crash"))
+    offered, taken = _same(events)
+    assert taken >= 0.9 * offered, (offered, taken)
+
+
+def test_an_open_nan_episode_goes_one_at_a_time_where_it_could_change() -> None:
+    """One clean report (towards resolving), a skipped step or a scale at its
+    floor (an overflow judged), a ranked run's lower rank: one at a time
+    where a report would change the episode's course, the same either way."""
+    base = [*_flat(60), _p(60.0, 60, NAN, grad_norm=NAN)]
+    nan_run = [_nan_line(61.0 + i, 61 + i, 0) for i in range(12)]
+    clean = [*nan_run[:5], _p(66.0, 66, 2.0, grad_norm=1.0), *nan_run[6:]]
+    assert not _taken(_fed(base), clean)
+    skipped = [*nan_run[:5], _p(66.0, 66, NAN, number_SP_of_SP_skipped_SP_iterations=1.0), *nan_run[6:]]
+    assert not _taken(_fed(base), skipped)
+    floor = [*nan_run[:5], _p(66.0, 66, NAN, loss_SP_scale=1.0), *nan_run[6:]]
+    assert not _taken(_fed(base), floor)
+    events: list[Event] = [*base, *clean, *skipped, *floor]
+    rng = random.Random(12)
+    for i in range(2000):
+        t = 100.0 + i
+        if rng.random() < 0.01:
+            events.append(_p(t, 100 + i, 2.0, grad_norm=1.0))  # clean: may resolve after a few in a row
+        elif rng.random() < 0.005:
+            events.append(Overflow(t, "log", scale=2.0, new_scale=1.0))
+        else:
+            events.append(_nan_line(t, 100 + i, rng.randrange(7), rank=rng.choice((None, 3, 3, 3, 1))))
+    _same(events)
 
 
 def test_an_open_spike_goes_one_at_a_time() -> None:
