@@ -115,7 +115,7 @@ class Ingest:
 
     def feed_text(
         self, path: str, text: str, first_lineno: int, now: float, generation: int = 0, fresh: bool = False,
-        arrived: float | None = None, end: FileEnd | None = None,
+        arrived: float | None = None, end: FileEnd | None = None, lines: int | None = None,
     ) -> list[Alert]:
         """A chunk of complete lines of one log file, read at wall time ``now``.
 
@@ -130,7 +130,11 @@ class Ingest:
         tailer) before it takes the Monitor's lock. The look is file I/O
         (open, stat, a read): under the lock, a slow or hung filesystem
         would stall every reader of the Monitor (the dashboard's redraw,
-        the GPU sampler, the tick loop), so it is never made here."""
+        the GPU sampler, the tick loop), so it is never made here.
+
+        ``lines``: how many lines ``text`` holds, where the reader counted
+        them (``Chunk.lines``: the tailer counts the bytes it splits); else
+        they are counted here."""
         with self._lock, (nullcontext() if fresh else bulk_read()):
             state = self._streams.get(path)
             before: list[Alert] = []
@@ -187,7 +191,10 @@ class Ingest:
             # The chunk's lines counted in C; only the last ``keep_lines``
             # of them are split off for the log view (a catch-up chunk holds
             # thousands).
-            count = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+            if lines is None:
+                count = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+            else:
+                count = lines
             state.lines = first_lineno - 1 + count
             self._keep_chunk(path, text, first_lineno, count)
             self.version += 1

@@ -15,14 +15,18 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from . import ingest
 from .alignment import SIDE_HOLD_MAX, SIDE_HOLD_S, shifted
+from .gc_policy import bulk_read
 from .monitor import Monitor
 from .parsers.events import GpuLost, GpuSample
+
+if TYPE_CHECKING:
+    from .sources.logtail import LogTailer
 
 Clock = Callable[[], float]
 # Seconds between tail rounds while a log is growing (see ``_tail_logs``).
@@ -365,20 +369,33 @@ class LiveSession:
 
     # -- sources ------------------------------------------------------------------
     def _tail_logs(self) -> None:
-        from .sources.logtail import Chunk
-
         tailer = self._tailer(list(self.logs))
         self._tailers.append(tailer)
+        # What the files held when the session started is caught up first,
+        # on the data's own clock (as replay reads it); lines that arrive
+        # after that are fresh: written while we follow (``Monitor.feed_text``).
+        fresh = not self.from_start
+        # The catch-up is one bulk read, as replay's (``gc_policy``): the
+        # collector's raise taken and given back once, not at every chunk
+        # (between two chunks, young collections at the default threshold).
+        catch_up = ExitStack()
+        if not fresh:
+            catch_up.enter_context(bulk_read())
+        with catch_up:
+            self._tail_rounds(tailer, fresh, catch_up)
+
+    def _tail_rounds(self, tailer: LogTailer, fresh: bool, catch_up: ExitStack) -> None:
+        """``_tail_logs``' rounds until the session stops; ``catch_up`` is
+        closed once the files' backlog is read (the first round that finds
+        nothing more)."""
+        from .sources.logtail import Chunk
+
         monitor = self.monitor
         rounds = self._log_rounds
         # The wall time (monotonic) of the last complete lines read, and
         # whether the lull since then was already announced to the Monitor.
         last_data: float | None = None
         announced = True
-        # What the files held when the session started is caught up first,
-        # on the data's own clock (as replay reads it); lines that arrive
-        # after that are fresh: written while we follow (``Monitor.feed_text``).
-        fresh = not self.from_start
         # A round runs from one pause to the next; a backlog read on at once
         # is still the same round (what it read counts, its start holds).
         began, grew = time.monotonic(), False
@@ -407,7 +424,7 @@ class LiveSession:
                             now -= max(0.0, time.time() - modified)
                         monitor.feed_text(
                             item.path, item.text, item.first_lineno, now, item.generation, fresh=fresh,
-                            arrived=time.time(), end=end,
+                            arrived=time.time(), end=end, lines=item.lines,
                         )
                         self._log_seen = True
                         # A caught-up file's end was written at its mtime:
@@ -421,6 +438,7 @@ class LiveSession:
             if tailer.wait(0.0):
                 continue  # a backlog: read on at once, the round is not over
             fresh = True
+            catch_up.close()
             if grew:
                 last_data, announced = time.monotonic(), False
             elif not announced and last_data is not None and time.monotonic() - last_data >= self.quiet_s:

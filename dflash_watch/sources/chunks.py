@@ -8,9 +8,9 @@ replay and the live path cut and number lines alike.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .lines import LineSplitter, fmt_size
+from .lines import LineSplitter, Split, fmt_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,9 @@ class Chunk:
     first_lineno: int
     generation: int
     partial: bool = False
+    # The lines ``text`` holds, where the reader counted them (None: count
+    # them). Derived from ``text``: no part of a chunk's equality.
+    lines: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +49,12 @@ class TailNotice:
 
 
 def emit(
-    path: str, generation: int, res: tuple[str, int, list[tuple[int, int]]] | None, max_line: int
+    path: str, generation: int, res: Split | None, max_line: int
 ) -> list[Chunk | TailNotice]:
     if res is None:
         return []
-    text, first, cuts = res
-    items: list[Chunk | TailNotice] = [Chunk(path, text, first, generation)]
+    text, first, cuts, lines = res
+    items: list[Chunk | TailNotice] = [Chunk(path, text, first, generation, lines=lines)]
     for lineno, length in cuts:
         msg = f"{path}: line {lineno} cut at {fmt_size(max_line)} ({fmt_size(length)} long)"
         items.append(TailNotice(path, "cut_line", msg))

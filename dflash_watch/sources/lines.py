@@ -42,6 +42,12 @@ def _trim_utf8(head: bytes) -> bytes:
 
 
 
+# What ``LineSplitter.feed`` and ``finish`` give: the complete lines' text,
+# the number of its first line, the lines cut (number, length) and how many
+# lines the text holds.
+Split = tuple[str, int, list[tuple[int, int]], int]
+
+
 class LineSplitter:
     """Turns a byte stream into decoded runs of complete lines, bounded in memory.
 
@@ -129,7 +135,7 @@ class LineSplitter:
     def buffered(self) -> int:
         return len(self.pending) + (len(self.cut_head) if self.cut_head is not None else 0)
 
-    def feed(self, data: bytes) -> tuple[str, int, list[tuple[int, int]]] | None:
+    def feed(self, data: bytes) -> Split | None:
         """Returns (text, first_lineno, [(lineno, full_length) of cut lines]) or None."""
         out: list[bytes | bytearray] = []  # pending + body stays a bytearray: no extra copy
         cuts: list[tuple[int, int]] = []
@@ -162,7 +168,7 @@ class LineSplitter:
         self._hold(data[last + 1 :])
         return self._result(out, cuts)
 
-    def finish(self) -> tuple[str, int, list[tuple[int, int]]] | None:
+    def finish(self) -> Split | None:
         """Ends the stream: a last line without its newline is emitted with one."""
         cuts: list[tuple[int, int]] = []
         out: list[bytes] = []
@@ -246,10 +252,14 @@ class LineSplitter:
 
     def _result(
         self, out: Sequence[bytes | bytearray], cuts: list[tuple[int, int]]
-    ) -> tuple[str, int, list[tuple[int, int]]] | None:
+    ) -> Split | None:
         if not out:
             return None
         joined = out[0] if len(out) == 1 else b"".join(out)
         first = self.lineno
-        self.lineno += joined.count(b"\n")
-        return str(joined, "utf-8", "replace"), first, cuts
+        # Counted here, on the bytes, once: the reader of the text need not
+        # count it again (a str with one tqdm block character is two bytes a
+        # character, and slower to count).
+        count = joined.count(b"\n")
+        self.lineno += count
+        return str(joined, "utf-8", "replace"), first, cuts, count

@@ -33,13 +33,12 @@ from collections.abc import Callable, Sequence
 
 from .chunks import Chunk, TailNotice, emit, read_chunks
 from .follower import Follower
-from .lines import LineSplitter
+from .lines import LineSplitter, Split
 from .rotated import Ident, Sibling, fresh_siblings, newest_from_its_end, pruned_unread
 from .wakeups import Wakeups, has_magic
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
 
-_Split = tuple[str, int, list[tuple[int, int]]]  # what LineSplitter.feed returns: text, first line, cuts
 
 # Chunks read per file per poll.  More data stays for the next poll (``wait``
 # then returns at once), so a 10 GB backlog never lands in one list.
@@ -301,7 +300,7 @@ class LogTailer:
         for message in errors:
             self._error(f, out, message)
 
-    def _feed(self, f: Follower, out: list[Chunk | TailNotice]) -> Callable[[_Split | None], None]:
+    def _feed(self, f: Follower, out: list[Chunk | TailNotice]) -> Callable[[Split | None], None]:
         return lambda res: self._out(f, res, out)
 
     def _end_incarnation(self, f: Follower, out: list[Chunk | TailNotice]) -> None:
@@ -379,7 +378,7 @@ class LogTailer:
                 self._backlog = True
                 return
 
-    def _out(self, f: Follower, res: _Split | None, out: list[Chunk | TailNotice]) -> None:
+    def _out(self, f: Follower, res: Split | None, out: list[Chunk | TailNotice]) -> None:
         if res is not None:
             self._cut_count += len(res[2])
             out.extend(emit(f.path, f.generation, res, self._max_line))

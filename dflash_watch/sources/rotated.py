@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .lines import LineSplitter
+from .lines import LineSplitter, Split
 
 # Rotated names: the followed name, one of these, then a number or a date
 # (``.1``, ``.2026-11-29_10-00-00``, ``-20261129``); not ``train.log.lock``.
@@ -315,7 +315,7 @@ _MAX_RENAMED = 8
 # Files read to their end, remembered so that a rotated copy is never read twice.
 _READ_MEMORY = 64
 
-Feed = Callable[[tuple[str, int, list[tuple[int, int]]] | None], None]
+Feed = Callable[[Split | None], None]
 
 
 class _Renamed:

@@ -9,6 +9,7 @@ the replay fails half-way.
 from __future__ import annotations
 
 import gc
+import time
 from pathlib import Path
 
 import pytest
@@ -131,5 +132,51 @@ def test_live_catch_up_chunks_read_in_bulk_and_fresh_lines_do_not(collector) -> 
     monitor.feed_text("/logs/train.log", "".join(backlog[300:]), 301, now=1e9 + 1, fresh=True)
     assert caught_up and all(t[0] >= gc_policy.BULK_YOUNG_THRESHOLD for t, _ in caught_up)
     assert monitor.seen and all(t == (700, 10, 10) for t, _ in monitor.seen)
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_live_catch_up_is_one_bulk_read_and_following_is_not(tmp_path: Path, collector) -> None:
+    """Attached to a log of several chunks, the tailer's thread reads its
+    whole backlog with the collector raised: not given back between two
+    chunks (where the tailer reads and splits the next one, young
+    collections would run at the default threshold), and given back once
+    the backlog is read: lines followed after are read as usual."""
+    from dflash_watch.live import LiveSession
+
+    seen: list[tuple[tuple[int, int, int], bool]] = []  # (thresholds as a chunk comes, fresh) of each chunk
+
+    class Entering(Monitor):
+        def feed_text(self, path, text, first_lineno, now, generation=0, fresh=False, **kw):  # type: ignore[no-untyped-def]
+            seen.append((gc.get_threshold(), fresh))
+            return super().feed_text(path, text, first_lineno, now, generation, fresh, **kw)
+
+    log = tmp_path / "train.log"
+    lines = [f"2026-11-29 10:{i // 3600 % 60:02d}:{i // 60 % 60:02d} step {i}/90000 | loss 2.{i % 10} | 21500 tok/s | "
+             "data shard /data/shards/part-0001.arrow\n" for i in range(30000)]
+    log.write_text("".join(lines))  # ~3 MiB: chunks of 1 MiB
+    monitor = Entering(keep_lines=0, keep_history=False)
+    session = LiveSession(monitor, logs=(str(log),), use_nvml=False, clock=None, speed=0.0, tail_poll_s=0.05)
+
+    def read(count: int) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = monitor._streams.get(str(log))
+            if state is not None and state.lines >= count:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"{count} lines not read")
+
+    with session:
+        read(len(lines))
+        time.sleep(0.3)  # an empty round: the backlog is read
+        with log.open("a") as fh:
+            fh.write(lines[0])
+        read(len(lines) + 1)
+    backlog = [t for t, fresh in seen if not fresh]
+    after = [t for t, fresh in seen if fresh]
+    assert len(backlog) >= 3, seen
+    assert all(t[0] >= gc_policy.BULK_YOUNG_THRESHOLD for t in backlog), seen
+    assert after and all(t == (700, 10, 10) for t in after), seen
     assert gc.get_threshold() == (700, 10, 10)
     assert gc.get_freeze_count() == 0
