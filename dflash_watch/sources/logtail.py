@@ -28,7 +28,6 @@ from __future__ import annotations
 import glob
 import os
 import stat
-import time
 from collections.abc import Callable, Sequence
 
 from .chunks import Chunk, TailNotice, emit, read_chunks
@@ -172,7 +171,6 @@ class LogTailer:
     # ---- one file ----------------------------------------------------
 
     def _poll_one(self, f: Follower, out: list[Chunk | TailNotice]) -> None:
-        since, f.looked_ns = f.looked_ns, time.time_ns()
         if f.left.renamed:
             f.left.read_renamed(self._feed(f, out), writer_moved=f.fd is not None and f.offset > 0)
         try:
@@ -185,25 +183,25 @@ class LogTailer:
                 self._read(f, out, budget=_POLL_CHUNKS)
             return
         if st is None:
-            self._name_missing(f, out, since)
+            self._name_missing(f, out)
             return
         if stat.S_ISDIR(st.st_mode):
             self._error(f, out, "is a directory")
             return
         if f.fd is not None and (st.st_dev, st.st_ino) != f.ident:
-            self._replaced(f, out, since, (st.st_dev, st.st_ino))
+            self._replaced(f, out, (st.st_dev, st.st_ino))
         elif f.fd is not None and f.rewritten(st.st_size):
             self._end_incarnation(f, out)
             os.lseek(f.fd, 0, os.SEEK_SET)
             f.offset = 0
             f.skip_nul = True
             out.append(TailNotice(f.path, "truncated", f"{f.path} truncated (copytruncate); reading from the start"))
-        if f.fd is None and not self._open(f, out, since):
+        if f.fd is None and not self._open(f, out):
             return
         f.gone = False  # (it may have been renamed back)
         self._read(f, out, budget=_POLL_CHUNKS)
 
-    def _name_missing(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> None:
+    def _name_missing(self, f: Follower, out: list[Chunk | TailNotice]) -> None:
         if f.fd is not None:
             deleted = f.nlink() == 0
             # A renamed file may still get lines until its writer reopens the name: keep
@@ -211,7 +209,7 @@ class LogTailer:
             self._read(f, out, budget=None if deleted else _POLL_CHUNKS)
             if deleted:
                 old = f.fstat()
-                found = self._siblings(f, since, {f.ident})
+                found = self._siblings(f, {f.ident})
                 if found:  # rotated away and pruned by rotation, not deleted by a person
                     self._switch(f, out, old, found, keep_old=False)
                     out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; waiting for the new file"))
@@ -232,7 +230,7 @@ class LogTailer:
                 f.announce = True
                 out.append(TailNotice(f.path, "waiting", f"waiting for {f.path} to appear"))
 
-    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], since: int, new: Ident) -> None:
+    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], new: Ident) -> None:
         """The name now points at another inode: finish the old one, then switch.
 
         Renamed (rotation: RotatingFileHandler, logrotate's ``create``, ``mv``),
@@ -244,7 +242,7 @@ class LogTailer:
         """
         self._read(f, out, budget=None)
         old = f.fstat()
-        found = self._siblings(f, since, {f.ident, new})
+        found = self._siblings(f, {f.ident, new})
         if (old is not None and old.st_nlink) or found:
             self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0)
             out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
@@ -274,9 +272,9 @@ class LogTailer:
             out.append(TailNotice(f.path, "lost", f"{f.path} rotated faster than it was read: "
                                   "rotation deleted some rotated files before they could be read"))
 
-    def _siblings(self, f: Follower, since: int, skip: set[Ident]) -> list[Sibling]:
+    def _siblings(self, f: Follower, skip: set[Ident]) -> list[Sibling]:
         skip |= f.left.idents()
-        found = fresh_siblings(f.abspath, since, skip, f.left.read)
+        found = fresh_siblings(f.abspath, f.history, skip, f.left.read)
         return [s for s in found if not self._followed(s.path)]
 
     def _followed(self, path: str) -> bool:
@@ -309,7 +307,7 @@ class LogTailer:
         f.splitter = LineSplitter(self._max_line)
         f.gone = False
 
-    def _open(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> bool:
+    def _open(self, f: Follower, out: list[Chunk | TailNotice]) -> bool:
         try:
             fd = os.open(f.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -326,7 +324,7 @@ class LogTailer:
         if f.gone or f.waiting_noted:
             # It came (back) while we were not holding it: it may have rotated
             # already, before we looked (a burst at the start of a run).
-            found = self._siblings(f, since, {ident})
+            found = self._siblings(f, {ident})
             if not found and not f.ever_opened:
                 # Attached between a rename and the create: the renamed file
                 # was written before we looked, and its writer may go on.

@@ -10,6 +10,15 @@ rotation gave them (``train.log.1``, ``train.log.2026-11-29``,
 ``train.log-20261129``), written since the last look. This module finds
 them, oldest first, and tells when some were pruned before they could be
 read (the only bytes the tailer can truly lose).
+
+"Written since the last look" is told by the copies, not by a clock: the
+copies there when the name was first looked at are its history
+(``sibling_marks``: each by inode, mtime and size, which a rename keeps);
+any other copy, or one of them written since, is new. File times come from
+the file server's clock (NFS: the server's), which may be seconds or
+minutes off this machine's: compared with ``time.time()``, the copies a
+burst of rollovers made between two looks read as old and were skipped,
+their lines lost without a word (tests/shell/test_rotation_skew.py).
 """
 
 from __future__ import annotations
@@ -28,15 +37,15 @@ _SEPARATORS = ".-_"
 # Compressed copies of a file we held (logrotate's ``compress``) repeat it;
 # they are never read as text.
 _PACKED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4", ".Z")
-# File times come from the kernel's coarse clock (one tick, 1-10 ms behind
-# ``time.time_ns()``): a file written just after a look can carry a time
-# just before it.
-SLACK_NS = 50_000_000
 # How long before the watcher's first look a rotated copy may have been
 # renamed (or last written) and still be the file a writer goes on writing.
 RENAMED_WITHIN_NS = 60_000_000_000
 
 Ident = tuple[int, int]
+# A copy as the history knew it: (dev, inode, mtime_ns, size). A rename
+# keeps all four; a write changes the mtime; a new file that got a pruned
+# copy's inode number has another mtime (or size, on a coarse clock).
+Mark = tuple[int, int, int, int]
 # What tells a file read before from a new one that got its inode number
 # (soon reused) and, with records of one length, its size: its last bytes.
 TAIL = 64
@@ -67,8 +76,15 @@ class Sibling:
 Read = dict[Ident, tuple[int, bytes, int]]  # inode -> (bytes read, their last bytes, next line number)
 
 
-def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list[Sibling]:
-    """Rotated copies of ``abspath`` written since ``since_ns``, oldest first.
+def sibling_marks(abspath: str) -> set[Mark]:
+    """The rotated copies of ``abspath`` there now: the history of a name
+    looked at for the first time, never read as new (``fresh_siblings``)."""
+    return {(s.ident[0], s.ident[1], s.mtime_ns, s.size) for s in _siblings(abspath, set(), set(), {})}
+
+
+def fresh_siblings(abspath: str, history: set[Mark], skip: set[Ident], read: Read) -> list[Sibling]:
+    """Rotated copies of ``abspath`` that are not its ``history`` as it was
+    (``sibling_marks``), nor read to their end: written since, oldest first.
 
     ``skip``: the files the tailer holds (the old and the new incarnation);
     ``read``: files it read before, how far, and the last bytes read (an
@@ -82,9 +98,9 @@ def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) ->
     listed again until two listings agree (a few tries at most), for a
     folder too big for one ``getdents`` call.
     """
-    found = _siblings(abspath, since_ns, skip, read)
+    found = _siblings(abspath, history, skip, read)
     for _ in range(4):
-        again = _siblings(abspath, since_ns, skip, read)
+        again = _siblings(abspath, history, skip, read)
         if [(f.ident, f.suffix) for f in again] == [(f.ident, f.suffix) for f in found]:
             break
         found = again
@@ -103,7 +119,7 @@ def newest_from_its_end(abspath: str, skip: set[Ident], read: Read, chunk: int =
     a file's ctime: a copy left by an earlier run (a rerun in the same
     folder, the common case) has an old one and is never taken for it.
     """
-    found = [s for s in _siblings(abspath, 0, skip, read) if s.ctime_ns >= watched_ns - RENAMED_WITHIN_NS]
+    found = [s for s in _siblings(abspath, set(), skip, read) if s.ctime_ns >= watched_ns - RENAMED_WITHIN_NS]
     if not found:
         return None
     newest = found[-1]
@@ -191,7 +207,7 @@ def _rotated_name(name: str, base: str) -> bool:
             and name[len(base) + 1].isdigit())
 
 
-def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list[Sibling]:
+def _siblings(abspath: str, history: set[Mark], skip: set[Ident], read: Read) -> list[Sibling]:
     """The rotated copies of ``abspath`` by the names of one moment.
 
     Names and their inodes come from one ``scandir`` pass: one
@@ -210,7 +226,7 @@ def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read) -> list
         names = _snapshot(folder, base)
         if names is None:
             return []
-        found = _stat_listing(folder, base, names, since_ns, skip, read, last)
+        found = _stat_listing(folder, base, names, history, skip, read, last)
         if found is not None:
             found.sort(key=_age)
             return found
@@ -227,7 +243,7 @@ def _snapshot(folder: str, base: str) -> list[tuple[str, int]] | None:
     return [(name, ino) for name, ino in listed if _rotated_name(name, base) and not name.endswith(_PACKED)]
 
 
-def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], since_ns: int, skip: set[Ident],
+def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], history: set[Mark], skip: set[Ident],
                   read: Read, last: bool) -> list[Sibling] | None:
     """The siblings of one listing; None when a name holds another file by
     now (renamed since) and this is not the ``last`` try, which finds such a
@@ -256,7 +272,7 @@ def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], since_ns
             if st.st_ino != ino:
                 continue  # renamed yet again: a later poll finds it
         ident = (st.st_dev, st.st_ino)
-        if not stat.S_ISREG(st.st_mode) or ident in skip or st.st_mtime_ns < since_ns - SLACK_NS:
+        if not stat.S_ISREG(st.st_mode) or ident in skip or (*ident, st.st_mtime_ns, st.st_size) in history:
             continue
         start, lineno = 0, 1
         if ident in read:

@@ -82,7 +82,7 @@ def test_copies_renamed_while_listed_come_once_oldest_first(tmp_path: Path, monk
     for _ in range(5):
         writer.rollover()
     monkeypatch.setattr(rotated.os, "stat", _rolling_stat(writer, every, rollovers))
-    found = fresh_siblings(str(writer.log), 0, set(), {})
+    found = fresh_siblings(str(writer.log), set(), set(), {})
     monkeypatch.undo()
     gens = _gens(found)
     assert len(set(s.ident for s in found)) == len(found), gens  # no copy twice
@@ -96,6 +96,6 @@ def test_a_quiet_folder_lists_every_copy_oldest_first(tmp_path: Path) -> None:
     for _ in range(12):  # .1 .. .12: ten and more sort apart from their text
         writer.rollover()
     live = os.stat(writer.log)
-    found = fresh_siblings(str(writer.log), 0, {(live.st_dev, live.st_ino)}, {})
+    found = fresh_siblings(str(writer.log), set(), {(live.st_dev, live.st_ino)}, {})
     assert _gens(found) == list(range(12))
     assert [s.suffix for s in found] == [str(k) for k in range(12, 0, -1)]
