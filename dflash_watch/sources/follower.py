@@ -14,7 +14,7 @@ import os
 import time
 
 from .lines import LineSplitter
-from .rotated import Leftovers, last_line_start, sibling_marks
+from .rotated import Leftovers, folder_clock, last_line_start, sibling_marks
 
 
 class Follower:
@@ -23,7 +23,7 @@ class Follower:
     __slots__ = (
         "path", "abspath", "fd", "ident", "offset", "splitter", "generation",
         "attach_at_end", "announce", "ever_opened", "waiting_noted", "gone", "error", "skip_nul",
-        "last_byte", "left", "history", "watched_ns", "rotated_away",
+        "last_byte", "left", "looked_ns", "history", "watched_ns", "rotated_away",
     )
 
     def __init__(self, path: str, max_line: int, chunk: int, attach_at_end: bool, announce: bool) -> None:
@@ -43,8 +43,14 @@ class Follower:
         self.skip_nul = False  # after copytruncate a non-O_APPEND writer leaves a NUL hole
         self.last_byte = b""  # the byte before ``offset`` as we read it: a changed one means rewritten
         self.left = Leftovers(chunk, max_line)  # renamed files still read, files read to their end
-        # The rotated copies there at the first look: history, never read as
-        # new (``rotated.fresh_siblings``; told by the copies, not by a clock).
+        # The files' clock at the last look (``rotated.folder_clock``, never this
+        # machine's: NFS): rotated files written since then are new.
+        self.looked_ns = folder_clock(self.abspath)
+        try:
+            self.looked_ns = max(self.looked_ns, os.stat(self.abspath).st_mtime_ns)
+        except OSError:
+            pass
+        # The copies there at the first look: history, never read as new.
         self.history = sibling_marks(self.abspath)
         self.watched_ns = time.time_ns()  # wall time of the first look
         self.rotated_away = False  # let go by rotation (not deletion): the next file goes on the stream

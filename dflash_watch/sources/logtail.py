@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from .chunks import Chunk, TailNotice, emit, read_chunks
 from .follower import Follower
 from .lines import LineSplitter, Split
-from .rotated import Ident, Sibling, fresh_siblings, newest_from_its_end, pruned_unread
+from .rotated import Ident, Sibling, folder_clock, fresh_siblings, newest_from_its_end, pruned_unread
 from .wakeups import Wakeups, has_magic
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
@@ -171,6 +171,7 @@ class LogTailer:
     # ---- one file ----------------------------------------------------
 
     def _poll_one(self, f: Follower, out: list[Chunk | TailNotice]) -> None:
+        clock = folder_clock(f.abspath)  # (before the name's stat: ``folder_clock``)
         if f.left.renamed:
             f.left.read_renamed(self._feed(f, out), writer_moved=f.fd is not None and f.offset > 0)
         try:
@@ -182,26 +183,38 @@ class LogTailer:
             if f.fd is not None:
                 self._read(f, out, budget=_POLL_CHUNKS)
             return
+        # The files' clock at this look, for the next; this look goes by the
+        # last one's. Not moved while the name is missing: a look that finds
+        # no file reads no rotated copy (they wait for the name to come back,
+        # mid-rollover or before a first file), so the copies there then
+        # must still be new at the next. Never back (a folder's mtime can be
+        # set back by hand).
+        since = f.looked_ns
+        if st is not None:
+            f.looked_ns = max(since, clock, st.st_mtime_ns)
         if st is None:
-            self._name_missing(f, out)
+            self._name_missing(f, out, since)
             return
         if stat.S_ISDIR(st.st_mode):
             self._error(f, out, "is a directory")
             return
         if f.fd is not None and (st.st_dev, st.st_ino) != f.ident:
-            self._replaced(f, out, (st.st_dev, st.st_ino))
+            self._replaced(f, out, since, (st.st_dev, st.st_ino))
         elif f.fd is not None and f.rewritten(st.st_size):
+            # copytruncate: the copy it made holds what was read from this
+            # file, never to be read again as a rotated file.
+            f.left.seen(self._siblings(f, since, {f.ident}))
             self._end_incarnation(f, out)
             os.lseek(f.fd, 0, os.SEEK_SET)
             f.offset = 0
             f.skip_nul = True
             out.append(TailNotice(f.path, "truncated", f"{f.path} truncated (copytruncate); reading from the start"))
-        if f.fd is None and not self._open(f, out):
+        if f.fd is None and not self._open(f, out, since):
             return
         f.gone = False  # (it may have been renamed back)
         self._read(f, out, budget=_POLL_CHUNKS)
 
-    def _name_missing(self, f: Follower, out: list[Chunk | TailNotice]) -> None:
+    def _name_missing(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> None:
         if f.fd is not None:
             deleted = f.nlink() == 0
             # A renamed file may still get lines until its writer reopens the name: keep
@@ -209,7 +222,7 @@ class LogTailer:
             self._read(f, out, budget=None if deleted else _POLL_CHUNKS)
             if deleted:
                 old = f.fstat()
-                found = self._siblings(f, {f.ident})
+                found = self._siblings(f, since, {f.ident})
                 if found:  # rotated away and pruned by rotation, not deleted by a person
                     self._switch(f, out, old, found, keep_old=False)
                     out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; waiting for the new file"))
@@ -230,7 +243,7 @@ class LogTailer:
                 f.announce = True
                 out.append(TailNotice(f.path, "waiting", f"waiting for {f.path} to appear"))
 
-    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], new: Ident) -> None:
+    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], since: int, new: Ident) -> None:
         """The name now points at another inode: finish the old one, then switch.
 
         Renamed (rotation: RotatingFileHandler, logrotate's ``create``, ``mv``),
@@ -242,7 +255,7 @@ class LogTailer:
         """
         self._read(f, out, budget=None)
         old = f.fstat()
-        found = self._siblings(f, {f.ident, new})
+        found = self._siblings(f, since, {f.ident, new})
         if (old is not None and old.st_nlink) or found:
             self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0)
             out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
@@ -272,9 +285,9 @@ class LogTailer:
             out.append(TailNotice(f.path, "lost", f"{f.path} rotated faster than it was read: "
                                   "rotation deleted some rotated files before they could be read"))
 
-    def _siblings(self, f: Follower, skip: set[Ident]) -> list[Sibling]:
+    def _siblings(self, f: Follower, since: int, skip: set[Ident]) -> list[Sibling]:
         skip |= f.left.idents()
-        found = fresh_siblings(f.abspath, f.history, skip, f.left.read)
+        found = fresh_siblings(f.abspath, since, skip, f.left.read, f.history)
         return [s for s in found if not self._followed(s.path)]
 
     def _followed(self, path: str) -> bool:
@@ -307,7 +320,7 @@ class LogTailer:
         f.splitter = LineSplitter(self._max_line)
         f.gone = False
 
-    def _open(self, f: Follower, out: list[Chunk | TailNotice]) -> bool:
+    def _open(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> bool:
         try:
             fd = os.open(f.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -324,7 +337,7 @@ class LogTailer:
         if f.gone or f.waiting_noted:
             # It came (back) while we were not holding it: it may have rotated
             # already, before we looked (a burst at the start of a run).
-            found = self._siblings(f, {ident})
+            found = self._siblings(f, since, {ident})
             if not found and not f.ever_opened:
                 # Attached between a rename and the create: the renamed file
                 # was written before we looked, and its writer may go on.

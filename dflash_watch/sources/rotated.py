@@ -11,14 +11,13 @@ rotation gave them (``train.log.1``, ``train.log.2026-11-29``,
 them, oldest first, and tells when some were pruned before they could be
 read (the only bytes the tailer can truly lose).
 
-"Written since the last look" is told by the copies, not by a clock: the
-copies there when the name was first looked at are its history
-(``sibling_marks``: each by inode, mtime and size, which a rename keeps);
-any other copy, or one of them written since, is new. File times come from
-the file server's clock (NFS: the server's), which may be seconds or
-minutes off this machine's: compared with ``time.time()``, the copies a
-burst of rollovers made between two looks read as old and were skipped,
-their lines lost without a word (tests/shell/test_rotation_skew.py).
+"Written since the last look" is judged on the files' own clock, never on
+this machine's: file times come from the file server's clock (NFS: the
+server's), which may be seconds or minutes off ``time.time()``. Compared
+with it, a server 60 ms behind hid most of the copies a burst of rollovers
+made between two looks, their lines lost without a word
+(tests/shell/test_rotation_skew.py). Each look reads the files' clock
+instead (``folder_clock``).
 """
 
 from __future__ import annotations
@@ -42,9 +41,7 @@ _PACKED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4", ".Z")
 RENAMED_WITHIN_NS = 60_000_000_000
 
 Ident = tuple[int, int]
-# A copy as the history knew it: (dev, inode, mtime_ns, size). A rename
-# keeps all four; a write changes the mtime; a new file that got a pruned
-# copy's inode number has another mtime (or size, on a coarse clock).
+# A copy as a name's history knew it (``sibling_marks``): dev, inode, mtime, size.
 Mark = tuple[int, int, int, int]
 # What tells a file read before from a new one that got its inode number
 # (soon reused) and, with records of one length, its size: its last bytes.
@@ -76,15 +73,36 @@ class Sibling:
 Read = dict[Ident, tuple[int, bytes, int]]  # inode -> (bytes read, their last bytes, next line number)
 
 
+def folder_clock(abspath: str) -> int:
+    """The mtime of ``abspath``'s folder: a reading of the clock that stamps
+    its files, for a look that stats the name after it (``LogTailer``
+    takes the latest of this and the name's mtime). Each is the time of
+    something done before the look, on that clock: a copy written after
+    the look has a time at least this; one that was there before the
+    folder was read, at most (its last write came before its rename, which
+    moved the folder's mtime; a copy made under its own name is the
+    history's, ``sibling_marks``). Read before the name: a rollover between
+    the two reads would put copies the look never saw under the reading.
+    0 when there is no folder (no copy is old)."""
+    try:
+        return os.stat(os.path.dirname(abspath) or ".").st_mtime_ns
+    except OSError:
+        return 0
+
+
 def sibling_marks(abspath: str) -> set[Mark]:
-    """The rotated copies of ``abspath`` there now: the history of a name
-    looked at for the first time, never read as new (``fresh_siblings``)."""
-    return {(s.ident[0], s.ident[1], s.mtime_ns, s.size) for s in _siblings(abspath, set(), set(), {})}
+    """The rotated copies of ``abspath`` there now, each by dev, inode,
+    mtime and size (which a rename keeps): a name's history at its first
+    look, never read as new (``fresh_siblings``), whatever their times say
+    (a copy made under its own name is written after the folder's mtime
+    moved, and in the same clock tick as the look it is not older)."""
+    return {(*s.ident, s.mtime_ns, s.size) for s in _siblings(abspath, 0, set(), {})}
 
 
-def fresh_siblings(abspath: str, history: set[Mark], skip: set[Ident], read: Read) -> list[Sibling]:
-    """Rotated copies of ``abspath`` that are not its ``history`` as it was
-    (``sibling_marks``), nor read to their end: written since, oldest first.
+def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
+                   history: set[Mark] | None = None) -> list[Sibling]:
+    """Rotated copies of ``abspath`` written since ``since_ns`` (a reading of
+    the files' clock, ``folder_clock``, at the last look), oldest first.
 
     ``skip``: the files the tailer holds (the old and the new incarnation);
     ``read``: files it read before, how far, and the last bytes read (an
@@ -98,9 +116,9 @@ def fresh_siblings(abspath: str, history: set[Mark], skip: set[Ident], read: Rea
     listed again until two listings agree (a few tries at most), for a
     folder too big for one ``getdents`` call.
     """
-    found = _siblings(abspath, history, skip, read)
+    found = _siblings(abspath, since_ns, skip, read, history)
     for _ in range(4):
-        again = _siblings(abspath, history, skip, read)
+        again = _siblings(abspath, since_ns, skip, read, history)
         if [(f.ident, f.suffix) for f in again] == [(f.ident, f.suffix) for f in found]:
             break
         found = again
@@ -119,7 +137,7 @@ def newest_from_its_end(abspath: str, skip: set[Ident], read: Read, chunk: int =
     a file's ctime: a copy left by an earlier run (a rerun in the same
     folder, the common case) has an old one and is never taken for it.
     """
-    found = [s for s in _siblings(abspath, set(), skip, read) if s.ctime_ns >= watched_ns - RENAMED_WITHIN_NS]
+    found = [s for s in _siblings(abspath, 0, skip, read) if s.ctime_ns >= watched_ns - RENAMED_WITHIN_NS]
     if not found:
         return None
     newest = found[-1]
@@ -207,7 +225,8 @@ def _rotated_name(name: str, base: str) -> bool:
             and name[len(base) + 1].isdigit())
 
 
-def _siblings(abspath: str, history: set[Mark], skip: set[Ident], read: Read) -> list[Sibling]:
+def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
+              history: set[Mark] | None = None) -> list[Sibling]:
     """The rotated copies of ``abspath`` by the names of one moment.
 
     Names and their inodes come from one ``scandir`` pass: one
@@ -226,11 +245,14 @@ def _siblings(abspath: str, history: set[Mark], skip: set[Ident], read: Read) ->
         names = _snapshot(folder, base)
         if names is None:
             return []
-        found = _stat_listing(folder, base, names, history, skip, read, last)
+        found = _stat_listing(folder, base, names, since_ns, skip, read, last, history or _NONE)
         if found is not None:
             found.sort(key=_age)
             return found
     return []  # (unreached: the last try always answers)
+
+
+_NONE: set[Mark] = set()
 
 
 def _snapshot(folder: str, base: str) -> list[tuple[str, int]] | None:
@@ -243,37 +265,50 @@ def _snapshot(folder: str, base: str) -> list[tuple[str, int]] | None:
     return [(name, ino) for name, ino in listed if _rotated_name(name, base) and not name.endswith(_PACKED)]
 
 
-def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], history: set[Mark], skip: set[Ident],
-                  read: Read, last: bool) -> list[Sibling] | None:
+def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], since_ns: int, skip: set[Ident],
+                  read: Read, last: bool, history: set[Mark]) -> list[Sibling] | None:
     """The siblings of one listing; None when a name holds another file by
     now (renamed since) and this is not the ``last`` try, which finds such a
-    file under its current name instead (none: pruned since, skipped)."""
+    file under its current name instead (none: pruned since, skipped).
+
+    A file listed twice (under two names: a folder read in several
+    ``getdents`` calls across a rename, or hard links) is taken once. Where
+    the folder's listing numbers files otherwise than ``stat`` does (FUSE
+    without ``use_ino``: sshfs, s3fs) a name that still lists the same
+    number is its file, and a renamed one is taken under its new name."""
     found = []
-    now: dict[int, str] | None = None  # inode -> its current name (the last try)
+    taken: set[Ident] = set()
+    now: dict[int, str] | None = None  # listed inode -> its current name (the last try)
+    other_numbers = False  # the listing's inode numbers are not stat's
     for name, ino in names:
         path = os.path.join(folder, name)
         try:
-            st = os.stat(path)
+            st: os.stat_result | None = os.stat(path)
         except OSError:
             st = None
         if st is None or st.st_ino != ino:
             if not last:
                 return None
             if now is None:
-                current = _snapshot(folder, base) or []
-                now = {i: n for n, i in current}
-            if ino not in now:
+                now = {i: n for n, i in _snapshot(folder, base) or []}
+            current = now.get(ino)
+            if current is None:
                 continue  # pruned since it was listed
-            path = os.path.join(folder, now[ino])
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            if st.st_ino != ino:
-                continue  # renamed yet again: a later poll finds it
+            if current == name and st is not None:
+                other_numbers = True  # not renamed: the numbers differ
+            else:
+                path = os.path.join(folder, current)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if st.st_ino != ino and not other_numbers:
+                    continue  # renamed yet again: a later poll finds it
         ident = (st.st_dev, st.st_ino)
-        if not stat.S_ISREG(st.st_mode) or ident in skip or (*ident, st.st_mtime_ns, st.st_size) in history:
+        if (not stat.S_ISREG(st.st_mode) or ident in skip or ident in taken or st.st_mtime_ns < since_ns
+                or (*ident, st.st_mtime_ns, st.st_size) in history):
             continue
+        taken.add(ident)
         start, lineno = 0, 1
         if ident in read:
             done, tail, next_line = read[ident]
@@ -377,6 +412,20 @@ class Leftovers:
         self.read[ident] = (size, tail_of(fd, size), lineno)
         if len(self.read) > _READ_MEMORY:
             del self.read[next(iter(self.read))]
+
+    def seen(self, found: list[Sibling]) -> None:
+        """``found`` taken as read to their end without reading them: copies
+        of text read from the followed file itself (logrotate's
+        ``copytruncate``). Their line numbers are not counted (a copy does
+        not grow)."""
+        for sib in found:
+            fd = open_as(sib.path, sib.ident, sib.suffix)
+            if fd is None:
+                continue
+            try:
+                self.done(sib.ident, fd, sib.size, 1)
+            finally:
+                os.close(fd)
 
     def read_renamed(self, feed: Feed, writer_moved: bool) -> None:
         """Late lines of the renamed files; each let go once deleted, or once

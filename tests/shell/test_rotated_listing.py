@@ -82,7 +82,7 @@ def test_copies_renamed_while_listed_come_once_oldest_first(tmp_path: Path, monk
     for _ in range(5):
         writer.rollover()
     monkeypatch.setattr(rotated.os, "stat", _rolling_stat(writer, every, rollovers))
-    found = fresh_siblings(str(writer.log), set(), set(), {})
+    found = fresh_siblings(str(writer.log), 0, set(), {})
     monkeypatch.undo()
     gens = _gens(found)
     assert len(set(s.ident for s in found)) == len(found), gens  # no copy twice
@@ -96,6 +96,42 @@ def test_a_quiet_folder_lists_every_copy_oldest_first(tmp_path: Path) -> None:
     for _ in range(12):  # .1 .. .12: ten and more sort apart from their text
         writer.rollover()
     live = os.stat(writer.log)
-    found = fresh_siblings(str(writer.log), set(), {(live.st_dev, live.st_ino)}, {})
+    found = fresh_siblings(str(writer.log), 0, {(live.st_dev, live.st_ino)}, {})
     assert _gens(found) == list(range(12))
     assert [s.suffix for s in found] == [str(k) for k in range(12, 0, -1)]
+
+
+def test_a_copy_listed_under_two_names_is_taken_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder read in several ``getdents`` calls across a rename (.2 -> .3
+    between them), or a hard link: one file under two names in one listing."""
+    writer = Writer(tmp_path)
+    for _ in range(3):
+        writer.rollover()
+    ino = {k: os.stat(f"{writer.log}.{k}").st_ino for k in (1, 2, 3)}
+    torn = [("train.log.1", ino[1]), ("train.log.2", ino[3]), ("train.log.3", ino[3])]
+    monkeypatch.setattr(rotated, "_snapshot", lambda folder, base: torn)
+    found = fresh_siblings(str(writer.log), 0, set(), {})
+    idents = [s.ident for s in found]
+    assert len(idents) == len(set(idents)) == 2
+
+
+def test_a_listing_that_numbers_files_otherwise_than_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FUSE without ``use_ino`` (sshfs, s3fs): the folder's listing gives
+    each file a number that is not its ``stat`` inode. Every copy is still
+    found, oldest first, also while the writer rolls over."""
+    writer = Writer(tmp_path)
+    for _ in range(6):
+        writer.rollover()
+    real = rotated._snapshot
+
+    def fuse(folder: str, base: str) -> list[tuple[str, int]] | None:
+        listed = real(folder, base)
+        return None if listed is None else [(name, ino + 10**9) for name, ino in listed]
+
+    monkeypatch.setattr(rotated, "_snapshot", fuse)
+    assert _gens(fresh_siblings(str(writer.log), 0, set(), {})) == list(range(6))
+    monkeypatch.setattr(rotated.os, "stat", _rolling_stat(writer, 4, 2))
+    found = fresh_siblings(str(writer.log), 0, set(), {})
+    monkeypatch.undo()
+    gens = _gens(found)
+    assert gens == sorted(gens) and len(set(gens)) == len(gens) and gens[0] == 0, gens
