@@ -14,7 +14,7 @@ import os
 import time
 
 from .lines import LineSplitter
-from .rotated import Leftovers, folder_clock, last_line_start, sibling_marks
+from .rotated import Leftovers, last_line_start, sibling_marks
 
 
 class Follower:
@@ -43,13 +43,12 @@ class Follower:
         self.skip_nul = False  # after copytruncate a non-O_APPEND writer leaves a NUL hole
         self.last_byte = b""  # the byte before ``offset`` as we read it: a changed one means rewritten
         self.left = Leftovers(chunk, max_line)  # renamed files still read, files read to their end
-        # The files' clock at the last look (``rotated.folder_clock``, never this
+        # The files' clock at the last look (the name's mtime, never this
         # machine's: NFS): rotated files written since then are new.
-        self.looked_ns = folder_clock(self.abspath)
         try:
-            self.looked_ns = max(self.looked_ns, os.stat(self.abspath).st_mtime_ns)
+            self.looked_ns = os.stat(self.abspath).st_mtime_ns
         except OSError:
-            pass
+            self.looked_ns = 0  # (the copies there now are history, below)
         # The copies there at the first look: history, never read as new.
         self.history = sibling_marks(self.abspath)
         self.watched_ns = time.time_ns()  # wall time of the first look

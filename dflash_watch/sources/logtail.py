@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from .chunks import Chunk, TailNotice, emit, read_chunks
 from .follower import Follower
 from .lines import LineSplitter, Split
-from .rotated import Ident, Sibling, folder_clock, fresh_siblings, newest_from_its_end, pruned_unread
+from .rotated import Ident, Sibling, fresh_siblings, newest_from_its_end, open_as, pruned_unread
 from .wakeups import Wakeups, has_magic
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
@@ -171,7 +171,6 @@ class LogTailer:
     # ---- one file ----------------------------------------------------
 
     def _poll_one(self, f: Follower, out: list[Chunk | TailNotice]) -> None:
-        clock = folder_clock(f.abspath)  # (before the name's stat: ``folder_clock``)
         if f.left.renamed:
             f.left.read_renamed(self._feed(f, out), writer_moved=f.fd is not None and f.offset > 0)
         try:
@@ -183,15 +182,16 @@ class LogTailer:
             if f.fd is not None:
                 self._read(f, out, budget=_POLL_CHUNKS)
             return
-        # The files' clock at this look, for the next; this look goes by the
-        # last one's. Not moved while the name is missing: a look that finds
-        # no file reads no rotated copy (they wait for the name to come back,
-        # mid-rollover or before a first file), so the copies there then
-        # must still be new at the next. Never back (a folder's mtime can be
-        # set back by hand).
+        # The files' clock at this look, for the next: the name's mtime, on
+        # the clock that stamps its rotated copies (the same writer's files;
+        # never this machine's: NFS). This look goes by the last one's. Not
+        # moved while the name is missing: a look that finds no file reads no
+        # rotated copy (they wait for the name to come back, mid-rollover or
+        # before a first file), so the copies there then must still be new
+        # at the next. Never back.
         since = f.looked_ns
-        if st is not None:
-            f.looked_ns = max(since, clock, st.st_mtime_ns)
+        if st is not None and st.st_mtime_ns > since:
+            f.looked_ns = st.st_mtime_ns
         if st is None:
             self._name_missing(f, out, since)
             return
@@ -201,9 +201,7 @@ class LogTailer:
         if f.fd is not None and (st.st_dev, st.st_ino) != f.ident:
             self._replaced(f, out, since, (st.st_dev, st.st_ino))
         elif f.fd is not None and f.rewritten(st.st_size):
-            # copytruncate: the copy it made holds what was read from this
-            # file, never to be read again as a rotated file.
-            f.left.seen(self._siblings(f, since, {f.ident}))
+            self._copied(f, self._siblings(f, since, {f.ident}), out)
             self._end_incarnation(f, out)
             os.lseek(f.fd, 0, os.SEEK_SET)
             f.offset = 0
@@ -213,6 +211,37 @@ class LogTailer:
             return
         f.gone = False  # (it may have been renamed back)
         self._read(f, out, budget=_POLL_CHUNKS)
+
+    def _copied(self, f: Follower, found: list[Sibling], out: list[Chunk | TailNotice]) -> None:
+        """copytruncate: the copies made since the last look hold what was
+        read from this file, never to be read again as rotated files. The
+        newest is the copy of this truncation: what it holds past where this
+        file was read (written after the last read, before the truncation)
+        is read from it now, on this file's stream, before the file starts
+        again. (A copy it is not, by its size or the byte before that
+        place, is only taken as read.)"""
+        if not found:
+            return
+        f.left.seen(found[:-1])
+        copy = found[-1]
+        fd = open_as(copy.path, copy.ident, copy.suffix)
+        if fd is None:
+            return
+        try:
+            at = f.offset
+            if copy.size >= at and (at == 0 or os.pread(fd, 1, at - 1) == f.last_byte):
+                while data := os.pread(fd, self._chunk, at):
+                    at += len(data)
+                    if f.skip_nul:
+                        data = data.lstrip(b"\0")
+                        f.skip_nul = not data
+                    if data:
+                        self._out(f, f.splitter.feed(data), out)
+            f.left.done(copy.ident, fd, max(at, copy.size), f.splitter.lineno)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     def _name_missing(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> None:
         if f.fd is not None:

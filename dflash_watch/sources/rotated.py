@@ -17,7 +17,7 @@ server's), which may be seconds or minutes off ``time.time()``. Compared
 with it, a server 60 ms behind hid most of the copies a burst of rollovers
 made between two looks, their lines lost without a word
 (tests/shell/test_rotation_skew.py). Each look reads the files' clock
-instead (``folder_clock``).
+instead: the followed name's mtime at each look.
 """
 
 from __future__ import annotations
@@ -73,23 +73,6 @@ class Sibling:
 Read = dict[Ident, tuple[int, bytes, int]]  # inode -> (bytes read, their last bytes, next line number)
 
 
-def folder_clock(abspath: str) -> int:
-    """The mtime of ``abspath``'s folder: a reading of the clock that stamps
-    its files, for a look that stats the name after it (``LogTailer``
-    takes the latest of this and the name's mtime). Each is the time of
-    something done before the look, on that clock: a copy written after
-    the look has a time at least this; one that was there before the
-    folder was read, at most (its last write came before its rename, which
-    moved the folder's mtime; a copy made under its own name is the
-    history's, ``sibling_marks``). Read before the name: a rollover between
-    the two reads would put copies the look never saw under the reading.
-    0 when there is no folder (no copy is old)."""
-    try:
-        return os.stat(os.path.dirname(abspath) or ".").st_mtime_ns
-    except OSError:
-        return 0
-
-
 def sibling_marks(abspath: str) -> set[Mark]:
     """The rotated copies of ``abspath`` there now, each by dev, inode,
     mtime and size (which a rename keeps): a name's history at its first
@@ -102,7 +85,7 @@ def sibling_marks(abspath: str) -> set[Mark]:
 def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
                    history: set[Mark] | None = None) -> list[Sibling]:
     """Rotated copies of ``abspath`` written since ``since_ns`` (a reading of
-    the files' clock, ``folder_clock``, at the last look), oldest first.
+    the files' clock, the name's mtime, at the last look), oldest first.
 
     ``skip``: the files the tailer holds (the old and the new incarnation);
     ``read``: files it read before, how far, and the last bytes read (an

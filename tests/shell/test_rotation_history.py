@@ -99,3 +99,66 @@ def test_copies_made_before_a_look_that_finds_the_name_missing_are_read_at_the_n
         log.write_text("e 1\n")
         _drain(t, lines, notes)
     assert lines == ["a 1", "b 1", "c 1", "c 2", "d 1", "e 1"], (lines, notes)
+
+
+def test_copytruncate_lines_written_after_the_last_read_are_read_from_the_copy(tmp_path: Path) -> None:
+    """Lines written after the tailer's last read and before logrotate's
+    copy and truncate are only in the copy: read from it, in their place."""
+    log = tmp_path / "train.log"
+    log.write_text("a\n")
+    lines: list[str] = []
+    notes: list[str] = []
+    with LogTailer([str(log)], from_start=True, use_watchdog=False) as t:
+        _drain(t, lines, notes)
+        with log.open("a") as fh:
+            fh.write("b\n")
+        shutil.copyfile(log, f"{log}.1")
+        os.truncate(log, 0)
+        with log.open("a") as fh:
+            fh.write("c after\n")
+        _drain(t, lines, notes)
+        log.unlink()  # and a relaunch: the copy is not read again
+        log.write_text("d\n")
+        _drain(t, lines, notes)
+    assert lines == ["a", "b", "c after", "d"], (lines, notes)
+
+
+def test_copytruncate_during_a_catch_up_loses_nothing(tmp_path: Path) -> None:
+    """copytruncate while the tailer is still catching up a long backlog:
+    the rest of the backlog is only in the copy."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"line {i:05d}\n" for i in range(20000)))
+    lines: list[str] = []
+    notes: list[str] = []
+    with LogTailer([str(log)], from_start=True, use_watchdog=False, chunk_bytes=4096) as t:
+        for item in t.poll():  # one poll: part of the backlog
+            if isinstance(item, Chunk) and not item.partial:
+                lines.extend(item.text.splitlines())
+        assert 0 < len(lines) < 20000
+        shutil.copyfile(log, f"{log}.1")
+        os.truncate(log, 0)
+        with log.open("a") as fh:
+            fh.write("after\n")
+        _drain(t, lines, notes)
+    assert lines == [f"line {i:05d}" for i in range(20000)] + ["after"]
+
+
+def test_a_folder_mtime_moved_ahead_hides_no_copy(tmp_path: Path) -> None:
+    """The folder's mtime set ahead (another client's clock on a clustered
+    filesystem, ``touch -d``, ``rsync -a``): copies are judged by the log's
+    own times, and two rollovers between two looks are both read."""
+    log = tmp_path / "train.log"
+    log.write_text("a1\n")
+    lines: list[str] = []
+    notes: list[str] = []
+    with LogTailer([str(log)], use_watchdog=False) as t:
+        _drain(t, lines, notes)
+        ahead = time.time() + 2
+        os.utime(tmp_path, (ahead, ahead))
+        _drain(t, lines, notes)
+        _rollover(log, 0)
+        log.write_text("b1\n")
+        _rollover(log, 1)
+        log.write_text("c1\n")
+        _drain(t, lines, notes)
+    assert lines == ["a1", "b1", "c1"], (lines, notes)

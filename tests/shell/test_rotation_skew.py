@@ -5,9 +5,8 @@ A RotatingFileHandler rolling over several times between two polls leaves
 copies the tailer never held; it reads those written since its last look.
 Told by comparing their mtimes with ``time.time()``, a server 60 ms behind
 the watcher hid most of them: 515 of 1782 records read at 30 s, none of
-them said lost. Told on the files' own clock (``rotated.folder_clock``: the
-folder's and the log's mtimes at each look), no file time meets this
-machine's clock. The writer is a real process in real time; the watcher's
+them said lost. Told on the files' own clock (the followed name's mtime at
+each look), no file time meets this machine's clock. The writer is a real process in real time; the watcher's
 clock is moved: in this process (``time.time_ns``/``time``), and in a child
 under libfaketime where it is installed (CI installs it).
 """
