@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
-from headless_helpers import wait_for_notice
+from headless_helpers import alert_lines, wait_for_notice
 
 from dflash_watch.replay import replay
 
@@ -164,3 +164,32 @@ def test_hf_trainer_nan_alert_live_under_headless(tmp_path: Path) -> None:
         assert [a["kind"] for a in alerts if a["detector"] == "loss"] == ["nan"]
     finally:
         _stop(*(p for p in (trainer, headless) if p is not None))
+
+
+def test_hf_trainer_stamped_hours_off_the_wall_clock_live_equals_replay(tmp_path: Path) -> None:
+    """A real HF Trainer run whose log is stamped on another clock (its
+    process in Tokyo's zone, the watcher in this machine's: nine hours and
+    more apart), headless started before the log exists, the writer not
+    unbuffered: the NaN alert live, as replay of the same file gives it, and
+    no stall or other alert from the clocks disagreeing."""
+    pytest.importorskip("torch", reason="needs torch (pip install torch)")
+    pytest.importorskip("transformers", reason="needs transformers (pip install transformers)")
+    log = tmp_path / "train.log"
+    headless = _headless(tmp_path, log)
+    trainer = None
+    try:
+        wait_for_notice(headless, "to appear")
+        env = {**_env(), "TZ": "Asia/Tokyo"}
+        with open(log, "wb") as out:
+            trainer = subprocess.Popen(
+                [sys.executable, str(TRAINERS / "hf_nan_trainer.py"), str(tmp_path / "out"), "--steps", "24",
+                 "--sleep", "0.05", "--stamped"], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        assert trainer.wait(timeout=150) == 0, log.read_text(errors="replace")[-3000:]
+        alerts = alert_lines(headless, timeout=8.0)  # what it said while and after the run wrote
+    finally:
+        _stop(*(p for p in (trainer, headless) if p is not None))
+    assert " - INFO - __main__ - step 1 | loss" in log.read_text(errors="replace")
+    replayed = [(a.detector, a.kind, a.state) for a in replay([str(log)]).alerts]
+    live = [(a["detector"], a["kind"], a["state"]) for a in alerts]
+    assert replayed == [("loss", "nan", "firing")]
+    assert live == replayed, alerts

@@ -7,12 +7,17 @@ weights overflow and the logged ``grad_norm`` turns nan, while HF's default
 ``logging_nan_inf_filter`` keeps the logged loss finite. Its stdout (the
 ``{'loss': ..., 'grad_norm': ...}`` dicts) is the log under test.
 
-Usage: hf_nan_trainer.py OUTDIR [--steps N] [--blow-at STEP] [--blow-lr LR] [--sleep S]
+``--stamped``: Python logging set up as HF's example scripts do
+(``%(asctime)s - %(levelname)s - %(name)s - %(message)s``, INFO), and a
+stamped step line per logged step beside the dicts: a log with a clock.
+
+Usage: hf_nan_trainer.py OUTDIR [--steps N] [--blow-at STEP] [--blow-lr LR] [--sleep S] [--stamped]
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 
@@ -44,6 +49,14 @@ class BlowUp(TrainerCallback):
             time.sleep(self.sleep)
 
 
+class StepLines(TrainerCallback):
+    """A stamped line per logged step, as a training script's own logger writes it."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201
+        if logs and "loss" in logs:
+            logging.getLogger("__main__").info("step %d | loss %s", state.global_step, logs["loss"])
+
+
 class Tokens(torch.utils.data.Dataset):
     def __init__(self, n: int, seq: int, vocab: int) -> None:
         g = torch.Generator().manual_seed(0)
@@ -64,7 +77,11 @@ def main() -> int:
     ap.add_argument("--blow-at", type=int, default=12)
     ap.add_argument("--blow-lr", type=float, default=1e20)
     ap.add_argument("--sleep", type=float, default=0.0)
+    ap.add_argument("--stamped", action="store_true")
     args = ap.parse_args()
+    if args.stamped:
+        logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO)
+        transformers.logging.set_verbosity_info()
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=2)
     model = GPT2LMHeadModel(config)
@@ -73,7 +90,7 @@ def main() -> int:
         per_device_train_batch_size=4, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
         disable_tqdm=True, seed=0,
     )
-    trainer = Trainer(model=model, args=targs, train_dataset=Tokens(256, 32, 128), callbacks=[BlowUp(args.blow_at, args.blow_lr, args.sleep)])
+    trainer = Trainer(model=model, args=targs, train_dataset=Tokens(256, 32, 128), callbacks=[BlowUp(args.blow_at, args.blow_lr, args.sleep), *([StepLines()] if args.stamped else [])])
     trainer.train()
     return 0
 
