@@ -232,11 +232,7 @@ class LogTailer:
             if copy.size >= at and (at == 0 or os.pread(fd, 1, at - 1) == f.last_byte):
                 while data := os.pread(fd, self._chunk, at):
                     at += len(data)
-                    if f.skip_nul:
-                        data = data.lstrip(b"\0")
-                        f.skip_nul = not data
-                    if data:
-                        self._out(f, f.splitter.feed(data), out)
+                    self._split(f, data, out)
             f.left.done(copy.ident, fd, max(at, copy.size), f.splitter.lineno)
         except OSError:
             pass
@@ -403,11 +399,7 @@ class LogTailer:
             got = len(data)
             f.offset += got
             f.last_byte = data[-1:]
-            if f.skip_nul:
-                data = data.lstrip(b"\0")
-                f.skip_nul = not data
-            if data:
-                self._out(f, f.splitter.feed(data), out)
+            self._split(f, data, out)
             reads += 1
             if got < self._chunk:
                 redraw = f.splitter.latest_redraw()
@@ -417,6 +409,15 @@ class LogTailer:
             if budget is not None and reads >= budget:
                 self._backlog = True
                 return
+
+    def _split(self, f: Follower, data: bytes, out: list[Chunk | TailNotice]) -> None:
+        """Bytes of ``f``'s stream into its lines (the NUL hole a writer
+        without O_APPEND leaves after copytruncate skipped)."""
+        if f.skip_nul:
+            data = data.lstrip(b"\0")
+            f.skip_nul = not data
+        if data:
+            self._out(f, f.splitter.feed(data), out)
 
     def _out(self, f: Follower, res: Split | None, out: list[Chunk | TailNotice]) -> None:
         if res is not None:

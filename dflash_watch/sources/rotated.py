@@ -77,8 +77,8 @@ def sibling_marks(abspath: str) -> set[Mark]:
     """The rotated copies of ``abspath`` there now, each by dev, inode,
     mtime and size (which a rename keeps): a name's history at its first
     look, never read as new (``fresh_siblings``), whatever their times say
-    (a copy made under its own name is written after the folder's mtime
-    moved, and in the same clock tick as the look it is not older)."""
+    (the first reading is the name's mtime, or nothing while it is missing:
+    a copy there then may be as new as that)."""
     return {(*s.ident, s.mtime_ns, s.size) for s in _siblings(abspath, 0, set(), {})}
 
 
