@@ -48,6 +48,7 @@ def _watch_job(tmp_path: Path, socket: str, command: str, timeout: float) -> lis
     log.touch()
     job = ["--session", "train", "--socket", socket, "--cwd", str(tmp_path)]
     env = {**os.environ, "PYTHONPATH": str(SCRIPTS), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("PYTHONUNBUFFERED", None)  # users' runs are not unbuffered: the job's output is block-buffered
     headless = subprocess.Popen(
         _cli("headless", "--no-gpu", "--log", str(log), *job, "--cmd", command),
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
