@@ -42,6 +42,18 @@ class Bare(NamedTuple):
     fast: FastPlan
 
 
+class Redrawn(NamedTuple):
+    """A shape of tqdm bars drawn again unchanged on one line (``X\\rX``:
+    tqdm redraws a bar as it was, issue 20's bars; the shape of one state,
+    ``state``, again after each '\\r'): a line whose states are the very
+    same text is read as that one state in the ``Bare`` lane ``lane``
+    (``lanes.one_state``); any other line of the shape (the digits differ)
+    as the plain progress line it is, by ``shape``."""
+
+    lane: Bare
+    shape: bytes
+
+
 class Ranked(NamedTuple):
     """A shape of lines with a rank prefix (``[rank5]:``) whose text after
     it is read as columns by ``lane``: from ``cut`` on, the rank in
@@ -74,7 +86,10 @@ class Cursor:
     run_lines: list[str] = field(default_factory=list)
     run_starts: list[int] = field(default_factory=list)
     run_ends: list[int] = field(default_factory=list)
-    run_lanes: list[Lane | Bare | Ranked | bytes] = field(default_factory=list)
+    run_lanes: list[Lane | Bare | Ranked | Redrawn | bytes] = field(default_factory=list)
+    # The run's redrawn lines read as their one state (``lanes.one_state``):
+    # index -> the whole line, read whole where the columns leave it.
+    redrawn: dict[int, str] = field(default_factory=dict)
     # The stream's clocks, when the column reader may give the events it
     # builds their final times (``parsers.final_times``); else None.
     final: FinalTimes | None = None
@@ -85,3 +100,5 @@ class Cursor:
         self.run_starts.clear()
         self.run_ends.clear()
         self.run_lanes.clear()
+        if self.redrawn:
+            self.redrawn.clear()

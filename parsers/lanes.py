@@ -14,7 +14,7 @@ from operator import eq, is_not
 from typing import Any, cast
 
 from .clock import JITTER_S
-from .cursor import Bare, Cursor, Lane, Ranked
+from .cursor import Bare, Cursor, Lane, Ranked, Redrawn
 from .events import Progress, new_progress
 from .line_times import LineTimes
 from .one_line import body_shape, read_padding, read_progress
@@ -69,6 +69,41 @@ def lane_of(
     return None if fast is None else Lane(fast, frac_len, run)
 
 
+def redrawn_lane(shape: bytes, state: Lane | Bare | Ranked | Redrawn | None) -> Redrawn | None:
+    """The lane of ``shape``, a shape of tqdm bars drawn again unchanged
+    (``X\\rX``), given the lane of one state's shape (``state``): its
+    ``Bare`` lane, the very one plain bars of that shape are read in (one
+    stretch with them), when it reads a step. The stream asks it of a shape
+    of plain progress lines whose every state has one shape, itself plain
+    progress and nothing else.
+
+    Read as the one state its text shows, such a line gives what
+    ``redraw_states`` gives it: a state drawn again as it was is not read
+    again, and with a step the dedupe is by the step alone. A line of the
+    shape whose states differ is read whole, as before (``one_state``)."""
+    if type(state) is not Bare or state.fast.step < 0:
+        return None
+    return Redrawn(state, shape)
+
+
+def one_state(cur: Cursor) -> None:
+    """The run's ``Redrawn`` lines whose states are one text, each as that
+    state in its lane (the whole line kept in ``cur.redrawn``, read whole
+    where the columns leave it); the others as plain progress lines. In
+    place, before the run is read."""
+    lines, lanes, whole = cur.run_lines, cur.run_lanes, cur.redrawn
+    for i, lane in enumerate(lanes):
+        if type(lane) is Redrawn:
+            line = lines[i]
+            last = line[line.rfind("\r") + 1 :]
+            if line == "\r".join([last] * (line.count("\r") + 1)):
+                whole[i] = line
+                lines[i] = last
+                lanes[i] = lane.lane
+            else:
+                lanes[i] = lane.shape
+
+
 def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) -> None:
     """Progress events of the cursor's run, as ``feed`` would make them one
     by one (same values, same order), onto ``cur.events``; the cursor's
@@ -99,13 +134,18 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     """
     lines, starts = cur.run_lines, cur.run_starts
     ranked = cur.run_lanes
+    kinds = set(map(type, ranked))
+    if Redrawn in kinds:
+        one_state(cur)
+        kinds = set(map(type, ranked))
     # Each line's lane and its text after its rank prefix: the run itself
     # when it holds no ranked line (no copy on the hot path).
     lanes = cast("list[Lane | Bare | bytes]", ranked)
     bodies = lines
-    if Ranked in set(map(type, ranked)):
+    if Ranked in kinds:
         # Ranked lines go by the lane of their text: all ranks together.
-        lanes = [lane.lane if isinstance(lane, Ranked) else lane for lane in ranked]
+        # (No ``Redrawn`` is left: ``one_state`` resolved them above.)
+        lanes = cast("list[Lane | Bare | bytes]", [lane.lane if isinstance(lane, Ranked) else lane for lane in ranked])
         bodies = [line[p.cut :] if isinstance(p, Ranked) else line for line, p in zip(lines, ranked)]
     groups = _groups(bodies, lanes)
     # Every run line's number at once: newlines counted between them in C.
@@ -321,6 +361,12 @@ def _read_in_order(
         line = lines[i]
         if type(lane) is bytes:
             read_progress(cur, dating, pattern, line, starts[i], ends[i], numbers[i], None, None, lane)
+        elif cur.redrawn and i in cur.redrawn:  # a redrawn line, read whole as a plain one
+            if entry is not None:
+                stamps.append(0.0)
+                clocked.append(True)
+                next(progress)
+            read_progress(cur, dating, pattern, cur.redrawn[i], starts[i], ends[i], numbers[i], None, None, None)
         else:
             if entry is not None:  # its entry in the lane's columns, not read
                 stamps.append(0.0)
@@ -415,6 +461,9 @@ def _read_by_stretch(
             # its progress, else its padding (a lane may hold ``pad_eff``);
             # a ranked line by the rank and text its prefix was cut into.
             line = lines[m]
+            if cur.redrawn and m in cur.redrawn:  # a redrawn line, read whole as a plain one
+                read_progress(cur, dating, pattern, cur.redrawn[m], starts[m], ends[m], numbers[m], None, None, None)
+                continue
             rank = ranks[m - i] if is_ranked else None
             split = bodies[m] if is_ranked else None
             if read_progress(cur, dating, pattern, line, starts[m], ends[m], numbers[m], rank, split, None) is None:

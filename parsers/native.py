@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
 if TYPE_CHECKING:
-    from .cursor import Bare, Lane, Ranked
+    from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
 ABI = 6
@@ -37,8 +37,8 @@ class Kernels(Protocol):
     ABI: int
 
     def take_run(
-        self, view: str, text: str, ends: list[int], k: int, pos: int, flag_cache: dict[bytes, tuple[int, Lane | Bare | Ranked | None]],
-        run_lines: list[str], run_starts: list[int], run_ends: list[int], run_lanes: list[Lane | Bare | Ranked | bytes],
+        self, view: str, text: str, ends: list[int], k: int, pos: int, flag_cache: dict[bytes, tuple[int, Lane | Bare | Ranked | Redrawn | None]],
+        run_lines: list[str], run_starts: list[int], run_ends: list[int], run_lanes: list[Lane | Bare | Ranked | Redrawn | bytes],
         wide: bool, has_cr: bool, fast: bool, shape_max: int, progress_flag: int,
         glued_at: Callable[[str], int], /,
     ) -> tuple[int, int]: ...

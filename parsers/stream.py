@@ -31,13 +31,13 @@ from typing import Protocol
 
 from .clock import EventClock, placed
 from .crlf import has_crlf
-from .cursor import Bare, Cursor, Lane, Ranked
+from .cursor import Bare, Cursor, Lane, Ranked, Redrawn
 from .events import Crash, Event, Overflow, Progress, Recompile
 from .final_times import FinalTimes
 from .glued import glued_at
 from .health_lines import LITERALS as HEALTH_LITERALS
 from .health_lines import health_line
-from .lanes import lane_of, read_lanes
+from .lanes import lane_of, read_lanes, redrawn_lane
 from .line_times import LineTimes
 from .native import KERNELS
 from .one_line import body_shape, read_padding, read_progress
@@ -191,7 +191,7 @@ class LogStream:
         self._fast = fast
         # Literals with an ASCII digit cannot be told from a line's shape.
         # line shape -> (flags of its literals, its column reading or None)
-        self._flag_cache: dict[bytes, tuple[int, Lane | Bare | Ranked | None]] = {}
+        self._flag_cache: dict[bytes, tuple[int, Lane | Bare | Ranked | Redrawn | None]] = {}
         # Lanes of ranked lines' texts by shape (``lanes.lane_of``).
         self._body_lanes: dict[bytes, Lane | None] = {}
         self._shape_triggers = tuple(t for t in self._triggers if not _has_digit(t))
@@ -519,11 +519,26 @@ class LogStream:
             return text
         return text.encode("ascii", "replace").decode("ascii")
 
-    def _lane(self, line: str, shape: bytes, flags: int) -> Lane | Bare | Ranked | None:
+    def _lane(self, line: str, shape: bytes, flags: int) -> Lane | Bare | Ranked | Redrawn | None:
         """The column reading of ``line``'s shape, if its lines can have one:
-        progress in a built-in format and nothing else (``lanes.lane_of``)."""
+        progress in a built-in format and nothing else (``lanes.lane_of``);
+        for a tqdm bar drawn again unchanged, only where it would otherwise
+        wait in the run as a plain progress line (``lanes.redrawn_lane``)."""
         if not self._fast or flags & ~(_PADDING | _RANKED) != _PROGRESS or self._pattern is not None:
             return None
+        if b"\r" in shape:
+            # A bar drawn again unchanged (``X\\rX``) can join its plain bars'
+            # lane, where it would otherwise wait in the run as a plain line.
+            parts = shape.split(b"\r")
+            one = parts[0]
+            if flags != _PROGRESS or line[:1] == "[" or not one or parts.count(one) != len(parts):
+                return None
+            state = self._flag_cache.get(one)
+            if state is None:  # its one state's shape, cached as a line of it would be
+                last = line[line.rfind("\r") + 1 :]
+                state_flags = self._shape_flags(last, one)
+                state = self._flag_cache[one] = (state_flags, self._lane(last, one, state_flags))
+            return redrawn_lane(shape, state[1]) if state[0] == _PROGRESS else None
         return lane_of(line, shape, self._times, self._body_lanes)
 
     def _shape_flags(self, line: str, shape: bytes) -> int:

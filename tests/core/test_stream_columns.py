@@ -120,6 +120,7 @@ def redigit(value: str, rnd: random.Random) -> str:
 
 def make_log(seed: int, n: int) -> str:
     rnd = random.Random(seed)
+    again = random.Random(seed + 1)  # which bars are drawn twice
     t = [1_764_410_400 % 86400]
     us = rnd.random()  # the share of lines stamped the US way (HF scripts)
     out = []
@@ -134,7 +135,13 @@ def make_log(seed: int, n: int) -> str:
             fmt = rnd.choice(TQDM)
             for _ in range(rnd.choice([1, 1, 2, 5])):
                 values = {k: redigit(v, rnd) for k, v in rnd.choice(shapes[fmt]).items()}
-                out.append(fmt.format(**values))
+                bar = fmt.format(**values)
+                redraw = again.random()  # its own draws: the log is otherwise the same
+                if redraw < 0.15:  # drawn again unchanged (a ``Redrawn`` lane), once or twice
+                    bar = "\r".join([bar] * again.choice([2, 2, 3]))
+                elif redraw < 0.2:  # the same shape drawn again with other digits: read whole
+                    bar = bar + "\r" + redigit(bar, again)
+                out.append(bar)
             continue
         if bars and r < 0.45:
             out.append(rnd.choice(GAPS).format(d=rnd.randrange(10)))
@@ -219,7 +226,8 @@ def test_a_progress_log_reads_its_tqdm_bars_as_columns_and_agrees(
     """Issue 20's progress log: stamped step lines, stamp-less tqdm bars
     between them, data-loader and glog lines in the gaps. The bars take the
     column reading (a ``Bare`` lane), dated as the per-line reading dates
-    them; only bars redrawn with '\\r' are read one at a time."""
+    them; so do the bars redrawn unchanged with '\\r' (``X\\rX``: a
+    ``Redrawn`` lane), and none is read one at a time."""
     spec = importlib.util.spec_from_file_location("speed_logs", ROOT / "benchmarks" / "speed_logs.py")
     assert spec is not None and spec.loader is not None
     speed_logs = importlib.util.module_from_spec(spec)
@@ -230,7 +238,47 @@ def test_a_progress_log_reads_its_tqdm_bars_as_columns_and_agrees(
     events, calls = replay_both(text, [100_000, 400_000], monkeypatch, lanes=True)
     bars = [e for e in events if "elapsed_s=None" not in e and e.startswith("Progress(")]
     assert len(bars) > 500
-    assert calls and all("\r" in line for line in calls)
+    assert "\r" in text and calls == []
+
+
+def test_bars_redrawn_unchanged_take_the_columns_and_others_are_read_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bar drawn again as it was (``X\\rX``, ``X\\rX\\rX``) is its one
+    state, read in its lane; a line of that shape whose states differ
+    (``X\\rY``: two steps), or whose values fail the columns' checks (a
+    NaN loss, a rate of 400 digits), is read whole, as the per-line reading
+    reads it. Same events, every chunk border."""
+    rnd = random.Random(11)
+    lines = []
+    for i in range(400):
+        lines.append(f"2025-11-29 10:{i // 60 % 60:02d}:{i % 60:02d},000 - INFO - dflash.data - loaded shard {i}")
+        loss = "nan" if i % 37 == 0 else f"{2 + rnd.random():.3f}"
+        rate = "1" + "0" * 400 if i % 53 == 0 else f"{rnd.uniform(1, 9):.2f}"
+        bar = f"Training: {i % 90 + 10:3d}%|          | {1000 + i}/500000 [01:{i % 60:02d}<40:00, {rate}it/s, loss={loss}, tok/s={20000 + i}]"
+        kind = i % 5
+        if kind == 1:
+            bar = f"{bar}\r{bar}"
+        elif kind == 2:
+            bar = "\r".join([bar] * 3)
+        elif kind == 3:
+            bar = f"{bar}\r{bar.replace(f'{1000 + i}/', f'{1001 + i}/')}"
+        lines.append(bar)
+    text = "\n".join(lines) + "\n"
+    for cuts in ([], [5_000, 40_000], [rnd.randrange(len(text)) for _ in range(6)]):
+        events, calls = replay_both(text, cuts, monkeypatch, lanes=True)
+        monkeypatch.undo()
+        states = [e for e in events if e.startswith("Progress(")]
+        assert len(states) == 400 + 80  # one each, two where the states differ
+        # Read whole: only the lines whose states differ, or whose values fail the checks.
+        odd = [c for c in calls if "\r" not in c and "0" * 400 not in c and "loss=nan" not in c]
+        assert calls and not odd, odd[:3]
+        differ = [c for c in calls if len(set(c.split("\r"))) > 1]
+        assert len(differ) == 80
+        # A bar drawn again unchanged is read whole only where a plain bar
+        # of its values would be read on its own too.
+        same = [c for c in calls if "\r" in c and len(set(c.split("\r"))) == 1]
+        assert all("loss=nan" in c or "0" * 400 in c for c in same), same[:3]
 
 
 def test_a_realistic_log_is_read_as_columns_and_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
