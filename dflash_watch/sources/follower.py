@@ -16,6 +16,9 @@ import time
 from .lines import LineSplitter
 from .rotated import Leftovers, last_line_start, sibling_marks
 
+# How many bytes before the read offset tell a rewritten file (``rewritten``).
+TAIL_BYTES = 64
+
 
 class Follower:
     """A followed name's state between polls; the tailer owns the policy."""
@@ -23,7 +26,7 @@ class Follower:
     __slots__ = (
         "path", "abspath", "fd", "ident", "offset", "splitter", "generation",
         "attach_at_end", "announce", "ever_opened", "waiting_noted", "gone", "error", "skip_nul",
-        "last_byte", "left", "looked_ns", "history", "watched_ns", "rotated_away",
+        "tail", "left", "looked_ns", "history", "watched_ns", "rotated_away",
     )
 
     def __init__(self, path: str, max_line: int, chunk: int, attach_at_end: bool, announce: bool) -> None:
@@ -41,7 +44,9 @@ class Follower:
         self.gone = False  # the name vanished while we still hold the old descriptor
         self.error: str | None = None  # last reported reason, to report each reason once
         self.skip_nul = False  # after copytruncate a non-O_APPEND writer leaves a NUL hole
-        self.last_byte = b""  # the byte before ``offset`` as we read it: a changed one means rewritten
+        # The bytes before ``offset`` as we read them (up to ``TAIL_BYTES``):
+        # changed ones mean the file was rewritten under us (copytruncate).
+        self.tail = b""
         self.left = Leftovers(chunk, max_line)  # renamed files still read, files read to their end
         # The files' clock at the last look (the name's mtime, never this
         # machine's: NFS): rotated files written since then are new.
@@ -55,24 +60,41 @@ class Follower:
         self.rotated_away = False  # let go by rotation (not deletion): the next file goes on the stream
 
     def rewritten(self, size: int) -> bool:
-        """copytruncate: the file shrank, or (a writer without O_APPEND refilled it past
-        our offset before we looked) the byte we last read is no longer there."""
+        """copytruncate: the file shrank, or it was refilled to our offset or
+        past it before we looked (a writer without O_APPEND, or a fast one:
+        to the very same length too) and the bytes we read last are no
+        longer there. One byte is not enough: lines end in '\\n', and a refill
+        whose line ends where ours did kept it."""
         if size < self.offset:
             return True
-        if size == self.offset or self.offset == 0 or self.fd is None:
+        if self.offset == 0 or self.fd is None:
             return False
+        tail = self.tail
         try:
-            return os.pread(self.fd, 1, self.offset - 1) != self.last_byte
+            return os.pread(self.fd, len(tail), self.offset - len(tail)) != tail
         except OSError:
             return False
+
+    def read_on(self, data: bytes) -> None:
+        """``data`` was read at ``offset``: move on past it."""
+        self.offset += len(data)
+        self.tail = data[-TAIL_BYTES:] if len(data) >= TAIL_BYTES else (self.tail + data)[-TAIL_BYTES:]
+
+    def restart(self, offset: int = 0) -> None:
+        """Read from ``offset`` on (0: a new file, or the same one truncated),
+        the bytes before it as the file holds them now."""
+        self.offset = offset
+        self.tail = b""
+        if offset and self.fd is not None:
+            k = min(TAIL_BYTES, offset)
+            self.tail = os.pread(self.fd, k, offset - k)
 
     def seek_to_last_line(self, chunk: int) -> None:
         """Live attach: skip history but keep true line numbers and the line being written."""
         assert self.fd is not None
         start, lineno = last_line_start(self.fd, chunk)
         os.lseek(self.fd, start, os.SEEK_SET)
-        self.offset = start
-        self.last_byte = b"\n" if start else b""
+        self.restart(start)
         self.splitter.lineno = lineno
 
     def fstat(self) -> os.stat_result | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import glob
 import os
 import stat
+import time
 from collections.abc import Callable, Sequence
 
 from .chunks import Chunk, TailNotice, emit, read_chunks
@@ -204,7 +205,7 @@ class LogTailer:
             self._copied(f, self._siblings(f, since, {f.ident}), out)
             self._end_incarnation(f, out)
             os.lseek(f.fd, 0, os.SEEK_SET)
-            f.offset = 0
+            f.restart()
             f.skip_nul = True
             out.append(TailNotice(f.path, "truncated", f"{f.path} truncated (copytruncate); reading from the start"))
         if f.fd is None and not self._open(f, out, since):
@@ -228,8 +229,8 @@ class LogTailer:
         if fd is None:
             return
         try:
-            at = f.offset
-            if copy.size >= at and (at == 0 or os.pread(fd, 1, at - 1) == f.last_byte):
+            at, tail = f.offset, f.tail
+            if copy.size >= at and os.pread(fd, len(tail), at - len(tail)) == tail:
                 while data := os.pread(fd, self._chunk, at):
                     at += len(data)
                     self._split(f, data, out)
@@ -366,13 +367,18 @@ class LogTailer:
             if not found and not f.ever_opened:
                 # Attached between a rename and the create: the renamed file
                 # was written before we looked, and its writer may go on.
+                # The first look on the files' clock (NFS: the server's), not
+                # this machine's: the name, missing at the last poll, was made
+                # since, so its last change tells that clock's offset (to
+                # within a poll; the bound errs towards taking the copy).
+                offset_ns = max(st.st_mtime_ns, st.st_ctime_ns) - time.time_ns()
                 newest = newest_from_its_end(f.abspath, {ident} | f.left.idents(), f.left.read, self._chunk,
-                                             watched_ns=f.watched_ns)
+                                             watched_ns=f.watched_ns + offset_ns)
                 found = [newest] if newest is not None and not self._followed(newest.path) else []
             self._read_siblings(f, found, out, follow_newest=True)
         f.fd = fd
         f.ident = ident
-        f.offset = 0
+        f.restart()
         f.error = None
         if f.ever_opened and f.gone and not f.rotated_away:
             out.append(TailNotice(f.path, "recreated", f"{f.path} recreated; reading the new file"))
@@ -397,8 +403,7 @@ class LogTailer:
             if not data:
                 return
             got = len(data)
-            f.offset += got
-            f.last_byte = data[-1:]
+            f.read_on(data)
             self._split(f, data, out)
             reads += 1
             if got < self._chunk:

@@ -111,8 +111,9 @@ def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
 def newest_from_its_end(abspath: str, skip: set[Ident], read: Read, chunk: int = 1 << 20, *,
                         watched_ns: int) -> Sibling | None:
     """The newest rotated copy of ``abspath``, renamed or written shortly
-    before the watcher first looked (``watched_ns``), to be read from the
-    start of its last line on (a live attach: its history is skipped).
+    before the watcher first looked (``watched_ns``, on the files' clock:
+    a copy's ctime is the file server's), to be read from the start of its
+    last line on (a live attach: its history is skipped).
 
     A watcher that attached between logrotate's rename and its create sees
     the renamed file with nothing written since it looked; the writer may

@@ -145,6 +145,24 @@ def test_copytruncate_with_non_append_writer_skips_nul_hole(log: Path) -> None:
             assert lines(items) == [(str(log), 1, 1, "four")]
 
 
+@pytest.mark.parametrize("refill", [b"step 9 | loss 1.5\n", b"step 9 | loss 1.5\nstep 10 | loss 1.4\n"])
+def test_copytruncate_refilled_to_our_offset_or_past_it_is_seen(log: Path, refill: bytes) -> None:
+    """A fast writer refills a truncated log before the next look: to the
+    very length read (the size tells nothing), or past it with a line
+    ending where the read did (the byte before the offset is '\\n' again).
+    The bytes before the offset tell: the new lines are read from line 1."""
+    log.write_bytes(b"step 1 | loss 2.5\n")
+    with LogTailer([str(log)], use_watchdog=False) as t:
+        assert texts(t.poll()) == ["step 1 | loss 2.5"]
+        with open(log, "r+b") as fh:
+            fh.truncate(0)
+        append(log, refill)
+        items = t.poll()
+        assert [n.kind for n in notices(items)] == ["truncated"]
+        assert lines(items)[0] == (str(log), 1, 1, "step 9 | loss 1.5")
+        assert texts(items) == refill.decode().splitlines()
+
+
 def test_delete_and_recreate(log: Path) -> None:
     log.write_bytes(b"run 1\n")
     with LogTailer([str(log)], use_watchdog=False) as t:

@@ -33,7 +33,7 @@ def test_the_last_line_start_is_one_rule_for_the_name_and_a_rotated_copy(tmp_pat
     follower.fd = os.open(log, os.O_RDONLY)
     try:
         follower.seek_to_last_line(4)
-        assert (follower.offset, follower.splitter.lineno, follower.last_byte) == (14, 4, b"\n")
+        assert (follower.offset, follower.splitter.lineno, follower.tail) == (14, 4, b"one\ntwo\nthree\n")
         assert os.read(follower.fd, 100) == b"half a li"
     finally:
         follower.close_fd()

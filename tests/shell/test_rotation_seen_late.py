@@ -89,9 +89,16 @@ def _messages(items: list[Chunk | TailNotice]) -> list[tuple[int, str]]:
     return out
 
 
+@pytest.mark.parametrize("skew_s", [0.0, 120.0, -120.0])
 @pytest.mark.parametrize("when", ["first-look-after-rename", "attached-between-rename-and-create"])
 def test_the_renamed_file_is_followed_when_the_name_was_first_seen_after_the_rename(
-        tmp_path: Path, when: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str, skew_s: float) -> None:
+    """``skew_s``: the watcher's clock that far ahead of the files' (NFS:
+    the server stamps them); whether the renamed file is the run's is told
+    on the files' clock."""
+    real_ns, real = time.time_ns, time.time
+    monkeypatch.setattr(time, "time_ns", lambda: real_ns() + int(skew_s * 1e9))
+    monkeypatch.setattr(time, "time", lambda: real() + skew_s)
     log, old = tmp_path / "train.log", tmp_path / "train.log.1"
     write = Writer(tmp_path, log)
     try:
