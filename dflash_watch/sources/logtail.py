@@ -43,6 +43,9 @@ __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
 # Chunks read per file per poll.  More data stays for the next poll (``wait``
 # then returns at once), so a 10 GB backlog never lands in one list.
 _POLL_CHUNKS = 8
+# Looks in a row that may pass over a rotated copy still there (renamed
+# again as it was opened) before its lines are given up for lost.
+_MISSES_MAX = 3
 
 
 def _reason(exc: OSError) -> str:
@@ -193,6 +196,31 @@ class LogTailer:
         since = f.looked_ns
         if st is not None and st.st_mtime_ns > since:
             f.looked_ns = st.st_mtime_ns
+        # A copy still there was passed over at the last look (renamed again
+        # as it was opened or listed): this one lists the copies again.
+        relist = f.left.missed
+        f.left.missed = False
+        try:
+            self._look(f, out, st, since, relist)
+        finally:
+            if not f.left.missed:
+                f.left.misses = 0
+            elif f.left.misses < _MISSES_MAX:
+                # Passed over at this look: it is not taken, so that the next
+                # lists that copy again among the new ones (late, not lost).
+                f.left.misses += 1
+                f.looked_ns = since
+            else:  # (one that cannot be opened at all: not listed at every look for good)
+                f.left.missed = False
+                f.left.misses = 0
+                out.append(TailNotice(f.path, "lost", f"{f.path}: a rotated file could not be opened "
+                                      f"{_MISSES_MAX + 1} times in a row; its lines were not read"))
+
+    def _look(self, f: Follower, out: list[Chunk | TailNotice], st: os.stat_result | None, since: int,
+              relist: bool) -> None:
+        """``_poll_one`` once the name was stat'ed (``st``; None: missing),
+        ``since`` the files' clock at the last look; ``relist``: list the
+        rotated copies whatever happened to the name (one was passed over)."""
         if st is None:
             self._name_missing(f, out, since)
             return
@@ -203,6 +231,9 @@ class LogTailer:
             self._replaced(f, out, since, (st.st_dev, st.st_ino))
         elif f.fd is not None and f.rewritten(st.st_size):
             self._copied(f, self._siblings(f, since, {f.ident}), out)
+            # (A copy passed over here holds text read from the log itself:
+            # listed again, it would be read twice.)
+            f.left.missed = False
             self._end_incarnation(f, out)
             os.lseek(f.fd, 0, os.SEEK_SET)
             f.restart()
@@ -211,6 +242,8 @@ class LogTailer:
         if f.fd is None and not self._open(f, out, since):
             return
         f.gone = False  # (it may have been renamed back)
+        if relist:  # what was passed over, before what the name holds now
+            self._read_siblings(f, self._siblings(f, since, {f.ident}), out)
         self._read(f, out, budget=_POLL_CHUNKS)
 
     def _copied(self, f: Follower, found: list[Sibling], out: list[Chunk | TailNotice]) -> None:
@@ -313,7 +346,15 @@ class LogTailer:
 
     def _siblings(self, f: Follower, since: int, skip: set[Ident]) -> list[Sibling]:
         skip |= f.left.idents()
-        found = fresh_siblings(f.abspath, since, skip, f.left.read, f.history)
+        missed: list[Ident] = []
+        f.left.missed = False  # (what an earlier listing of this look passed over, this one lists)
+        found = fresh_siblings(f.abspath, since, skip, f.left.read, f.history, missed)
+        if missed:
+            # One passed over (renamed yet again as it was listed): none is
+            # read now, so that none is read before an older one; the copies
+            # wait for the listing again (this look's next, or the next look).
+            f.left.missed = True
+            return []
         return [s for s in found if not self._followed(s.path)]
 
     def _followed(self, path: str) -> bool:
@@ -327,7 +368,7 @@ class LogTailer:
         newest = found.pop() if follow_newest and found else None
         done, errors = f.left.read_whole(found, self._feed(f, out))
         out.extend(TailNotice(f.path, "rotated", f"{f.path}: read {p}, rotated in between") for p in done)
-        if newest is not None:
+        if newest is not None and not f.left.missed:  # (else it waits with the one passed over)
             error = f.left.follow(newest, self._feed(f, out))
             if error is not None:
                 errors.append(error)

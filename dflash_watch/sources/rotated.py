@@ -83,7 +83,7 @@ def sibling_marks(abspath: str) -> set[Mark]:
 
 
 def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
-                   history: set[Mark] | None = None) -> list[Sibling]:
+                   history: set[Mark] | None = None, missed: list[Ident] | None = None) -> list[Sibling]:
     """Rotated copies of ``abspath`` written since ``since_ns`` (a reading of
     the files' clock, the name's mtime, at the last look), oldest first.
 
@@ -98,13 +98,22 @@ def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
     listing takes its names from one moment (``_siblings``); the folder is
     listed again until two listings agree (a few tries at most), for a
     folder too big for one ``getdents`` call.
+
+    ``missed``: where given, the copies of the answer's listing that are
+    still there but were passed over (renamed again and again while it was
+    listed): the caller must list them again at its next look.
     """
-    found = _siblings(abspath, since_ns, skip, read, history)
+    passed: list[Ident] = []
+    found = _siblings(abspath, since_ns, skip, read, history, passed)
     for _ in range(4):
-        again = _siblings(abspath, since_ns, skip, read, history)
-        if [(f.ident, f.suffix) for f in again] == [(f.ident, f.suffix) for f in found]:
+        passed_again: list[Ident] = []
+        again = _siblings(abspath, since_ns, skip, read, history, passed_again)
+        same = [(f.ident, f.suffix) for f in again] == [(f.ident, f.suffix) for f in found]
+        found, passed = again, passed_again
+        if same:
             break
-        found = again
+    if missed is not None:
+        missed.extend(passed)
     return found
 
 
@@ -162,9 +171,9 @@ def open_as(path: str, ident: Ident, suffix: str = "") -> int | None:
     may have been renamed again since it was listed (a RotatingFileHandler
     shifts every copy at each rollover, several times between two polls in
     a burst): it is then opened under its new name among the log's rotated
-    copies, so that the copies are still read in the listing's order
-    (skipped, it was found again by a later poll and read after newer
-    lines)."""
+    copies, so that the copies are still read in the listing's order (one
+    passed over even so is listed again at the next look, its lines late:
+    ``Leftovers.missed``)."""
     fd = _open_if(path, ident)
     if fd is not None or not suffix:
         return fd
@@ -183,6 +192,14 @@ def open_as(path: str, ident: Ident, suffix: str = "") -> int | None:
             if fd is not None:
                 return fd
     return None
+
+
+def still_there(sib: Sibling) -> bool:
+    """Whether the copy ``sib`` is still among its log's rotated copies
+    (under any name): not pruned, only renamed again as it was opened."""
+    folder, name = os.path.split(sib.path)
+    names = _snapshot(folder, name[: len(name) - len(sib.suffix) - 1]) if sib.suffix else None
+    return names is not None and any(ino == sib.ident[1] for _, ino in names)
 
 
 def _open_if(path: str, ident: Ident) -> int | None:
@@ -210,7 +227,7 @@ def _rotated_name(name: str, base: str) -> bool:
 
 
 def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
-              history: set[Mark] | None = None) -> list[Sibling]:
+              history: set[Mark] | None = None, missed: list[Ident] | None = None) -> list[Sibling]:
     """The rotated copies of ``abspath`` by the names of one moment.
 
     Names and their inodes come from one ``scandir`` pass: one
@@ -229,7 +246,7 @@ def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
         names = _snapshot(folder, base)
         if names is None:
             return []
-        found = _stat_listing(folder, base, names, since_ns, skip, read, last, history or _NONE)
+        found = _stat_listing(folder, base, names, since_ns, skip, read, last, history or _NONE, missed)
         if found is not None:
             found.sort(key=_age)
             return found
@@ -250,7 +267,8 @@ def _snapshot(folder: str, base: str) -> list[tuple[str, int]] | None:
 
 
 def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], since_ns: int, skip: set[Ident],
-                  read: Read, last: bool, history: set[Mark]) -> list[Sibling] | None:
+                  read: Read, last: bool, history: set[Mark],
+                  missed: list[Ident] | None = None) -> list[Sibling] | None:
     """The siblings of one listing; None when a name holds another file by
     now (renamed since) and this is not the ``last`` try, which finds such a
     file under its current name instead (none: pruned since, skipped).
@@ -287,7 +305,9 @@ def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], since_ns
                 except OSError:
                     continue
                 if st.st_ino != ino and not other_numbers:
-                    continue  # renamed yet again: a later poll finds it
+                    if missed is not None:  # renamed yet again: the next look lists it again
+                        missed.append((st.st_dev, ino))
+                    continue
         ident = (st.st_dev, st.st_ino)
         if (not stat.S_ISREG(st.st_mode) or ident in skip or ident in taken or st.st_mtime_ns < since_ns
                 or (*ident, st.st_mtime_ns, st.st_size) in history):
@@ -374,10 +394,15 @@ class Leftovers:
     writer's text as one text whatever the names did.
     """
 
-    __slots__ = ("chunk", "max_line", "read", "renamed")
+    __slots__ = ("chunk", "max_line", "missed", "misses", "read", "renamed")
 
     def __init__(self, chunk: int, max_line: int) -> None:
         self.renamed: list[_Renamed] = []
+        # A copy still there was passed over at this look (renamed again as
+        # it was opened): the tailer keeps its reading of the files' clock,
+        # so that the next look finds it among the new copies again.
+        self.missed = False
+        self.misses = 0  # looks in a row that passed one over
         self.read: Read = {}  # files read: how far, their last bytes, the next line number
         self.chunk = chunk
         self.max_line = max_line
@@ -430,14 +455,21 @@ class Leftovers:
                 self._let_go(r, feed)
 
     def read_whole(self, found: list[Sibling], feed: Feed) -> tuple[list[str], list[str]]:
-        """Reads the rotated files found, oldest first, each from its line 1.
-        Returns the paths read and the errors met (one line each)."""
+        """Reads the rotated files found, oldest first, each from its line 1,
+        up to one passed over (``missed``). Returns the paths read and the
+        errors met (one line each)."""
         done: list[str] = []
         errors: list[str] = []
         for sib in found:
             fd = open_as(sib.path, sib.ident, sib.suffix)
             if fd is None:
-                continue
+                if still_there(sib):
+                    # Renamed again as it was opened: it and the newer copies
+                    # wait for the listing again (this look's or the next), so
+                    # that none is read before an older one.
+                    self.missed = True
+                    break
+                continue  # pruned since it was listed
             try:
                 splitter, size = self._read_to_end(fd, sib, feed)
                 feed(splitter.finish())
@@ -458,6 +490,7 @@ class Leftovers:
         Returns an error line, or None."""
         fd = open_as(sib.path, sib.ident, sib.suffix)
         if fd is None:
+            self.missed = self.missed or still_there(sib)
             return None
         try:
             splitter, _ = self._read_to_end(fd, sib, feed)

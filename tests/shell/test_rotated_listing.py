@@ -91,6 +91,22 @@ def test_copies_renamed_while_listed_come_once_oldest_first(tmp_path: Path, monk
     assert len(gens) >= 5
 
 
+def test_a_copy_renamed_on_every_try_is_said_passed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rename storm outlasting every try of the listing: each copy there
+    before it that the answer lacks is said passed over (``missed``: the
+    tailer lists again), never dropped unsaid."""
+    writer = Writer(tmp_path)
+    for _ in range(5):
+        writer.rollover()
+    before = {(s.st_dev, s.st_ino) for s in (os.stat(f"{writer.log}.{k}") for k in range(1, 6))}
+    monkeypatch.setattr(rotated.os, "stat", _rolling_stat(writer, 1, 100))
+    missed: list[rotated.Ident] = []
+    found = fresh_siblings(str(writer.log), 0, set(), {}, None, missed)
+    monkeypatch.undo()
+    dropped = before - {s.ident for s in found}
+    assert dropped and dropped <= set(missed), (dropped, missed)
+
+
 def test_a_quiet_folder_lists_every_copy_oldest_first(tmp_path: Path) -> None:
     writer = Writer(tmp_path)
     for _ in range(12):  # .1 .. .12: ten and more sort apart from their text
@@ -135,3 +151,93 @@ def test_a_listing_that_numbers_files_otherwise_than_stat(tmp_path: Path, monkey
     monkeypatch.undo()
     gens = _gens(found)
     assert gens == sorted(gens) and len(set(gens)) == len(gens) and gens[0] == 0, gens
+
+
+@pytest.mark.parametrize("times", [1, 2])
+@pytest.mark.parametrize("where", ["open", "listing"])
+def test_a_copy_passed_over_at_a_look_is_read_at_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, times: int
+) -> None:
+    """A copy still there but renamed again as the tailer opened it (or
+    renamed yet again on the listing's last try) is passed over at that
+    look. It and the newer copies wait for the listing again (the same
+    look's, when the name's new file is opened, or the next look's: the
+    look does not move the tailer's reading of the files' clock past it),
+    so every copy is read once and in order: not after a newer one (seen
+    once in CI), nor never. ``times``: passed over at both listings of the
+    look (the rotation's, and the new file's), read at the next look."""
+    from dflash_watch.sources.logtail import Chunk, LogTailer
+
+    writer = Writer(tmp_path)
+    read: list[int] = []
+
+    def drain(items: list[object]) -> None:
+        for item in items:
+            if isinstance(item, Chunk) and not item.partial:
+                read.extend(int(line.split()[1]) for line in item.text.splitlines())
+
+    with LogTailer([str(writer.log)], from_start=True, use_watchdog=False) as t:
+        drain(t.poll())
+        for _ in range(3):  # between two looks: gen 1 and gen 2 are copies never held
+            writer.rollover()
+        os.utime(writer.log)  # the name written after the copies: a later mtime
+        passed = [0]
+        if where == "open":
+            real_open_as = rotated.open_as
+
+            def flaky_open(path: str, ident: rotated.Ident, suffix: str = "") -> int | None:
+                if passed[0] < times:
+                    passed[0] += 1
+                    return None  # as if renamed again while it was opened
+                return real_open_as(path, ident, suffix)
+
+            monkeypatch.setattr(rotated, "open_as", flaky_open)
+        else:
+            from dflash_watch.sources import logtail
+
+            real_fresh = logtail.fresh_siblings
+
+            def flaky_listing(abspath, since_ns, skip, read_, history=None, missed=None):  # type: ignore[no-untyped-def]
+                found = real_fresh(abspath, since_ns, skip, read_, history, missed)
+                if found and passed[0] < times and missed is not None:
+                    passed[0] += 1
+                    missed.append(found[0].ident)  # as the listing's last try says of one renamed yet again
+                    return found[1:]
+                return found
+
+            monkeypatch.setattr(logtail, "fresh_siblings", flaky_listing)
+        drain(t.poll())
+        assert passed[0] == times
+        monkeypatch.undo()
+        for _ in range(3):
+            drain(t.poll())
+    if times == 1:  # listed again by the same look, when the new file is opened
+        assert read == list(range(writer.gen))  # each once, in order
+    else:  # read at the next look: after the new file's line, but once, in order
+        assert sorted(read) == list(range(writer.gen)) and len(read) == writer.gen, read
+        assert [g for g in read if g not in (0, writer.gen - 1)] == list(range(1, writer.gen - 1)), read
+
+
+def test_a_copy_that_never_opens_is_given_up_for_lost_with_a_notice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy still listed that no look can open (a permission changed,
+    say) is not listed again at every look for good: after a few, its
+    lines are said lost, once, and the log goes on."""
+    from dflash_watch.sources.logtail import Chunk, LogTailer, TailNotice
+
+    writer = Writer(tmp_path)
+    with LogTailer([str(writer.log)], from_start=True, use_watchdog=False) as t:
+        t.poll()
+        for _ in range(2):
+            writer.rollover()
+        os.utime(writer.log)
+        monkeypatch.setattr(rotated, "open_as", lambda path, ident, suffix="": None)
+        items: list[object] = []
+        for _ in range(8):
+            items += t.poll()
+        lost = [i for i in items if isinstance(i, TailNotice) and i.kind == "lost"]
+        assert len(lost) == 1 and "could not be opened" in lost[0].message
+        with open(writer.log, "a") as fh:
+            fh.write("gen 9\n")
+        assert [c.text for c in t.poll() if isinstance(c, Chunk) and not c.partial] == ["gen 9\n"]
