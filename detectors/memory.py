@@ -43,6 +43,8 @@ progress line comes, long before the 15-minute warm-up cap.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
+from operator import is_not
 
 from ..parsers.events import Event, GpuSample, Progress
 from .base import DetectorBase
@@ -261,6 +263,13 @@ class MemoryModel:
         if event is not self._last_progress:
             self._last_progress = event
             self.progress_seen += 1
+
+    def progress_run(self, events: Sequence[Progress]) -> None:
+        """``progress`` of each of ``events`` in turn (a run of step lines),
+        each compared with the one before it in C."""
+        if events:
+            self.progress_seen += sum(map(is_not, events, [self._last_progress, *events[:-1]]))
+            self._last_progress = events[-1]
 
     def observe(self, sample: GpuSample) -> GpuPhase | None:
         """The GPU's phase after ``sample`` (its ``state`` says what changed)."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from functools import partial
 
 from ..parsers.events import Event, GpuSample, Progress
 from .base import Alert, Episode, Handler, StepCommit
@@ -87,13 +88,7 @@ class MemoryVolatility(MemoryDetector):
     def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit:
         """Step lines only arm the memory model: never an alert, never a
         deadline (``base.StepCommit``)."""
-        progress = self.memory.progress
-
-        def commit() -> None:
-            for p in steps:
-                progress(p)
-
-        return commit
+        return partial(self.memory.progress_run, steps)
 
     def update(self, event: Event) -> list[Alert]:
         if type(event) is not GpuSample:
