@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from .chunks import Chunk, TailNotice, emit, read_chunks
 from .follower import Follower
 from .lines import LineSplitter, Split
-from .rotated import Ident, Sibling, fresh_siblings, newest_from_its_end, open_as, pruned_unread
+from .rotated import Ident, Mark, Sibling, folder_marks, fresh_siblings, newest_from_its_end, open_as, pruned_unread
 from .wakeups import Wakeups, has_magic
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
@@ -46,6 +46,10 @@ _POLL_CHUNKS = 8
 # Looks in a row that may pass over a rotated copy still there (renamed
 # again as it was opened) before its lines are given up for lost.
 _MISSES_MAX = 3
+# Folders the globs' folder parts may match at the first look whose files
+# are noted then (``LogTailer._start_files``); past it, a name found later
+# in one not noted goes by the files there when it is found.
+_START_FOLDERS_MAX = 256
 
 
 def _reason(exc: OSError) -> str:
@@ -95,6 +99,11 @@ class LogTailer:
                 self._wakeups.globs.append(os.path.abspath(pat))
             else:
                 self._add(pat, attach_at_end=not from_start, announce=False)
+        # The files in the globs' folders at the first look: a name a glob
+        # finds later came after it, and so did its rotated copies not among
+        # these (a log that appeared and rotated before it was found).
+        self._start_files: dict[str, set[Mark]] = {}
+        self._start_complete = self._snapshot_glob_folders()
         if use_watchdog:
             self._wakeups.start(self._dirs())
 
@@ -152,11 +161,38 @@ class LogTailer:
 
     # ---- discovery ---------------------------------------------------
 
-    def _add(self, path: str, *, attach_at_end: bool, announce: bool) -> None:
+    def _snapshot_glob_folders(self) -> bool:
+        """``_start_files`` of every folder the globs' folder parts match
+        now; False when there were more than ``_START_FOLDERS_MAX`` (those
+        left out go by the files there when a name is found)."""
+        for pat in self._globs:
+            for folder in glob.glob(os.path.dirname(pat) or ".", recursive=True):
+                key = os.path.abspath(folder)
+                if key in self._start_files or not os.path.isdir(key):
+                    continue
+                if len(self._start_files) >= _START_FOLDERS_MAX:
+                    return False
+                self._start_files[key] = folder_marks(key)
+        return True
+
+    def _add(self, path: str, *, attach_at_end: bool, announce: bool, late: bool = False) -> None:
         key = os.path.normpath(path)
         if key in self._followers:
             return
         f = Follower(path, self._max_line, self._chunk, attach_at_end, announce)
+        if late:
+            # Found by a glob after the first look: it came since, and so did
+            # its rotated copies not there then (a burst of rollovers before
+            # it was found). Its first open reads them, as for a named log
+            # that appeared after the first look.
+            folder = os.path.dirname(f.abspath)
+            start = self._start_files.get(folder)
+            if start is None and self._start_complete:
+                start = set()  # its folder came after the first look too
+            if start is not None:
+                f.history &= start
+                f.looked_ns = 0
+                f.waiting_noted = True
         self._followers[key] = f
         self._abspaths.add(f.abspath)
         self._wakeups.files.add(f.abspath)
@@ -170,7 +206,7 @@ class LogTailer:
             for m in matches:
                 self._globs_noted.add(pat)
                 self._add(m, attach_at_end=self._first_poll and not self._from_start,
-                          announce=not self._first_poll)
+                          announce=not self._first_poll, late=not self._first_poll)
 
     # ---- one file ----------------------------------------------------
 

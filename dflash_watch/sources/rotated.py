@@ -82,6 +82,25 @@ def sibling_marks(abspath: str) -> set[Mark]:
     return {(*s.ident, s.mtime_ns, s.size) for s in _siblings(abspath, 0, set(), {})}
 
 
+def folder_marks(folder: str) -> set[Mark]:
+    """Every regular file in ``folder`` now, by dev, inode, mtime and size
+    (which a rename keeps): what was there at the watcher's first look, for
+    names that a glob finds only later (``LogTailer``)."""
+    marks: set[Mark] = set()
+    try:
+        with os.scandir(folder) as entries:
+            for e in entries:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    marks.add((st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size))
+    except OSError:
+        pass
+    return marks
+
+
 def fresh_siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
                    history: set[Mark] | None = None, missed: list[Ident] | None = None) -> list[Sibling]:
     """Rotated copies of ``abspath`` written since ``since_ns`` (a reading of

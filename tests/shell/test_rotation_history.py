@@ -162,3 +162,53 @@ def test_a_folder_mtime_moved_ahead_hides_no_copy(tmp_path: Path) -> None:
         log.write_text("c1\n")
         _drain(t, lines, notes)
     assert lines == ["a1", "b1", "c1"], (lines, notes)
+
+
+def test_a_log_a_glob_finds_after_it_rotated_is_read_from_its_first_copy(tmp_path: Path) -> None:
+    """A glob's new log (a rank's) that rolled over before the tailer found
+    it: its copies came after the first look, so they are read, oldest
+    first, before the log itself. Copies that were there at the first look
+    (an earlier run's) are still history, never read."""
+    (tmp_path / "rank0.log").write_text("r0 line 1\n")
+    (tmp_path / "rank1.log.1").write_text("old run of rank1\n")  # an earlier run's copy
+    lines: list[str] = []
+    notes: list[str] = []
+    with LogTailer([str(tmp_path / "*.log")], from_start=False, use_watchdog=False) as t:
+        _drain(t, lines, notes)
+        log = tmp_path / "rank1.log"
+        # rank1 appears and rolls over twice before the next look (.1 -> .2 first).
+        log.write_text("r1 line 1\nr1 line 2\n")
+        time.sleep(0.01)  # (a burst spans milliseconds: each file its own mtime)
+        os.rename(tmp_path / "rank1.log.1", tmp_path / "rank1.log.2")
+        os.rename(log, tmp_path / "rank1.log.1")
+        os.rename(tmp_path / "rank1.log.2", tmp_path / "rank1.log.3")
+        os.rename(tmp_path / "rank1.log.1", tmp_path / "rank1.log.2")
+        log.write_text("r1 line 3\n")
+        time.sleep(0.01)
+        os.rename(log, tmp_path / "rank1.log.1")
+        log.write_text("r1 line 4\n")
+        _drain(t, lines, notes)
+    assert [line for line in lines if line.startswith("r1") or "old" in line] == [
+        "r1 line 1", "r1 line 2", "r1 line 3", "r1 line 4"
+    ]
+    assert "appeared" in notes
+
+
+def test_a_log_in_a_folder_made_after_the_first_look_is_read_from_its_first_copy(tmp_path: Path) -> None:
+    """The glob's folder part matches a folder made after the first look (a
+    rank's run directory): everything in it is new, its rotated copies too."""
+    (tmp_path / "run0").mkdir()
+    (tmp_path / "run0" / "train.log").write_text("run0 line\n")
+    lines: list[str] = []
+    notes: list[str] = []
+    with LogTailer([str(tmp_path / "*" / "train.log")], from_start=False, use_watchdog=False) as t:
+        _drain(t, lines, notes)
+        folder = tmp_path / "run1"
+        folder.mkdir()
+        log = folder / "train.log"
+        log.write_text("run1 line 1\n")
+        time.sleep(0.01)
+        os.rename(log, folder / "train.log.1")
+        log.write_text("run1 line 2\n")
+        _drain(t, lines, notes)
+    assert [line for line in lines if line.startswith("run1")] == ["run1 line 1", "run1 line 2"]
