@@ -20,6 +20,17 @@ from .rotated import Leftovers, last_line_start, sibling_marks
 TAIL_BYTES = 64
 
 
+def same_tail(tail: bytes, now: bytes) -> bool:
+    """Whether the bytes before the read offset are still ``tail``, as read.
+    NULs read there were a hole (a write that landed ahead of another: NFS,
+    two writers without O_APPEND): one filled since is not a rewrite."""
+    if now == tail:
+        return True
+    if len(now) != len(tail) or b"\0" not in tail:
+        return False
+    return all(a == 0 or a == b for a, b in zip(tail, now))
+
+
 class Follower:
     """A followed name's state between polls; the tailer owns the policy."""
 
@@ -71,7 +82,7 @@ class Follower:
             return False
         tail = self.tail
         try:
-            return os.pread(self.fd, len(tail), self.offset - len(tail)) != tail
+            return not same_tail(tail, os.pread(self.fd, len(tail), self.offset - len(tail)))
         except OSError:
             return False
 

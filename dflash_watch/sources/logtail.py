@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from .chunks import Chunk, TailNotice, emit, read_chunks
-from .follower import Follower
+from .follower import Follower, same_tail
 from .lines import LineSplitter, Split
 from .rotated import Ident, Mark, Sibling, folder_marks, fresh_siblings, newest_from_its_end, open_as, pruned_unread
 from .wakeups import Wakeups, has_magic
@@ -233,30 +233,29 @@ class LogTailer:
         if st is not None and st.st_mtime_ns > since:
             f.looked_ns = st.st_mtime_ns
         # A copy still there was passed over at the last look (renamed again
-        # as it was opened or listed): this one lists the copies again.
-        relist = f.left.missed
-        f.left.missed = False
+        # as it was opened or listed): this one lists the copies again, and
+        # the last that may pass one over reads what it can.
+        left = f.left
+        relist, following = left.missed, left.following
+        left.missed = left.following = False
+        left.last_try = left.misses >= _MISSES_MAX
         try:
-            self._look(f, out, st, since, relist)
+            self._look(f, out, st, since, relist, following)
         finally:
-            if not f.left.missed:
-                f.left.misses = 0
-            elif f.left.misses < _MISSES_MAX:
+            if not left.missed:
+                left.misses = 0
+            else:
                 # Passed over at this look: it is not taken, so that the next
                 # lists that copy again among the new ones (late, not lost).
-                f.left.misses += 1
+                left.misses += 1
                 f.looked_ns = since
-            else:  # (one that cannot be opened at all: not listed at every look for good)
-                f.left.missed = False
-                f.left.misses = 0
-                out.append(TailNotice(f.path, "lost", f"{f.path}: a rotated file could not be opened "
-                                      f"{_MISSES_MAX + 1} times in a row; its lines were not read"))
 
     def _look(self, f: Follower, out: list[Chunk | TailNotice], st: os.stat_result | None, since: int,
-              relist: bool) -> None:
+              relist: bool, following: bool) -> None:
         """``_poll_one`` once the name was stat'ed (``st``; None: missing),
         ``since`` the files' clock at the last look; ``relist``: list the
-        rotated copies whatever happened to the name (one was passed over)."""
+        rotated copies whatever happened to the name (one was passed over;
+        ``following``: on the way to follow the newest, which it does too)."""
         if st is None:
             self._name_missing(f, out, since)
             return
@@ -279,7 +278,9 @@ class LogTailer:
             return
         f.gone = False  # (it may have been renamed back)
         if relist:  # what was passed over, before what the name holds now
-            self._read_siblings(f, self._siblings(f, since, {f.ident}), out)
+            self._read_siblings(f, self._siblings(f, since, {f.ident}), out, follow_newest=following)
+        if f.left.missed:
+            return  # the name's lines wait for the copies passed over (the next look lists them first)
         self._read(f, out, budget=_POLL_CHUNKS)
 
     def _copied(self, f: Follower, found: list[Sibling], out: list[Chunk | TailNotice]) -> None:
@@ -299,7 +300,7 @@ class LogTailer:
             return
         try:
             at, tail = f.offset, f.tail
-            if copy.size >= at and os.pread(fd, len(tail), at - len(tail)) == tail:
+            if copy.size >= at and same_tail(tail, os.pread(fd, len(tail), at - len(tail))):
                 while data := os.pread(fd, self._chunk, at):
                     at += len(data)
                     self._split(f, data, out)
@@ -318,7 +319,7 @@ class LogTailer:
             if deleted:
                 old = f.fstat()
                 found = self._siblings(f, since, {f.ident})
-                if found:  # rotated away and pruned by rotation, not deleted by a person
+                if found or f.left.missed:  # rotated away and pruned by rotation, not deleted by a person
                     self._switch(f, out, old, found, keep_old=False)
                     out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; waiting for the new file"))
                 else:
@@ -351,7 +352,7 @@ class LogTailer:
         self._read(f, out, budget=None)
         old = f.fstat()
         found = self._siblings(f, since, {f.ident, new})
-        if (old is not None and old.st_nlink) or found:
+        if (old is not None and old.st_nlink) or found or f.left.missed:
             self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0)
             out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
             return
@@ -381,16 +382,24 @@ class LogTailer:
                                   "rotation deleted some rotated files before they could be read"))
 
     def _siblings(self, f: Follower, since: int, skip: set[Ident]) -> list[Sibling]:
-        skip |= f.left.idents()
+        left = f.left
+        skip |= left.idents()
         missed: list[Ident] = []
-        f.left.missed = False  # (what an earlier listing of this look passed over, this one lists)
-        found = fresh_siblings(f.abspath, since, skip, f.left.read, f.history, missed)
-        if missed:
+        left.missed = False  # (what an earlier listing of this look passed over, this one lists)
+        found = fresh_siblings(f.abspath, since, skip, left.read, f.history, missed)
+        # Only a copy that would be read counts: not one held, read before,
+        # or there at the first look (a burst shifts those too).
+        known = {(dev, ino) for dev, ino, _, _ in f.history}
+        missed = [i for i in missed if i not in skip and i not in left.read and i not in known]
+        if missed and not left.last_try:
             # One passed over (renamed yet again as it was listed): none is
             # read now, so that none is read before an older one; the copies
             # wait for the listing again (this look's next, or the next look).
-            f.left.missed = True
+            left.missed = True
             return []
+        if missed:
+            out_of_reach = f"{f.path}: a rotated file was renamed again at {_MISSES_MAX + 1} looks in a row"
+            self._notices.append(TailNotice(f.path, "lost", f"{out_of_reach}; its lines were not read"))
         return [s for s in found if not self._followed(s.path)]
 
     def _followed(self, path: str) -> bool:
@@ -403,6 +412,8 @@ class LogTailer:
         seen after the rename): its writer may still write to the newest rotated file."""
         newest = found.pop() if follow_newest and found else None
         done, errors = f.left.read_whole(found, self._feed(f, out))
+        if f.left.missed and follow_newest:
+            f.left.following = True  # (the listing again follows the newest, as this one would have)
         out.extend(TailNotice(f.path, "rotated", f"{f.path}: read {p}, rotated in between") for p in done)
         if newest is not None and not f.left.missed:  # (else it waits with the one passed over)
             error = f.left.follow(newest, self._feed(f, out))

@@ -213,12 +213,22 @@ def open_as(path: str, ident: Ident, suffix: str = "") -> int | None:
     return None
 
 
-def still_there(sib: Sibling) -> bool:
-    """Whether the copy ``sib`` is still among its log's rotated copies
-    (under any name): not pruned, only renamed again as it was opened."""
+def renamed_on(sib: Sibling) -> bool:
+    """Whether the copy ``sib`` is among its log's rotated copies under
+    another name now: renamed again as it was opened (not pruned, and not
+    a file that cannot be opened where it is: a permission)."""
     folder, name = os.path.split(sib.path)
     names = _snapshot(folder, name[: len(name) - len(sib.suffix) - 1]) if sib.suffix else None
-    return names is not None and any(ino == sib.ident[1] for _, ino in names)
+    return names is not None and any(ino == sib.ident[1] and listed != name for listed, ino in names)
+
+
+def _holds(sib: Sibling) -> bool:
+    """Whether ``sib``'s name still holds it (not pruned, not renamed)."""
+    try:
+        st = os.stat(sib.path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == sib.ident
 
 
 def _open_if(path: str, ident: Ident) -> int | None:
@@ -413,7 +423,7 @@ class Leftovers:
     writer's text as one text whatever the names did.
     """
 
-    __slots__ = ("chunk", "max_line", "missed", "misses", "read", "renamed")
+    __slots__ = ("chunk", "following", "last_try", "max_line", "missed", "misses", "read", "renamed")
 
     def __init__(self, chunk: int, max_line: int) -> None:
         self.renamed: list[_Renamed] = []
@@ -422,6 +432,11 @@ class Leftovers:
         # so that the next look finds it among the new copies again.
         self.missed = False
         self.misses = 0  # looks in a row that passed one over
+        # The copies passed over were read to follow the newest (its writer
+        # may still write to it): the listing again follows it too.
+        self.following = False
+        # The last look that may pass one over: it reads what it can.
+        self.last_try = False
         self.read: Read = {}  # files read: how far, their last bytes, the next line number
         self.chunk = chunk
         self.max_line = max_line
@@ -482,13 +497,17 @@ class Leftovers:
         for sib in found:
             fd = open_as(sib.path, sib.ident, sib.suffix)
             if fd is None:
-                if still_there(sib):
-                    # Renamed again as it was opened: it and the newer copies
-                    # wait for the listing again (this look's or the next), so
-                    # that none is read before an older one.
-                    self.missed = True
-                    break
-                continue  # pruned since it was listed
+                if renamed_on(sib):
+                    if not self.last_try:
+                        # Renamed again as it was opened: it and the newer copies
+                        # wait for the listing again (this look's or the next), so
+                        # that none is read before an older one.
+                        self.missed = True
+                        break
+                    errors.append(f"{sib.path}: renamed again as it was opened, look after look; not read")
+                elif _holds(sib):
+                    errors.append(f"{sib.path}: cannot be opened; its lines were not read")
+                continue  # (else pruned since it was listed)
             try:
                 splitter, size = self._read_to_end(fd, sib, feed)
                 feed(splitter.finish())
@@ -509,7 +528,8 @@ class Leftovers:
         Returns an error line, or None."""
         fd = open_as(sib.path, sib.ident, sib.suffix)
         if fd is None:
-            self.missed = self.missed or still_there(sib)
+            if not self.last_try and renamed_on(sib):
+                self.missed = self.following = True  # (the next listing follows it)
             return None
         try:
             splitter, _ = self._read_to_end(fd, sib, feed)

@@ -1,0 +1,257 @@
+"""Rotated copies passed over at a look (renamed again as they were opened
+or listed: a RotatingFileHandler burst shifts every copy at each rollover)
+wait for the listing again; the review of that change (dd03178) found what
+it broke, each case here as its script showed it:
+
+* a copy that cannot be opened where it is (a permission) is no pass-over:
+  the newer copies are read, not held back and then lost;
+* only a copy that would be read counts: a burst shifting the copies that
+  were there at the first look holds nothing back;
+* a look that passed one over after the held file was pruned is still a
+  rotation (one generation, in order), not a new file;
+* a look on the way to follow the newest copy (its writer still writes to
+  it) follows it when it lists again, not reads it once;
+
+and a hole read as NULs and filled later is not a copytruncate.
+
+Files are real; the pass-over is injected where the race would put it, as
+``test_rotated_listing.py`` does.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dflash_watch.sources import logtail, rotated
+from dflash_watch.sources.logtail import Chunk, LogTailer, TailNotice
+
+TICK_NS = 1_700_000_000_000_000_000
+
+
+class Writer:
+    """RotatingFileHandler's rollovers by hand; each file says 'gen N'."""
+
+    def __init__(self, folder: Path, backup: int | None = None) -> None:
+        self.log = folder / "train.log"
+        self.gen = self.copies = 0
+        self.backup = backup
+        self._write()
+
+    def _write(self) -> None:
+        self.log.write_text(f"gen {self.gen}\n")
+        os.utime(self.log, ns=(TICK_NS, TICK_NS))
+        self.gen += 1
+
+    def rollover(self) -> None:
+        if self.backup is not None and self.copies >= self.backup:
+            os.unlink(f"{self.log}.{self.copies}")
+            self.copies -= 1
+        for k in range(self.copies, 0, -1):
+            os.rename(f"{self.log}.{k}", f"{self.log}.{k + 1}")
+        os.rename(self.log, f"{self.log}.1")
+        self.copies += 1
+        self._write()
+
+
+def _read(items: list[Chunk | TailNotice], gens: list[tuple[int, int]], notes: list[str]) -> None:
+    for item in items:
+        if isinstance(item, Chunk) and not item.partial:
+            gens.extend((int(line.split()[1]), item.generation) for line in item.text.splitlines())
+        elif isinstance(item, TailNotice):
+            notes.append(item.kind)
+
+
+def _passes_over_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next listing that finds copies passes its oldest over, as the
+    last try does with one renamed yet again."""
+    real = logtail.fresh_siblings
+    left = [1]
+
+    def flaky(abspath, since_ns, skip, read, history=None, missed=None):  # type: ignore[no-untyped-def]
+        found = real(abspath, since_ns, skip, read, history, missed)
+        if found and left[0] and missed is not None:
+            left[0] -= 1
+            missed.append(found[0].ident)
+            return found[1:]
+        return found
+
+    monkeypatch.setattr(logtail, "fresh_siblings", flaky)
+
+
+def test_a_copy_that_cannot_be_opened_holds_back_no_newer_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    w = Writer(tmp_path)
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        for _ in range(3):
+            w.rollover()  # .3 = gen0 (held), .2 = gen1, .1 = gen2, log = gen3
+        os.utime(w.log)
+        st = os.stat(f"{w.log}.2")
+        bad = (st.st_dev, st.st_ino)
+        real = rotated.open_as
+        monkeypatch.setattr(rotated, "open_as", lambda p, ident, suffix="": None if ident == bad else real(p, ident, suffix))
+        for _ in range(6):
+            _read(t.poll(), gens, notes)
+    assert [g for g, _ in gens] == [0, 2, 3]  # gen1 cannot be read where it is; the rest is, in order
+    assert "lost" not in notes
+
+
+def test_copies_there_at_the_first_look_shifted_while_listed_hold_nothing_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = Writer(tmp_path)
+    for _ in range(5):
+        w.rollover()  # history: .1-.5 = gen0-4; the log is gen5
+    real = os.stat
+
+    def swap(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if os.path.basename(os.fspath(path)) in ("train.log.6", "train.log.7"):  # two old copies trade names
+            os.rename(f"{w.log}.6", f"{w.log}.x")
+            os.rename(f"{w.log}.7", f"{w.log}.6")
+            os.rename(f"{w.log}.x", f"{w.log}.7")
+        return real(path, *args, **kwargs)
+
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        for _ in range(2):
+            w.rollover()  # .2 = gen5 (held), .1 = gen6, log = gen7
+        os.utime(w.log)
+        monkeypatch.setattr(rotated.os, "stat", swap)
+        for _ in range(4):
+            _read(t.poll(), gens, notes)
+        monkeypatch.undo()
+        for _ in range(2):
+            _read(t.poll(), gens, notes)
+    assert [g for g, _ in gens] == [5, 6, 7]
+    assert "lost" not in notes
+
+
+def test_a_pruned_held_file_and_a_copy_passed_over_is_still_one_rotation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = Writer(tmp_path, backup=2)
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        for _ in range(3):
+            w.rollover()  # gen0 pruned; .2 = gen1, .1 = gen2, log = gen3
+        os.utime(w.log)
+        _passes_over_once(monkeypatch)
+        for _ in range(4):
+            _read(t.poll(), gens, notes)
+    assert gens == [(0, 0), (1, 0), (2, 0), (3, 0)]  # in order, one generation
+    assert "recreated" not in notes and "deleted" not in notes
+
+
+def test_the_newest_copy_passed_over_on_the_way_to_follow_it_is_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Watcher before the log; logrotate ``create`` renames it and makes a
+    new one; the writer goes on writing to the renamed file until told."""
+    log = tmp_path / "train.log"
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)  # waiting for it
+        writer = open(log, "a")  # noqa: SIM115 (closed below)
+        writer.write("gen 0\n")
+        writer.flush()
+        os.rename(log, f"{log}.1")
+        log.touch()
+        _passes_over_once(monkeypatch)
+        _read(t.poll(), gens, notes)
+        _read(t.poll(), gens, notes)
+        writer.write("gen 1\n")  # still the renamed file
+        writer.flush()
+        for _ in range(3):
+            _read(t.poll(), gens, notes)
+        writer.close()
+    assert "waiting" in notes
+    assert [g for g, _ in gens] == [0, 1]
+
+
+def test_a_hole_filled_after_it_was_read_is_no_copytruncate(tmp_path: Path) -> None:
+    """A write that lands ahead of another (NFS, two writers without
+    O_APPEND) leaves a hole read as NULs; filled later, nothing was
+    truncated: the file is not read again from the start."""
+    log = tmp_path / "train.log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, b"step 0\n", 0)
+        os.pwrite(fd, b"step 2\n", 14)  # step 1 (bytes 7-13) not landed yet
+        with LogTailer([str(log)], from_start=True, use_watchdog=False) as t:
+            items = t.poll()
+            os.pwrite(fd, b"step 1\n", 7)
+            items += t.poll() + t.poll()
+    finally:
+        os.close(fd)
+    assert not [i for i in items if isinstance(i, TailNotice) and i.kind == "truncated"]
+    assert sum(i.text.count("step 0") for i in items if isinstance(i, Chunk)) == 1
+
+
+def test_a_pruned_held_file_mid_rollover_and_a_copy_passed_over_is_no_deletion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held file pruned while the name is missing (between a rollover's
+    rename and its new file), and the listing passes a copy over: rotation,
+    not a person's delete (one generation, in order)."""
+    w = Writer(tmp_path, backup=2)
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        for _ in range(2):
+            w.rollover()  # .2 = gen0 (held), .1 = gen1, log = gen2
+        os.unlink(f"{w.log}.2")  # a third rollover, stopped before its new file
+        os.rename(f"{w.log}.1", f"{w.log}.2")
+        os.rename(w.log, f"{w.log}.1")
+        _passes_over_once(monkeypatch)
+        _read(t.poll(), gens, notes)
+        w.log.write_text("gen 3\n")
+        for _ in range(3):
+            _read(t.poll(), gens, notes)
+    assert gens == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    assert "deleted" not in notes and "recreated" not in notes
+
+
+def test_a_copy_renamed_again_at_every_look_is_said_and_holds_the_log_back_no_longer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy renamed again each time it is opened: the looks that may pass
+    it over are few; the last reads what it can, says what it could not,
+    and the name's lines come."""
+    w = Writer(tmp_path)
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        for _ in range(3):
+            w.rollover()  # .3 = gen0 (held), .2 = gen1, .1 = gen2, log = gen3
+        os.utime(w.log)
+        st = os.stat(f"{w.log}.2")
+        slippery = (st.st_dev, st.st_ino)
+        real = rotated.open_as
+        moves = [0]
+
+        def renamed_each_time(path: str, ident: rotated.Ident, suffix: str = "") -> int | None:
+            if ident == slippery:
+                moves[0] += 1
+                current = next(p for p in tmp_path.iterdir() if p.stat().st_ino == ident[1])
+                os.rename(current, f"{w.log}.{50 + moves[0]}")
+                return None
+            return real(path, ident, suffix)
+
+        monkeypatch.setattr(rotated, "open_as", renamed_each_time)
+        items: list[Chunk | TailNotice] = []
+        for _ in range(8):
+            items += t.poll()
+        _read(items, gens, notes)
+    assert [g for g, _ in gens] == [0, 2, 3]
+    assert [i for i in items if isinstance(i, TailNotice) and "renamed again" in i.message]
