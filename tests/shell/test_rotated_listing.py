@@ -15,34 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rotating_writer import Writer
 
 from dflash_watch.sources import rotated
 from dflash_watch.sources.rotated import fresh_siblings, open_as
-
-TICK_NS = 1_700_000_000_000_000_000  # every copy written within one clock tick
-
-
-class Writer:
-    """A RotatingFileHandler's rollovers, by hand: ``.k`` -> ``.k+1`` from the
-    oldest, the log -> ``.1``, a new log; each file says its generation."""
-
-    def __init__(self, folder: Path) -> None:
-        self.log = folder / "train.log"
-        self.gen = 0
-        self.copies = 0
-        self._write()
-
-    def _write(self) -> None:
-        self.log.write_text(f"gen {self.gen}\n")
-        os.utime(self.log, ns=(TICK_NS, TICK_NS))
-        self.gen += 1
-
-    def rollover(self) -> None:
-        for k in range(self.copies, 0, -1):
-            os.rename(f"{self.log}.{k}", f"{self.log}.{k + 1}")
-        os.rename(self.log, f"{self.log}.1")
-        self.copies += 1
-        self._write()
 
 
 def _gens(found: list[rotated.Sibling]) -> list[int]:

@@ -24,36 +24,10 @@ import os
 from pathlib import Path
 
 import pytest
+from rotating_writer import Writer
 
 from dflash_watch.sources import logtail, rotated
 from dflash_watch.sources.logtail import Chunk, LogTailer, TailNotice
-
-TICK_NS = 1_700_000_000_000_000_000
-
-
-class Writer:
-    """RotatingFileHandler's rollovers by hand; each file says 'gen N'."""
-
-    def __init__(self, folder: Path, backup: int | None = None) -> None:
-        self.log = folder / "train.log"
-        self.gen = self.copies = 0
-        self.backup = backup
-        self._write()
-
-    def _write(self) -> None:
-        self.log.write_text(f"gen {self.gen}\n")
-        os.utime(self.log, ns=(TICK_NS, TICK_NS))
-        self.gen += 1
-
-    def rollover(self) -> None:
-        if self.backup is not None and self.copies >= self.backup:
-            os.unlink(f"{self.log}.{self.copies}")
-            self.copies -= 1
-        for k in range(self.copies, 0, -1):
-            os.rename(f"{self.log}.{k}", f"{self.log}.{k + 1}")
-        os.rename(self.log, f"{self.log}.1")
-        self.copies += 1
-        self._write()
 
 
 def _read(items: list[Chunk | TailNotice], gens: list[tuple[int, int]], notes: list[str]) -> None:
@@ -62,6 +36,17 @@ def _read(items: list[Chunk | TailNotice], gens: list[tuple[int, int]], notes: l
             gens.extend((int(line.split()[1]), item.generation) for line in item.text.splitlines())
         elif isinstance(item, TailNotice):
             notes.append(item.kind)
+
+
+def _three_rollovers(t: LogTailer, w: Writer, gens: list[tuple[int, int]], notes: list[str]) -> rotated.Ident:
+    """The first look, then three rollovers before the next: .3 = gen0
+    (held), .2 = gen1, .1 = gen2, the log gen3. Returns gen1's file."""
+    _read(t.poll(), gens, notes)
+    for _ in range(3):
+        w.rollover()
+    os.utime(w.log)
+    st = os.stat(f"{w.log}.2")
+    return (st.st_dev, st.st_ino)
 
 
 def _passes_over_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,12 +71,7 @@ def test_a_copy_that_cannot_be_opened_holds_back_no_newer_one(tmp_path: Path, mo
     gens: list[tuple[int, int]] = []
     notes: list[str] = []
     with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
-        _read(t.poll(), gens, notes)
-        for _ in range(3):
-            w.rollover()  # .3 = gen0 (held), .2 = gen1, .1 = gen2, log = gen3
-        os.utime(w.log)
-        st = os.stat(f"{w.log}.2")
-        bad = (st.st_dev, st.st_ino)
+        bad = _three_rollovers(t, w, gens, notes)
         real = rotated.open_as
         monkeypatch.setattr(rotated, "open_as", lambda p, ident, suffix="": None if ident == bad else real(p, ident, suffix))
         for _ in range(6):
@@ -231,12 +211,7 @@ def test_a_copy_renamed_again_at_every_look_is_said_and_holds_the_log_back_no_lo
     gens: list[tuple[int, int]] = []
     notes: list[str] = []
     with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
-        _read(t.poll(), gens, notes)
-        for _ in range(3):
-            w.rollover()  # .3 = gen0 (held), .2 = gen1, .1 = gen2, log = gen3
-        os.utime(w.log)
-        st = os.stat(f"{w.log}.2")
-        slippery = (st.st_dev, st.st_ino)
+        slippery = _three_rollovers(t, w, gens, notes)
         real = rotated.open_as
         moves = [0]
 
