@@ -338,7 +338,12 @@ def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], since_ns
                         missed.append((st.st_dev, ino))
                     continue
         ident = (st.st_dev, st.st_ino)
-        if (not stat.S_ISREG(st.st_mode) or ident in skip or ident in taken or st.st_mtime_ns < since_ns
+        # A file read before that grew since (a writer that still held it,
+        # let go when quiet) is new whatever its time: the name may have
+        # been written after it.
+        grew = ident in read and read[ident][0] < st.st_size
+        if (not stat.S_ISREG(st.st_mode) or ident in skip or ident in taken
+                or (st.st_mtime_ns < since_ns and not grew)
                 or (*ident, st.st_mtime_ns, st.st_size) in history):
             continue
         taken.add(ident)
@@ -390,12 +395,16 @@ def pruned_unread(old: os.stat_result | None, found: list[Sibling]) -> bool:
 
 # A renamed file is read on after the switch while its writer may still
 # hold it (logrotate's ``create`` before the writer reopens on SIGHUP, or a
-# writer never told to): it is let go once the writer writes to the new
-# file and the old one has not grown for this long (its unfinished last
-# line then ends), or at once when rotation deletes it. One let go too
-# soon is not lost: it is found again, grown, as a rotated file.
+# writer never told to): once the writer writes to the new file and the old
+# one has not grown for this long, its unfinished last line ends; it is let
+# go when rotation deletes it, or when newer quiet ones push it out
+# (``_QUIET_KEPT``). One let go is not lost: the next listing finds it
+# grown, whatever its time (``_stat_listing``).
 RENAMED_QUIET_S = 2.0
 _MAX_RENAMED = 8
+# Renamed files kept open once quiet, per name (the newest): a process that
+# still holds one may write to it later.
+_QUIET_KEPT = 2
 # Files read to their end, remembered so that a rotated copy is never read twice.
 _READ_MEMORY = 64
 
@@ -405,13 +414,14 @@ Feed = Callable[[Split | None], None]
 class _Renamed:
     """An old incarnation of a followed name, renamed away, still read to its end."""
 
-    __slots__ = ("fd", "grew_at", "ident", "splitter")
+    __slots__ = ("fd", "grew_at", "ident", "quiet", "splitter")
 
     def __init__(self, fd: int, ident: Ident, splitter: LineSplitter) -> None:
         self.fd = fd
         self.ident = ident
         self.splitter = splitter
         self.grew_at = time.monotonic()
+        self.quiet = False  # its unfinished line ended: quiet while the writer writes the new file
 
 
 class Leftovers:
@@ -471,8 +481,14 @@ class Leftovers:
                 os.close(fd)
 
     def read_renamed(self, feed: Feed, writer_moved: bool) -> None:
-        """Late lines of the renamed files; each let go once deleted, or once
-        quiet while the writer writes to the new file (``writer_moved``)."""
+        """Late lines of the renamed files; each let go once deleted. One
+        quiet while the writer writes to the new file (``writer_moved``) has
+        its unfinished last line ended, and is still read: another process
+        may hold it yet (ranks that log to one file, one of them told to
+        reopen), and write to it later (a traceback). The newest
+        ``_QUIET_KEPT`` quiet ones are kept; older ones are let go (a later
+        listing finds one grown since: ``_stat_listing``)."""
+        quiet: list[_Renamed] = []
         for r in list(self.renamed):
             grew = False
             try:
@@ -485,8 +501,17 @@ class Leftovers:
             now = time.monotonic()
             if grew:
                 r.grew_at = now
-            elif not nlink or (writer_moved and now - r.grew_at >= RENAMED_QUIET_S):
+                r.quiet = False
+            elif not nlink:
                 self._let_go(r, feed)
+                continue
+            elif not r.quiet and writer_moved and now - r.grew_at >= RENAMED_QUIET_S:
+                feed(r.splitter.finish())  # its unfinished last line is complete now
+                r.quiet = True
+            if r.quiet:
+                quiet.append(r)
+        for r in quiet[: max(0, len(quiet) - _QUIET_KEPT)]:
+            self._let_go(r, feed)
 
     def read_whole(self, found: list[Sibling], feed: Feed) -> tuple[list[str], list[str]]:
         """Reads the rotated files found, oldest first, each from its line 1,
