@@ -25,8 +25,10 @@ per-line loop here would cost more than the rest of the pipeline together.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +36,18 @@ from collections.abc import Callable, Sequence
 from .chunks import Chunk, TailNotice, emit, read_chunks
 from .follower import Follower, same_tail
 from .lines import LineSplitter, Split
-from .rotated import Ident, Mark, Sibling, folder_marks, fresh_siblings, newest_from_its_end, open_as, pruned_unread
+from .rotated import (
+    GROWN_EVERY_S,
+    GROWN_WATCH_S,
+    Ident,
+    Mark,
+    Sibling,
+    folder_marks,
+    fresh_siblings,
+    newest_from_its_end,
+    open_as,
+    pruned_unread,
+)
 from .wakeups import Wakeups, has_magic
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
@@ -50,6 +63,17 @@ _MISSES_MAX = 3
 # are noted then (``LogTailer._start_files``); past it, a name found later
 # in one not noted goes by the files there when it is found.
 _START_FOLDERS_MAX = 256
+
+
+def _copy_names(pattern: str) -> Callable[[str], bool]:
+    """Whether a name could be a rotated copy of a file the glob part
+    ``pattern`` matches: such a name, a separator, then a digit. One regex
+    for it all, tried in C (a folder may hold 100k shards)."""
+    translated = fnmatch.translate(pattern)  # '(?s:...)\\Z'
+    if not translated.endswith("\\Z"):
+        return lambda name: True  # (another Python's form: note every file)
+    regex = re.compile(translated[:-2] + r"[._-][0-9]")
+    return lambda name: regex.match(name) is not None
 
 
 def _reason(exc: OSError) -> str:
@@ -99,10 +123,13 @@ class LogTailer:
                 self._wakeups.globs.append(os.path.abspath(pat))
             else:
                 self._add(pat, attach_at_end=not from_start, announce=False)
-        # The files in the globs' folders at the first look: a name a glob
-        # finds later came after it, and so did its rotated copies not among
-        # these (a log that appeared and rotated before it was found).
-        self._start_files: dict[str, set[Mark]] = {}
+        # The files in the globs' folders at the first look that could be a
+        # rotated copy of a match: a name a glob finds later came after it,
+        # and so did its rotated copies not among these (a log that appeared
+        # and rotated before it was found). By dev, inode, mtime and size,
+        # whatever folder they are in now (a folder may be renamed).
+        self._start_folders: set[str] = set()
+        self._start_marks: set[Mark] = set()
         self._start_complete = self._snapshot_glob_folders()
         if use_watchdog:
             self._wakeups.start(self._dirs())
@@ -162,17 +189,24 @@ class LogTailer:
     # ---- discovery ---------------------------------------------------
 
     def _snapshot_glob_folders(self) -> bool:
-        """``_start_files`` of every folder the globs' folder parts match
-        now; False when there were more than ``_START_FOLDERS_MAX`` (those
-        left out go by the files there when a name is found)."""
+        """``_start_marks`` of every folder the globs' folder parts match
+        now; False when there were more than ``_START_FOLDERS_MAX`` (a name
+        found later in one left out goes by the files there then)."""
         for pat in self._globs:
-            for folder in glob.glob(os.path.dirname(pat) or ".", recursive=True):
+            head, base = os.path.split(pat)
+            # (A pattern that ends with a separator matches folders only: a
+            # '**' over a tree of shards lists no file.)
+            folders = glob.glob(os.path.join(head, ""), recursive=True) if head else ["."]
+            if head == "**" or head.endswith(os.sep + "**"):  # ('**' matches no folder as itself)
+                folders.append(head[:-2] or ".")
+            for folder in folders:
                 key = os.path.abspath(folder)
-                if key in self._start_files or not os.path.isdir(key):
+                if key in self._start_folders or not os.path.isdir(key):
                     continue
-                if len(self._start_files) >= _START_FOLDERS_MAX:
+                if len(self._start_folders) >= _START_FOLDERS_MAX:
                     return False
-                self._start_files[key] = folder_marks(key)
+                self._start_folders.add(key)
+                self._start_marks |= folder_marks(key, _copy_names(base))
         return True
 
     def _add(self, path: str, *, attach_at_end: bool, announce: bool, late: bool = False) -> None:
@@ -185,12 +219,10 @@ class LogTailer:
             # its rotated copies not there then (a burst of rollovers before
             # it was found). Its first open reads them, as for a named log
             # that appeared after the first look.
-            folder = os.path.dirname(f.abspath)
-            start = self._start_files.get(folder)
-            if start is None and self._start_complete:
-                start = set()  # its folder came after the first look too
-            if start is not None:
-                f.history &= start
+            # (Its folder not noted: past the cap, it goes by the files there
+            # now; within it, the folder came after the first look too.)
+            if self._start_complete or os.path.dirname(f.abspath) in self._start_folders:
+                f.history &= self._start_marks
                 f.looked_ns = 0
                 f.waiting_noted = True
         self._followers[key] = f
@@ -277,11 +309,29 @@ class LogTailer:
         if f.fd is None and not self._open(f, out, since):
             return
         f.gone = False  # (it may have been renamed back)
-        if relist:  # what was passed over, before what the name holds now
+        if not relist and f.left.let_go_at is not None:
+            relist = self._grown_due(f)
+        if relist:  # what was passed over (or grew since let go), before what the name holds now
             self._read_siblings(f, self._siblings(f, since, {f.ident}), out, follow_newest=following)
         if f.left.missed:
             return  # the name's lines wait for the copies passed over (the next look lists them first)
         self._read(f, out, budget=_POLL_CHUNKS)
+
+    @staticmethod
+    def _grown_due(f: Follower) -> bool:
+        """Whether to list ``f``'s copies for a renamed file let go that grew
+        since (another process still holding it): every ``GROWN_EVERY_S``
+        for ``GROWN_WATCH_S`` after the last was let go."""
+        left = f.left
+        now = time.monotonic()
+        assert left.let_go_at is not None
+        if now - left.let_go_at > GROWN_WATCH_S:
+            left.let_go_at = None
+            return False
+        if now - left.relisted_at < GROWN_EVERY_S:
+            return False
+        left.relisted_at = now
+        return True
 
     def _copied(self, f: Follower, found: list[Sibling], out: list[Chunk | TailNotice]) -> None:
         """copytruncate: the copies made since the last look hold what was

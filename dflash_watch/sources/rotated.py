@@ -82,14 +82,17 @@ def sibling_marks(abspath: str) -> set[Mark]:
     return {(*s.ident, s.mtime_ns, s.size) for s in _siblings(abspath, 0, set(), {})}
 
 
-def folder_marks(folder: str) -> set[Mark]:
-    """Every regular file in ``folder`` now, by dev, inode, mtime and size
-    (which a rename keeps): what was there at the watcher's first look, for
-    names that a glob finds only later (``LogTailer``)."""
+def folder_marks(folder: str, keep: Callable[[str], bool]) -> set[Mark]:
+    """The regular files in ``folder`` now whose names ``keep`` takes, by
+    dev, inode, mtime and size (which a rename keeps): what was there at
+    the watcher's first look, for names that a glob finds only later
+    (``LogTailer``). Only those are stat'ed (a folder of shards)."""
     marks: set[Mark] = set()
     try:
         with os.scandir(folder) as entries:
             for e in entries:
+                if not keep(e.name):
+                    continue
                 try:
                     st = e.stat(follow_symlinks=False)
                 except OSError:
@@ -395,16 +398,16 @@ def pruned_unread(old: os.stat_result | None, found: list[Sibling]) -> bool:
 
 # A renamed file is read on after the switch while its writer may still
 # hold it (logrotate's ``create`` before the writer reopens on SIGHUP, or a
-# writer never told to): once the writer writes to the new file and the old
-# one has not grown for this long, its unfinished last line ends; it is let
-# go when rotation deletes it, or when newer quiet ones push it out
-# (``_QUIET_KEPT``). One let go is not lost: the next listing finds it
-# grown, whatever its time (``_stat_listing``).
+# writer never told to): it is let go once the writer writes to the new
+# file and the old one has not grown for this long (its unfinished last
+# line then ends), or at once when rotation deletes it. One let go is not
+# lost while it is there: a listing finds it grown, whatever its time
+# (``_stat_listing``), and the tailer lists the copies every
+# ``GROWN_EVERY_S`` for ``GROWN_WATCH_S`` after it let one go.
 RENAMED_QUIET_S = 2.0
+GROWN_EVERY_S = 5.0
+GROWN_WATCH_S = 3600.0
 _MAX_RENAMED = 8
-# Renamed files kept open once quiet, per name (the newest): a process that
-# still holds one may write to it later.
-_QUIET_KEPT = 2
 # Files read to their end, remembered so that a rotated copy is never read twice.
 _READ_MEMORY = 64
 
@@ -414,14 +417,13 @@ Feed = Callable[[Split | None], None]
 class _Renamed:
     """An old incarnation of a followed name, renamed away, still read to its end."""
 
-    __slots__ = ("fd", "grew_at", "ident", "quiet", "splitter")
+    __slots__ = ("fd", "grew_at", "ident", "splitter")
 
     def __init__(self, fd: int, ident: Ident, splitter: LineSplitter) -> None:
         self.fd = fd
         self.ident = ident
         self.splitter = splitter
         self.grew_at = time.monotonic()
-        self.quiet = False  # its unfinished line ended: quiet while the writer writes the new file
 
 
 class Leftovers:
@@ -433,7 +435,8 @@ class Leftovers:
     writer's text as one text whatever the names did.
     """
 
-    __slots__ = ("chunk", "following", "last_try", "max_line", "missed", "misses", "read", "renamed")
+    __slots__ = ("chunk", "following", "last_try", "let_go_at", "max_line", "missed", "misses", "read", "relisted_at",
+                 "renamed")
 
     def __init__(self, chunk: int, max_line: int) -> None:
         self.renamed: list[_Renamed] = []
@@ -447,6 +450,10 @@ class Leftovers:
         self.following = False
         # The last look that may pass one over: it reads what it can.
         self.last_try = False
+        # When a renamed file still there was last let go, and the copies
+        # last listed for one grown since (monotonic; ``read_renamed``).
+        self.let_go_at: float | None = None
+        self.relisted_at = 0.0
         self.read: Read = {}  # files read: how far, their last bytes, the next line number
         self.chunk = chunk
         self.max_line = max_line
@@ -481,14 +488,11 @@ class Leftovers:
                 os.close(fd)
 
     def read_renamed(self, feed: Feed, writer_moved: bool) -> None:
-        """Late lines of the renamed files; each let go once deleted. One
-        quiet while the writer writes to the new file (``writer_moved``) has
-        its unfinished last line ended, and is still read: another process
-        may hold it yet (ranks that log to one file, one of them told to
-        reopen), and write to it later (a traceback). The newest
-        ``_QUIET_KEPT`` quiet ones are kept; older ones are let go (a later
-        listing finds one grown since: ``_stat_listing``)."""
-        quiet: list[_Renamed] = []
+        """Late lines of the renamed files; each let go once deleted, or once
+        quiet while the writer writes to the new file (``writer_moved``).
+        One let go may still be written by another process that holds it
+        (ranks logging to one file, one told to reopen): the tailer lists
+        the copies again for a while (``let_go_at``) and reads it grown."""
         for r in list(self.renamed):
             grew = False
             try:
@@ -501,17 +505,10 @@ class Leftovers:
             now = time.monotonic()
             if grew:
                 r.grew_at = now
-                r.quiet = False
-            elif not nlink:
+            elif not nlink or (writer_moved and now - r.grew_at >= RENAMED_QUIET_S):
+                if nlink:
+                    self.let_go_at = now
                 self._let_go(r, feed)
-                continue
-            elif not r.quiet and writer_moved and now - r.grew_at >= RENAMED_QUIET_S:
-                feed(r.splitter.finish())  # its unfinished last line is complete now
-                r.quiet = True
-            if r.quiet:
-                quiet.append(r)
-        for r in quiet[: max(0, len(quiet) - _QUIET_KEPT)]:
-            self._let_go(r, feed)
 
     def read_whole(self, found: list[Sibling], feed: Feed) -> tuple[list[str], list[str]]:
         """Reads the rotated files found, oldest first, each from its line 1,

@@ -12,6 +12,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from dflash_watch.sources.logtail import Chunk, LogTailer, TailNotice
 
 
@@ -212,3 +214,48 @@ def test_a_log_in_a_folder_made_after_the_first_look_is_read_from_its_first_copy
         log.write_text("run1 line 2\n")
         _drain(t, lines, notes)
     assert [line for line in lines if line.startswith("run1")] == ["run1 line 1", "run1 line 2"]
+
+
+def test_an_earlier_runs_copies_stay_history_under_a_relative_recursive_glob(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``**/*.log`` from the run's folder: '**' matches no folder as itself,
+    yet the folder it starts from is noted at the first look; a log that
+    appears there later does not read an earlier run's copies."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.log.1").write_text("old run copy 1\n")
+    (tmp_path / "train.log.2").write_text("old run copy 2\n")
+    lines: list[str] = []
+    notes: list[str] = []
+    with LogTailer(["**/*.log"], from_start=False, use_watchdog=False) as t:
+        _drain(t, lines, notes)
+        (tmp_path / "train.log").write_text("new run line 1\n")
+        _drain(t, lines, notes)
+    assert lines == ["new run line 1"]
+
+
+def test_an_earlier_runs_copies_stay_history_in_a_folder_renamed_since(tmp_path: Path) -> None:
+    """The files noted at the first look go by what they are, not where:
+    a run folder renamed since keeps its old copies as history."""
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "train.log.1").write_text("old run copy\n")
+    lines: list[str] = []
+    notes: list[str] = []
+    with LogTailer([str(tmp_path / "*" / "train.log")], from_start=False, use_watchdog=False) as t:
+        _drain(t, lines, notes)
+        os.rename(tmp_path / "r1", tmp_path / "r1_done")
+        (tmp_path / "r1_done" / "train.log").write_text("new run line 1\n")
+        _drain(t, lines, notes)
+    assert lines == ["new run line 1"]
+
+
+def test_the_first_look_notes_only_files_that_could_be_a_matchs_copies(tmp_path: Path) -> None:
+    """A glob's folder that holds data shards: only names that could be a
+    rotated copy of a match (``*.log`` then ``.N``) are stat'ed and kept."""
+    for i in range(200):
+        (tmp_path / f"part-{i:04d}.arrow").write_text("x")
+    (tmp_path / "rank0.log.1").write_text("old\n")
+    (tmp_path / "rank0.log").write_text("now\n")
+    with LogTailer([str(tmp_path / "*.log")], from_start=False, use_watchdog=False) as t:
+        st = os.stat(tmp_path / "rank0.log.1")
+        assert t._start_marks == {(st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)}
