@@ -10,6 +10,7 @@ import os
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -225,12 +226,7 @@ def test_an_earlier_runs_copies_stay_history_under_a_relative_recursive_glob(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.log.1").write_text("old run copy 1\n")
     (tmp_path / "train.log.2").write_text("old run copy 2\n")
-    lines: list[str] = []
-    notes: list[str] = []
-    with LogTailer(["**/*.log"], from_start=False, use_watchdog=False) as t:
-        _drain(t, lines, notes)
-        (tmp_path / "train.log").write_text("new run line 1\n")
-        _drain(t, lines, notes)
+    lines = _lines_after("**/*.log", lambda: (tmp_path / "train.log").write_text("new run line 1\n"))
     assert lines == ["new run line 1"]
 
 
@@ -239,14 +235,23 @@ def test_an_earlier_runs_copies_stay_history_in_a_folder_renamed_since(tmp_path:
     a run folder renamed since keeps its old copies as history."""
     (tmp_path / "r1").mkdir()
     (tmp_path / "r1" / "train.log.1").write_text("old run copy\n")
-    lines: list[str] = []
-    notes: list[str] = []
-    with LogTailer([str(tmp_path / "*" / "train.log")], from_start=False, use_watchdog=False) as t:
-        _drain(t, lines, notes)
+
+    def rerun() -> None:
         os.rename(tmp_path / "r1", tmp_path / "r1_done")
         (tmp_path / "r1_done" / "train.log").write_text("new run line 1\n")
+
+    assert _lines_after(str(tmp_path / "*" / "train.log"), rerun) == ["new run line 1"]
+
+
+def _lines_after(pattern: str, change: Callable[[], object]) -> list[str]:
+    """The lines a live attach to ``pattern`` reads once ``change`` is made."""
+    lines: list[str] = []
+    notes: list[str] = []
+    with LogTailer([pattern], from_start=False, use_watchdog=False) as t:
         _drain(t, lines, notes)
-    assert lines == ["new run line 1"]
+        change()
+        _drain(t, lines, notes)
+    return lines
 
 
 def test_the_first_look_notes_only_files_that_could_be_a_matchs_copies(tmp_path: Path) -> None:
