@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import time
 
+from .leftovers import Leftovers
 from .lines import LineSplitter
-from .rotated import Leftovers, last_line_start, sibling_marks
+from .rotated import last_line_start, sibling_marks
 
 # How many bytes before the read offset tell a rewritten file (``rewritten``).
 TAIL_BYTES = 64

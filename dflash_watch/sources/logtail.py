@@ -35,10 +35,9 @@ from collections.abc import Callable, Sequence
 
 from .chunks import Chunk, TailNotice, emit, read_chunks
 from .follower import Follower, same_tail
+from .leftovers import GROWN_EVERY_S, GROWN_WATCH_S
 from .lines import LineSplitter, Split
 from .rotated import (
-    GROWN_EVERY_S,
-    GROWN_WATCH_S,
     Ident,
     Mark,
     Sibling,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rotating_writer import Writer
 
-from dflash_watch.sources import rotated
+from dflash_watch.sources import leftovers, rotated
 from dflash_watch.sources.rotated import fresh_siblings, open_as
 
 
@@ -159,7 +159,7 @@ def test_a_copy_passed_over_at_a_look_is_read_at_the_next(
         os.utime(writer.log)  # the name written after the copies: a later mtime
         passed = [0]
         if where == "open":
-            real_open_as = rotated.open_as
+            real_open_as = leftovers.open_as
 
             def flaky_open(path: str, ident: rotated.Ident, suffix: str = "") -> int | None:
                 if passed[0] < times:
@@ -169,7 +169,7 @@ def test_a_copy_passed_over_at_a_look_is_read_at_the_next(
                     return None
                 return real_open_as(path, ident, suffix)
 
-            monkeypatch.setattr(rotated, "open_as", flaky_open)
+            monkeypatch.setattr(leftovers, "open_as", flaky_open)
         else:
             from dflash_watch.sources import logtail
 
@@ -208,7 +208,7 @@ def test_a_copy_that_cannot_be_opened_where_it_is_is_said_and_the_log_goes_on(
         for _ in range(2):
             writer.rollover()
         os.utime(writer.log)
-        monkeypatch.setattr(rotated, "open_as", lambda path, ident, suffix="": None)
+        monkeypatch.setattr(leftovers, "open_as", lambda path, ident, suffix="": None)
         items: list[object] = []
         for _ in range(8):
             items += t.poll()

@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 
 from dflash_watch.sources.follower import Follower
+from dflash_watch.sources.leftovers import Leftovers
 from dflash_watch.sources.logtail import Chunk, LogTailer
-from dflash_watch.sources.rotated import Leftovers, Sibling, last_line_start, newest_from_its_end, open_as
+from dflash_watch.sources.rotated import Sibling, last_line_start, newest_from_its_end, open_as
 
 
 def _ident(path: Path) -> tuple[int, int]:

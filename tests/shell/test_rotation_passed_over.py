@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from rotating_writer import Writer
 
-from dflash_watch.sources import logtail, rotated
+from dflash_watch.sources import leftovers, logtail, rotated
 from dflash_watch.sources.logtail import Chunk, LogTailer, TailNotice
 
 
@@ -72,8 +72,8 @@ def test_a_copy_that_cannot_be_opened_holds_back_no_newer_one(tmp_path: Path, mo
     notes: list[str] = []
     with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
         bad = _three_rollovers(t, w, gens, notes)
-        real = rotated.open_as
-        monkeypatch.setattr(rotated, "open_as", lambda p, ident, suffix="": None if ident == bad else real(p, ident, suffix))
+        real = leftovers.open_as
+        monkeypatch.setattr(leftovers, "open_as", lambda p, ident, suffix="": None if ident == bad else real(p, ident, suffix))
         for _ in range(6):
             _read(t.poll(), gens, notes)
     assert [g for g, _ in gens] == [0, 2, 3]  # gen1 cannot be read where it is; the rest is, in order
@@ -212,7 +212,7 @@ def test_a_copy_renamed_again_at_every_look_is_said_and_holds_the_log_back_no_lo
     notes: list[str] = []
     with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
         slippery = _three_rollovers(t, w, gens, notes)
-        real = rotated.open_as
+        real = leftovers.open_as
         moves = [0]
 
         def renamed_each_time(path: str, ident: rotated.Ident, suffix: str = "") -> int | None:
@@ -223,7 +223,7 @@ def test_a_copy_renamed_again_at_every_look_is_said_and_holds_the_log_back_no_lo
                 return None
             return real(path, ident, suffix)
 
-        monkeypatch.setattr(rotated, "open_as", renamed_each_time)
+        monkeypatch.setattr(leftovers, "open_as", renamed_each_time)
         items: list[Chunk | TailNotice] = []
         for _ in range(8):
             items += t.poll()

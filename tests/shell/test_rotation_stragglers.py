@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_watch.sources import logtail, rotated
+from dflash_watch.sources import leftovers, logtail, rotated
 from dflash_watch.sources.logtail import Chunk, LogTailer
 
 
@@ -35,7 +35,7 @@ def _polls(t: LogTailer, n: int = 4) -> list[str]:
 def test_a_straggler_in_a_renamed_file_let_go_is_read_without_a_rotation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rotated, "RENAMED_QUIET_S", 0.05)
+    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.05)
     monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.05)
     log = tmp_path / "train.log"
     straggler = open(log, "a")  # noqa: SIM115 (a rank that is never told to reopen)
@@ -71,7 +71,7 @@ def test_the_copies_are_listed_again_only_for_a_while_after_a_let_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Listing every few seconds is for files let go lately, not for good."""
-    monkeypatch.setattr(rotated, "RENAMED_QUIET_S", 0.05)
+    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.05)
     monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
     monkeypatch.setattr(logtail, "GROWN_WATCH_S", 0.3)
     log = tmp_path / "train.log"
@@ -104,7 +104,7 @@ def test_a_copy_read_before_that_grew_is_listed_whatever_its_time(tmp_path: Path
     fd = os.open(copy, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        left = rotated.Leftovers(1 << 20, 1 << 20)
+        left = leftovers.Leftovers(1 << 20, 1 << 20)
         left.done((os.fstat(fd).st_dev, os.fstat(fd).st_ino), fd, size, 2)
     finally:
         os.close(fd)
