@@ -294,7 +294,7 @@ class LogTailer:
             self._error(f, out, "is a directory")
             return
         if f.fd is not None and (st.st_dev, st.st_ino) != f.ident:
-            self._replaced(f, out, since, (st.st_dev, st.st_ino))
+            self._replaced(f, out, since)
         elif f.fd is not None and f.rewritten(st.st_size):
             self._copied(f, self._siblings(f, since, {f.ident}), out)
             # (A copy passed over here holds text read from the log itself:
@@ -388,7 +388,7 @@ class LogTailer:
                 f.announce = True
                 out.append(TailNotice(f.path, "waiting", f"waiting for {f.path} to appear"))
 
-    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], since: int, new: Ident) -> None:
+    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> None:
         """The name now points at another inode: finish the old one, then switch.
 
         Renamed (rotation: RotatingFileHandler, logrotate's ``create``, ``mv``),
@@ -400,7 +400,10 @@ class LogTailer:
         """
         self._read(f, out, budget=None)
         old = f.fstat()
-        found = self._siblings(f, since, {f.ident, new})
+        # (The file the name held at the stat is not left out: renamed by a
+        # rollover since, it is a copy older than those made after it, read
+        # in its place; never renamed, it is not among the copies.)
+        found = self._siblings(f, since, {f.ident})
         if (old is not None and old.st_nlink) or found or f.left.missed:
             self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0)
             out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
@@ -500,7 +503,14 @@ class LogTailer:
         if f.gone or f.waiting_noted:
             # It came (back) while we were not holding it: it may have rotated
             # already, before we looked (a burst at the start of a run).
-            found = self._siblings(f, since, {ident})
+            found = self._siblings(f, since, set())
+            held = next((k for k, s in enumerate(found) if s.ident == ident), None)
+            if held is not None:
+                # The file just opened was renamed since (a rollover between
+                # the open and the listing): it is read through its
+                # descriptor, and copies made after it wait for the next
+                # look (its ``_replaced``), so that none comes before it.
+                found = found[:held]
             if not found and not f.ever_opened:
                 # Attached between a rename and the create: the renamed file
                 # was written before we looked, and its writer may go on.

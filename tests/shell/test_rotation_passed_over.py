@@ -21,6 +21,7 @@ Files are real; the pass-over is injected where the race would put it, as
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,68 @@ def test_a_copy_renamed_again_at_every_look_is_said_and_holds_the_log_back_no_lo
         _read(items, gens, notes)
     assert [g for g, _ in gens] == [0, 2, 3]
     assert [i for i in items if isinstance(i, TailNotice) and "renamed again" in i.message]
+
+
+def _rolls_over_first(monkeypatch: pytest.MonkeyPatch, w: Writer, times: int, nth: int = 1) -> None:
+    """The ``nth`` listing from now finds ``times`` rollovers made just
+    before it (a burst between a look's stat or open and its listing)."""
+    real = logtail.fresh_siblings
+    calls = [0]
+
+    def rolled(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == nth:
+            for _ in range(times):
+                w.rollover()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(logtail, "fresh_siblings", rolled)
+
+
+def test_rollovers_between_the_stat_and_the_listing_keep_the_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name's file at the stat (gen1) is renamed by two rollovers before
+    the listing: it is a copy older than the one made after it (gen2), read
+    before it, not left out then followed after it (seen as 1 in 20-40
+    runs of the burst writer, 6 at a time)."""
+    assert _order_after(tmp_path, lambda w: _rolls_over_first(monkeypatch, w, 2)) == [0, 1, 2, 3]
+
+
+def test_rollovers_between_the_open_and_the_listing_keep_the_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file just opened for the name (gen1) is renamed by two rollovers
+    before the open's listing: the copy made after it (gen2) waits for the
+    next look, after gen1 is read through its descriptor."""
+    real_open = os.open
+    opened = [0]
+
+    def rig(w: Writer) -> None:
+        def open_then_roll(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
+            fd = real_open(path, flags, *args, **kwargs)
+            if os.fspath(path) == str(w.log) and not opened[0]:
+                opened[0] += 1
+                for _ in range(2):
+                    w.rollover()
+            return fd
+
+        monkeypatch.setattr(logtail.os, "open", open_then_roll)
+
+    assert _order_after(tmp_path, rig) == [0, 1, 2, 3]
+    assert opened[0] == 1
+
+
+def _order_after(tmp_path: Path, rig: Callable[[Writer], None]) -> list[int]:
+    """The generations read, in order: gen0 held, a rollover (the name gen1),
+    ``rig`` set up, then three looks."""
+    w = Writer(tmp_path)
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        w.rollover()
+        rig(w)
+        for _ in range(3):
+            _read(t.poll(), gens, notes)
+    return [g for g, _ in gens]
