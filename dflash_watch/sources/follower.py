@@ -15,7 +15,7 @@ import time
 
 from .leftovers import Leftovers
 from .lines import LineSplitter
-from .rotated import last_line_start, sibling_marks
+from .rotated import FolderIndex, last_line_start, sibling_marks
 
 # How many bytes before the read offset tell a rewritten file (``rewritten``).
 TAIL_BYTES = 64
@@ -41,7 +41,8 @@ class Follower:
         "tail", "left", "looked_ns", "history", "watched_ns", "rotated_away",
     )
 
-    def __init__(self, path: str, max_line: int, chunk: int, attach_at_end: bool, announce: bool) -> None:
+    def __init__(self, path: str, max_line: int, chunk: int, attach_at_end: bool, announce: bool,
+                 index: FolderIndex | None = None) -> None:
         self.path = path
         self.abspath = os.path.abspath(path)
         self.fd: int | None = None
@@ -67,7 +68,7 @@ class Follower:
         except OSError:
             self.looked_ns = 0  # (the copies there now are history, below)
         # The copies there at the first look: history, never read as new.
-        self.history = sibling_marks(self.abspath)
+        self.history = sibling_marks(self.abspath, index)
         self.watched_ns = time.time_ns()  # wall time of the first look
         self.rotated_away = False  # let go by rotation (not deletion): the next file goes on the stream
 

@@ -38,6 +38,7 @@ from .follower import Follower, same_tail
 from .leftovers import GROWN_EVERY_S, GROWN_WATCH_S
 from .lines import LineSplitter, Split
 from .rotated import (
+    FolderIndex,
     Ident,
     Mark,
     Sibling,
@@ -115,13 +116,14 @@ class LogTailer:
         self._notices: list[Chunk | TailNotice] = []
         self._wakeups = Wakeups(wake_on_writes=wake_on_writes, poll_interval=poll_interval, notice=self._notice)
         self._flag = self._wakeups.flag
+        listings: dict[str, FolderIndex] | None = {} if len(patterns) > 1 else None
         for raw in patterns:
             pat = os.path.expanduser(raw)
             if has_magic(pat):
                 self._globs.append(pat)
                 self._wakeups.globs.append(os.path.abspath(pat))
             else:
-                self._add(pat, attach_at_end=not from_start, announce=False)
+                self._add(pat, attach_at_end=not from_start, announce=False, listings=listings)
         # The files in the globs' folders at the first look that could be a
         # rotated copy of a match: a name a glob finds later came after it,
         # and so did its rotated copies not among these (a log that appeared
@@ -208,11 +210,20 @@ class LogTailer:
                 self._start_marks |= folder_marks(key, _copy_names(base))
         return True
 
-    def _add(self, path: str, *, attach_at_end: bool, announce: bool, late: bool = False) -> None:
+    def _add(self, path: str, *, attach_at_end: bool, announce: bool, late: bool = False,
+             listings: dict[str, FolderIndex] | None = None) -> None:
+        """Follow ``path`` from now on. ``listings``: the folders listed in
+        this pass, shared by the names added in it (their first looks)."""
         key = os.path.normpath(path)
         if key in self._followers:
             return
-        f = Follower(path, self._max_line, self._chunk, attach_at_end, announce)
+        index = None
+        if listings is not None:
+            folder = os.path.dirname(os.path.abspath(path))
+            index = listings.get(folder)
+            if index is None:
+                index = listings[folder] = FolderIndex(folder)
+        f = Follower(path, self._max_line, self._chunk, attach_at_end, announce, index)
         if late:
             # Found by a glob after the first look: it came since, and so did
             # its rotated copies not there then (a burst of rollovers before
@@ -234,10 +245,13 @@ class LogTailer:
             if not matches and pat not in self._globs_noted:
                 self._globs_noted.add(pat)
                 out.append(TailNotice(pat, "waiting", f"waiting for {pat} to match a file"))
+            # New matches share one listing of each folder (a glob of many
+            # ranks' logs in one folder: one pass, not one per log).
+            listings: dict[str, FolderIndex] | None = {} if len(matches) > 1 else None
             for m in matches:
                 self._globs_noted.add(pat)
                 self._add(m, attach_at_end=self._first_poll and not self._from_start,
-                          announce=not self._first_poll, late=not self._first_poll)
+                          announce=not self._first_poll, late=not self._first_poll, listings=listings)
 
     # ---- one file ----------------------------------------------------
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -70,13 +71,44 @@ class Sibling:
 Read = dict[Ident, tuple[int, bytes, int]]  # inode -> (bytes read, their last bytes, next line number)
 
 
-def sibling_marks(abspath: str) -> set[Mark]:
+class FolderIndex:
+    """One listing of a folder, sorted by name: the first looks of many
+    logs in one folder (a glob of 200 ranks' logs among 50k files) share
+    one pass, and each finds its copies by bisection, not by a pass of its
+    own. What it says is checked as any listing is (``_stat_listing``: a
+    name must still hold the listed inode)."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, folder: str) -> None:
+        try:
+            with os.scandir(folder or ".") as entries:
+                self.names = sorted((e.name, e.inode()) for e in entries)
+        except OSError:
+            self.names = []
+
+    def copies_of(self, base: str) -> list[tuple[str, int]]:
+        """``_snapshot(folder, base)`` as this listing saw it."""
+        names = self.names
+        out = []
+        for k in range(bisect_left(names, (base,)), len(names)):
+            name, ino = names[k]
+            if not name.startswith(base):
+                break
+            if _rotated_name(name, base) and not name.endswith(_PACKED):
+                out.append((name, ino))
+        return out
+
+
+def sibling_marks(abspath: str, index: FolderIndex | None = None) -> set[Mark]:
     """The rotated copies of ``abspath`` there now, each by dev, inode,
     mtime and size (which a rename keeps): a name's history at its first
     look, never read as new (``fresh_siblings``), whatever their times say
     (the first reading is the name's mtime, or nothing while it is missing:
-    a copy there then may be as new as that)."""
-    return {(*s.ident, s.mtime_ns, s.size) for s in _siblings(abspath, 0, set(), {})}
+    a copy there then may be as new as that). ``index``: a listing of the
+    folder just taken, shared with other logs there (its first try)."""
+    listed = None if index is None else index.copies_of(os.path.basename(abspath))
+    return {(*s.ident, s.mtime_ns, s.size) for s in _siblings(abspath, 0, set(), {}, listed=listed)}
 
 
 def folder_marks(folder: str, keep: Callable[[str], bool]) -> set[Mark]:
@@ -256,7 +288,8 @@ def _rotated_name(name: str, base: str) -> bool:
 
 
 def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
-              history: set[Mark] | None = None, missed: list[Ident] | None = None) -> list[Sibling]:
+              history: set[Mark] | None = None, missed: list[Ident] | None = None, *,
+              listed: list[tuple[str, int]] | None = None) -> list[Sibling]:
     """The rotated copies of ``abspath`` by the names of one moment.
 
     Names and their inodes come from one ``scandir`` pass: one
@@ -268,11 +301,12 @@ def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
     name is stat'ed only if it still holds the listing's inode; else the
     folder is listed anew, and after a few tries each copy is stat'ed
     under its current name, found by its inode, keeping the listing's name
-    (``open_as`` follows it) and the listing's order.
+    (``open_as`` follows it) and the listing's order. ``listed``: the
+    first try's names, from a listing just taken (``FolderIndex``).
     """
     folder, base = os.path.split(abspath)
     for last in (False, False, False, True):
-        names = _snapshot(folder, base)
+        names, listed = (_snapshot(folder, base) if listed is None else listed), None
         if names is None:
             return []
         found = _stat_listing(folder, base, names, since_ns, skip, read, last, history or _NONE, missed)

@@ -218,3 +218,35 @@ def test_a_copy_that_cannot_be_opened_where_it_is_is_said_and_the_log_goes_on(
         with open(writer.log, "a") as fh:
             fh.write("gen 9\n")
         assert [c.text for c in t.poll() if isinstance(c, Chunk) and not c.partial] == ["gen 9\n"]
+
+
+def test_many_logs_in_one_folder_share_one_listing_at_their_first_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A glob of 200 ranks' logs in a folder of other files: their first
+    looks (each one's history) take one listing of the folder, not one each,
+    and each finds the same copies a listing of its own finds."""
+    for i in range(2000):
+        (tmp_path / f"shard-{i:05d}.arrow").write_text("x")
+    for r in range(200):
+        (tmp_path / f"rank{r}.log").write_text(f"rank {r}\n")
+        if r % 3 == 0:
+            (tmp_path / f"rank{r}.log.1").write_text(f"old {r}\n")
+    from dflash_watch.sources.logtail import LogTailer
+
+    real = rotated.os.scandir
+    listed = [0]
+
+    def counted(path):  # type: ignore[no-untyped-def]
+        listed[0] += 1
+        return real(path)
+
+    monkeypatch.setattr(rotated.os, "scandir", counted)
+    with LogTailer([str(tmp_path / "rank*.log")], from_start=False, use_watchdog=False) as t:
+        t.poll()
+        first_looks = listed[0]
+        monkeypatch.undo()
+        for f in t._followers.values():
+            assert f.history == rotated.sibling_marks(f.abspath)
+        assert sum(len(f.history) for f in t._followers.values()) == 67
+    assert first_looks <= 3  # (the glob's folder noted once, the shared listing; not 200)
