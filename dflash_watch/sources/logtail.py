@@ -59,6 +59,9 @@ _POLL_CHUNKS = 8
 # Looks in a row that may pass over a rotated copy still there (renamed
 # again as it was opened) before its lines are given up for lost.
 _MISSES_MAX = 3
+# The share of a core that listing the copies for renamed files let go may
+# take, all logs together (``LogTailer._grown_due``).
+_GROWN_SHARE = 0.005
 # Folders the globs' folder parts may match at the first look whose files
 # are noted then (``LogTailer._start_files``); past it, a name found later
 # in one not noted goes by the files there when it is found.
@@ -110,6 +113,9 @@ class LogTailer:
         self._globs: list[str] = []
         self._globs_noted: set[str] = set()
         self._first_poll = True
+        # What the last listing for a renamed file let go took (``_grown_due``).
+        self._grown_cost = 0.0
+        self._watching = 0  # logs watching for one, at this poll
         self._cut_count = 0
         self._backlog = False
         self._closed = False
@@ -152,7 +158,9 @@ class LogTailer:
         self._discover(out)
         if self._wakeups.active:
             self._wakeups.sync(self._dirs())
-        for f in list(self._followers.values()):
+        followers = list(self._followers.values())
+        self._watching = sum(1 for f in followers if f.left.let_go_at is not None)
+        for f in followers:
             self._poll_one(f, out)
         self._first_poll = False
         return out
@@ -322,26 +330,29 @@ class LogTailer:
         if f.fd is None and not self._open(f, out, since):
             return
         f.gone = False  # (it may have been renamed back)
-        if not relist and f.left.let_go_at is not None:
-            relist = self._grown_due(f)
-        if relist:  # what was passed over (or grew since let go), before what the name holds now
+        watch = not relist and f.left.let_go_at is not None and self._grown_due(f)
+        if relist or watch:  # what was passed over (or grew since let go), before what the name holds now
+            began = time.perf_counter()
             self._read_siblings(f, self._siblings(f, since, {f.ident}), out, follow_newest=following)
+            if watch:
+                self._grown_cost = time.perf_counter() - began
         if f.left.missed:
             return  # the name's lines wait for the copies passed over (the next look lists them first)
         self._read(f, out, budget=_POLL_CHUNKS)
 
-    @staticmethod
-    def _grown_due(f: Follower) -> bool:
+    def _grown_due(self, f: Follower) -> bool:
         """Whether to list ``f``'s copies for a renamed file let go that grew
         since (another process still holding it): every ``GROWN_EVERY_S``
-        for ``GROWN_WATCH_S`` after the last was let go."""
+        for ``GROWN_WATCH_S`` after the last was let go; less often where a
+        listing costs more (a folder of 50k files, many logs watching), so
+        that all of them together stay under ``_GROWN_SHARE`` of a core."""
         left = f.left
         now = time.monotonic()
         assert left.let_go_at is not None
         if now - left.let_go_at > GROWN_WATCH_S:
             left.let_go_at = None
             return False
-        if now - left.relisted_at < GROWN_EVERY_S:
+        if now - left.relisted_at < max(GROWN_EVERY_S, self._grown_cost * self._watching / _GROWN_SHARE):
             return False
         left.relisted_at = now
         return True

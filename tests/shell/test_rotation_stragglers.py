@@ -74,21 +74,9 @@ def test_the_copies_are_listed_again_only_for_a_while_after_a_let_go(
     monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.05)
     monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
     monkeypatch.setattr(logtail, "GROWN_WATCH_S", 0.3)
-    log = tmp_path / "train.log"
-    log.write_text("step 1\n")
-    listed = [0]
-    real = logtail.fresh_siblings
-
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-        listed[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(logtail, "fresh_siblings", counted)
-    with LogTailer([str(log)], use_watchdog=False) as t:
-        t.poll()
-        os.rename(log, f"{log}.1")
-        log.write_text("step 2\n")
-        _polls(t)  # rotated, then let go
+    listed = _counted_listings(monkeypatch)
+    with LogTailer([str(tmp_path / "train.log")], use_watchdog=False) as t:
+        _rotate_and_let_go(t, tmp_path / "train.log")
         time.sleep(0.35)
         _polls(t, 1)
         before = listed[0]
@@ -115,3 +103,47 @@ def test_a_copy_read_before_that_grew_is_listed_whatever_its_time(tmp_path: Path
     assert [(s.path, s.start, s.lineno) for s in found] == [(str(copy), size, 2)]
     os.utime(copy, ns=(later - 2 * 10**9, later - 2 * 10**9))
     assert rotated.fresh_siblings(str(tmp_path / "train.log"), later, set(), left.read)  # (older still)
+
+
+def test_listing_for_files_let_go_slows_down_where_a_listing_costs_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All logs together stay under a share of a core: where one listing
+    takes long (a folder of 50k files; here, a share made tiny), the next
+    waits in proportion, however short ``GROWN_EVERY_S``."""
+    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.05)
+    monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
+    with LogTailer([str(tmp_path / "train.log")], use_watchdog=False) as t:
+        _rotate_and_let_go(t, tmp_path / "train.log")  # watching from now
+        listed = _counted_listings(monkeypatch)
+        _polls(t, 3)
+        free = listed[0]
+        monkeypatch.setattr(logtail, "_GROWN_SHARE", 1e-9)  # a listing now buys seconds of waiting
+        _polls(t, 1)
+        listed[0] = 0
+        _polls(t, 5)
+    assert free >= 3  # every look, while a listing is cheap
+    assert listed[0] == 0
+
+
+def _counted_listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the tailer lists the copies from now on."""
+    listed = [0]
+    real = logtail.fresh_siblings
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        listed[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(logtail, "fresh_siblings", counted)
+    return listed
+
+
+def _rotate_and_let_go(t: LogTailer, log: Path) -> None:
+    """A first look, then logrotate's ``create``: the renamed file goes
+    quiet and is let go (``RENAMED_QUIET_S`` made short)."""
+    log.write_text("step 1\n")
+    t.poll()
+    os.rename(log, f"{log}.1")
+    log.write_text("step 2\n")
+    _polls(t)
