@@ -68,6 +68,14 @@ _GROWN_SHARE = 0.005
 _START_FOLDERS_MAX = 256
 
 
+def _before(found: list[Sibling], ident: Ident) -> tuple[list[Sibling], bool]:
+    """The copies in ``found`` older than the file ``ident`` if it is among
+    them (renamed by a rollover since it was seen under the name), and
+    whether it was; else all of them."""
+    at = next((k for k, s in enumerate(found) if s.ident == ident), None)
+    return (found, False) if at is None else (found[:at], True)
+
+
 def _copy_names(pattern: str) -> Callable[[str], bool]:
     """Whether a name could be a rotated copy of a file the glob part
     ``pattern`` matches: such a name, a separator, then a digit. One regex
@@ -316,7 +324,7 @@ class LogTailer:
             self._error(f, out, "is a directory")
             return
         if f.fd is not None and (st.st_dev, st.st_ino) != f.ident:
-            self._replaced(f, out, since)
+            self._replaced(f, out, since, (st.st_dev, st.st_ino))
         elif f.fd is not None and f.rewritten(st.st_size):
             self._copied(f, self._siblings(f, since, {f.ident}), out)
             # (A copy passed over here holds text read from the log itself:
@@ -333,7 +341,10 @@ class LogTailer:
         watch = not relist and f.left.let_go_at is not None and self._grown_due(f)
         if relist or watch:  # what was passed over (or grew since let go), before what the name holds now
             began = time.perf_counter()
-            self._read_siblings(f, self._siblings(f, since, {f.ident}), out, follow_newest=following)
+            # (The held file is among them if renamed since it was opened:
+            # the copies after it wait for the next look, as in ``_open``.)
+            found, _ = _before(self._siblings(f, since, set()), f.ident)
+            self._read_siblings(f, found, out, follow_newest=following)
             if watch:
                 self._grown_cost = time.perf_counter() - began
         if f.left.missed:
@@ -413,7 +424,7 @@ class LogTailer:
                 f.announce = True
                 out.append(TailNotice(f.path, "waiting", f"waiting for {f.path} to appear"))
 
-    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], since: int) -> None:
+    def _replaced(self, f: Follower, out: list[Chunk | TailNotice], since: int, new: Ident) -> None:
         """The name now points at another inode: finish the old one, then switch.
 
         Renamed (rotation: RotatingFileHandler, logrotate's ``create``, ``mv``),
@@ -425,11 +436,13 @@ class LogTailer:
         """
         self._read(f, out, budget=None)
         old = f.fstat()
-        # (The file the name held at the stat is not left out: renamed by a
-        # rollover since, it is a copy older than those made after it, read
-        # in its place; never renamed, it is not among the copies.)
-        found = self._siblings(f, since, {f.ident})
-        if (old is not None and old.st_nlink) or found or f.left.missed:
+        # The file the name held at the stat (``new``), renamed by a rollover
+        # since (or linked under a copy's name, not yet unlinked), is among
+        # the copies: those before it are read now; it and those after it
+        # by the open's listing, which follows the newest (its writer may
+        # still write to it: logrotate's ``create`` before the writer's HUP).
+        found, renamed = _before(self._siblings(f, since, {f.ident}), new)
+        if (old is not None and old.st_nlink) or found or renamed or f.left.missed:
             self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0)
             out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
             return
@@ -528,15 +541,11 @@ class LogTailer:
         if f.gone or f.waiting_noted:
             # It came (back) while we were not holding it: it may have rotated
             # already, before we looked (a burst at the start of a run).
-            found = self._siblings(f, since, set())
-            held = next((k for k, s in enumerate(found) if s.ident == ident), None)
-            if held is not None:
-                # The file just opened was renamed since (a rollover between
-                # the open and the listing): it is read through its
-                # descriptor, and copies made after it wait for the next
-                # look (its ``_replaced``), so that none comes before it.
-                found = found[:held]
-            if not found and not f.ever_opened:
+            # The file just opened, renamed since (a rollover between the
+            # open and the listing), is read through its descriptor, and the
+            # copies made after it wait for the next look (its ``_replaced``).
+            found, renamed = _before(self._siblings(f, since, set()), ident)
+            if not found and not renamed and not f.ever_opened:
                 # Attached between a rename and the create: the renamed file
                 # was written before we looked, and its writer may go on.
                 # The first look on the files' clock (NFS: the server's), not

@@ -265,34 +265,183 @@ def test_rollovers_between_the_open_and_the_listing_keep_the_order(
     """The file just opened for the name (gen1) is renamed by two rollovers
     before the open's listing: the copy made after it (gen2) waits for the
     next look, after gen1 is read through its descriptor."""
-    real_open = os.open
-    opened = [0]
-
-    def rig(w: Writer) -> None:
-        def open_then_roll(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
-            fd = real_open(path, flags, *args, **kwargs)
-            if os.fspath(path) == str(w.log) and not opened[0]:
-                opened[0] += 1
-                for _ in range(2):
-                    w.rollover()
-            return fd
-
-        monkeypatch.setattr(logtail.os, "open", open_then_roll)
-
-    assert _order_after(tmp_path, rig) == [0, 1, 2, 3]
-    assert opened[0] == 1
+    opened: list[list[int]] = []
+    assert _order_after(tmp_path, lambda w: opened.append(_rolls_over_at_first_open(monkeypatch, w, 2))) == [0, 1, 2, 3]
+    assert opened[0] == [1]
 
 
-def _order_after(tmp_path: Path, rig: Callable[[Writer], None]) -> list[int]:
+def _order_after(tmp_path: Path, rig: Callable[[Writer], object], *, let_go_first: bool = False) -> list[int]:
     """The generations read, in order: gen0 held, a rollover (the name gen1),
-    ``rig`` set up, then three looks."""
+    ``rig`` set up, then three looks. ``let_go_first``: a rollover read and
+    its renamed file let go before (the copies watched for it)."""
     w = Writer(tmp_path)
     gens: list[tuple[int, int]] = []
     notes: list[str] = []
     with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
         _read(t.poll(), gens, notes)
+        if let_go_first:
+            w.rollover()
+            _read(t.poll(), gens, notes)
+            _read(t.poll(), gens, notes)
+            assert next(iter(t._followers.values())).left.let_go_at is not None
         w.rollover()
         rig(w)
         for _ in range(3):
             _read(t.poll(), gens, notes)
     return [g for g, _ in gens]
+
+
+def _rolls_over_at_first_open(monkeypatch: pytest.MonkeyPatch, w: Writer, times: int) -> list[int]:
+    """``times`` rollovers right after the tailer's first open of the name."""
+    real_open = os.open
+    opened = [0]
+
+    def open_then_roll(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
+        fd = real_open(path, flags, *args, **kwargs)
+        if os.fspath(path) == str(w.log) and not opened[0]:
+            opened[0] += 1
+            for _ in range(times):
+                w.rollover()
+        return fd
+
+    monkeypatch.setattr(logtail.os, "open", open_then_roll)
+    return opened
+
+
+def test_a_first_open_renamed_before_its_listing_loses_no_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name missing at the first look, then made and opened, and two
+    rollovers before the open's listing: the file opened is the oldest copy,
+    read through its descriptor; gen1 is not taken for a renamed file to
+    follow from its end (its text skipped), but read at the next look."""
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(tmp_path / "train.log")], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)  # waiting
+        w = Writer(tmp_path)
+        _rolls_over_at_first_open(monkeypatch, w, 2)
+        for _ in range(4):
+            _read(t.poll(), gens, notes)
+    assert [g for g, _ in gens] == [0, 1, 2]
+
+
+def test_the_watch_for_files_let_go_keeps_the_order_of_a_file_renamed_after_its_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same look lists the copies for a file let go (``_grown_due``) and
+    the file just opened was renamed before: the copies after it wait."""
+    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.0)
+    monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
+    monkeypatch.setattr(logtail, "_GROWN_SHARE", 1e9)  # (a listing at every look)
+    order = _order_after(tmp_path, lambda w: _rolls_over_at_first_open(monkeypatch, w, 2), let_go_first=True)
+    assert order == [0, 1, 2, 3, 4]
+
+
+def test_the_names_file_renamed_between_the_stat_and_the_listing_is_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """logrotate ``create`` twice in one poll, the second between the look's
+    stat and its listing: the file the stat saw (X) is now a copy its writer
+    still writes to (not yet HUP'd); it is followed, not read once."""
+    log = tmp_path / "train.log"
+
+    def create() -> int:
+        return os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def rotate() -> int:
+        os.rename(log, f"{log}.1")
+        return create()
+
+    writer = create()
+    os.write(writer, b"gen 0\n")
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    made: list[int] = []
+    with LogTailer([str(log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        fresh = rotate()
+        os.close(writer)
+        writer = fresh
+        os.write(writer, b"gen 1\n")  # X
+        real = logtail.fresh_siblings
+
+        def raced(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if not made:
+                made.append(rotate())  # the second rotation; the writer not told yet
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(logtail, "fresh_siblings", raced)
+        _read(t.poll(), gens, notes)
+        monkeypatch.undo()
+        os.write(writer, b"gen 1 late\n")  # still into X, now train.log.1
+        os.close(writer)
+        writer = made[0]
+        os.write(writer, b"gen 2\n")
+        for _ in range(3):
+            _read(t.poll(), gens, notes)
+        os.close(writer)
+    assert [g for g, _ in gens] == [0, 1, 1, 2]
+
+
+def test_a_rotation_by_link_then_unlink_caught_between_reads_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rotation done as ``link(log, log.1)`` then ``unlink(log)``, the
+    listing between the two: the name's file has two names; read once."""
+    log = tmp_path / "train.log"
+    log.write_text("gen 0\n")
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        os.rename(log, f"{log}.1")
+        log.write_text("gen 1\n")
+        real = logtail.fresh_siblings
+        linked = [0]
+
+        def raced(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if not linked[0]:
+                linked[0] = 1
+                os.rename(f"{log}.1", f"{log}.2")
+                os.link(log, f"{log}.1")  # half a rotation
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(logtail, "fresh_siblings", raced)
+        _read(t.poll(), gens, notes)
+        monkeypatch.undo()
+        os.unlink(log)
+        log.write_text("gen 2\n")
+        for _ in range(3):
+            _read(t.poll(), gens, notes)
+    assert [g for g, _ in gens] == [0, 1, 2]
+
+
+def test_a_pruned_held_file_and_the_names_file_renamed_before_the_listing_is_one_rotation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One copy kept: the held file pruned by a rollover after the stat
+    (seen as pruned), which renamed the name's file too: a rotation (one
+    generation, gen1 read), not a new file."""
+    w = Writer(tmp_path, backup=1)
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        w.rollover()  # .1 = gen0 (held), the name gen1
+        from dflash_watch.sources.follower import Follower
+
+        real = Follower.fstat
+        rolled = [0]
+
+        def fstat_after_a_rollover(self: Follower):  # type: ignore[no-untyped-def]
+            if not rolled[0]:
+                rolled[0] = 1
+                w.rollover()  # gen0 pruned, .1 = gen1, the name gen2
+            return real(self)
+
+        monkeypatch.setattr(Follower, "fstat", fstat_after_a_rollover)
+        for _ in range(3):
+            _read(t.poll(), gens, notes)
+    assert gens == [(0, 0), (1, 0), (2, 0)]
+    assert "recreated" not in notes
