@@ -323,13 +323,15 @@ class LogTailer:
         if stat.S_ISDIR(st.st_mode):
             self._error(f, out, "is a directory")
             return
+        truncated = False
         if f.fd is not None and (st.st_dev, st.st_ino) != f.ident:
             self._replaced(f, out, since, (st.st_dev, st.st_ino))
         elif f.fd is not None and f.rewritten(st.st_size):
             self._copied(f, self._siblings(f, since, {f.ident}), out)
             # (A copy passed over here holds text read from the log itself:
-            # listed again, it would be read twice.)
+            # listed again, by this look or a later one, it would be read twice.)
             f.left.missed = False
+            truncated = True
             self._end_incarnation(f, out)
             os.lseek(f.fd, 0, os.SEEK_SET)
             f.restart()
@@ -339,7 +341,7 @@ class LogTailer:
             return
         f.gone = False  # (it may have been renamed back)
         watch = not relist and f.left.let_go_at is not None and self._grown_due(f)
-        if relist or watch:  # what was passed over (or grew since let go), before what the name holds now
+        if (relist or watch) and not truncated:  # what was passed over (or grew since let go), before what the name holds now
             began = time.perf_counter()
             # (The held file is among them if renamed since it was opened:
             # the copies after it wait for the next look, as in ``_open``.)
@@ -441,9 +443,10 @@ class LogTailer:
         # the copies: those before it are read now; it and those after it
         # by the open's listing, which follows the newest (its writer may
         # still write to it: logrotate's ``create`` before the writer's HUP).
-        found, renamed = _before(self._siblings(f, since, {f.ident}), new)
+        listed = self._siblings(f, since, {f.ident})
+        found, renamed = _before(listed, new)
         if (old is not None and old.st_nlink) or found or renamed or f.left.missed:
-            self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0)
+            self._switch(f, out, old, found, keep_old=old is not None and old.st_nlink > 0, listed=listed)
             out.append(TailNotice(f.path, "rotated", f"{f.path} rotated; following the new file"))
             return
         self._end_incarnation(f, out)
@@ -451,10 +454,13 @@ class LogTailer:
         out.append(TailNotice(f.path, "recreated", f"{f.path} recreated; reading the new file"))
 
     def _switch(self, f: Follower, out: list[Chunk | TailNotice], old: os.stat_result | None,
-                found: list[Sibling], *, keep_old: bool) -> None:
+                found: list[Sibling], *, keep_old: bool, listed: list[Sibling] | None = None) -> None:
         """Rotation: the held file (read to its end) is read on while it may grow,
         then the files rotated in between are read whole, oldest first; the next
-        file opened for the name continues the stream, its lines counted from 1."""
+        file opened for the name continues the stream, its lines counted from 1.
+        ``listed``: every copy the listing found, when ``found`` is only the
+        first of them (the rest read by the open's listing): what tells a
+        copy pruned unread."""
         assert f.fd is not None
         if keep_old:
             f.left.keep(f.fd, f.ident, f.splitter, self._feed(f, out))
@@ -467,7 +473,7 @@ class LogTailer:
         f.gone = True
         f.rotated_away = True
         self._read_siblings(f, found, out)
-        if pruned_unread(old, found):  # one notice for all that this rotation lost
+        if pruned_unread(old, found if listed is None else listed):  # one notice for all this rotation lost
             out.append(TailNotice(f.path, "lost", f"{f.path} rotated faster than it was read: "
                                   "rotation deleted some rotated files before they could be read"))
 
@@ -477,10 +483,11 @@ class LogTailer:
         missed: list[Ident] = []
         left.missed = False  # (what an earlier listing of this look passed over, this one lists)
         found = fresh_siblings(f.abspath, since, skip, left.read, f.history, missed)
-        # Only a copy that would be read counts: not one held, read before,
-        # or there at the first look (a burst shifts those too).
+        # Only a copy that would be read counts: not one held (the name's
+        # file too, read through its descriptor), read before, or there at
+        # the first look (a burst shifts those too).
         known = {(dev, ino) for dev, ino, _, _ in f.history}
-        missed = [i for i in missed if i not in skip and i not in left.read and i not in known]
+        missed = [i for i in missed if i not in skip and i != f.ident and i not in left.read and i not in known]
         if missed and not left.last_try:
             # One passed over (renamed yet again as it was listed): none is
             # read now, so that none is read before an older one; the copies

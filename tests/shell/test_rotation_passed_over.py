@@ -394,9 +394,7 @@ def test_a_rotation_by_link_then_unlink_caught_between_reads_once(
     gens: list[tuple[int, int]] = []
     notes: list[str] = []
     with LogTailer([str(log)], from_start=True, use_watchdog=False) as t:
-        _read(t.poll(), gens, notes)
-        os.rename(log, f"{log}.1")
-        log.write_text("gen 1\n")
+        _renamed_once(t, log, gens, notes)
         real = logtail.fresh_siblings
         linked = [0]
 
@@ -445,3 +443,100 @@ def test_a_pruned_held_file_and_the_names_file_renamed_before_the_listing_is_one
             _read(t.poll(), gens, notes)
     assert gens == [(0, 0), (1, 0), (2, 0)]
     assert "recreated" not in notes
+
+
+def test_a_copy_pruned_unread_is_said_when_the_names_file_was_renamed_before_the_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One copy kept: the held file pruned before the look, and a rollover
+    between its stat and its listing prunes gen1 unread. The list is cut at
+    the name's file for reading; the loss is still told by all it holds."""
+    w = Writer(tmp_path, backup=1)
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        w.rollover()
+        w.rollover()  # gen0 (held) pruned; .1 = gen1; the stat sees gen2
+        _rolls_over_first(monkeypatch, w, 1)  # gen1 pruned unread; .1 = gen2; the name gen3
+        for _ in range(3):
+            _read(t.poll(), gens, notes)
+    assert [g for g, _ in gens] == [0, 2, 3]
+    assert notes.count("lost") == 1
+
+
+def test_the_held_file_renamed_during_a_listing_is_no_copy_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch lists the copies at every look; the held file renamed again
+    and again as they are listed (said passed over by the listing) is read
+    through its descriptor: the name's lines are not held back, and nothing
+    is said lost."""
+    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.0)
+    monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
+    monkeypatch.setattr(logtail, "_GROWN_SHARE", 1e9)
+    w = Writer(tmp_path)
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(w.log)], from_start=True, use_watchdog=False) as t:
+        _read(t.poll(), gens, notes)
+        w.rollover()
+        _read(t.poll(), gens, notes)
+        _read(t.poll(), gens, notes)  # gen0 let go: the copies listed at every look
+        held = next(iter(t._followers.values()))
+        real = logtail.fresh_siblings
+
+        def says_the_held_file_passed_over(*args, **kwargs):  # type: ignore[no-untyped-def]
+            found = real(*args, **kwargs)
+            missed = args[5] if len(args) > 5 else kwargs.get("missed")
+            if missed is not None:
+                missed.append(held.ident)
+            return found
+
+        monkeypatch.setattr(logtail, "fresh_siblings", says_the_held_file_passed_over)
+        for k in range(6):
+            with open(w.log, "a") as fh:
+                fh.write(f"gen 1{k}\n")
+            before = len(gens)
+            _read(t.poll(), gens, notes)
+            assert len(gens) == before + 1  # read at once
+    assert "lost" not in notes
+
+
+def test_a_copytruncate_copy_passed_over_is_not_read_by_the_same_looks_watch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """copytruncate while the copies are watched for a file let go: the
+    truncation's listing passes its copy over (text read from the log
+    itself), and the same look's watch must not read it as a new copy."""
+    import shutil
+
+    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.0)
+    monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
+    monkeypatch.setattr(logtail, "_GROWN_SHARE", 1e9)
+    log = tmp_path / "train.log"
+    log.write_text("gen 0\n")
+    gens: list[tuple[int, int]] = []
+    notes: list[str] = []
+    with LogTailer([str(log)], from_start=True, use_watchdog=False) as t:
+        _renamed_once(t, log, gens, notes)  # a rename rotation first: its file let go, the watch on
+        _read(t.poll(), gens, notes)
+        _read(t.poll(), gens, notes)
+        assert next(iter(t._followers.values())).left.let_go_at is not None
+        os.rename(f"{log}.1", f"{log}.2")
+        shutil.copyfile(log, f"{log}.1")  # copytruncate
+        with open(log, "r+") as fh:
+            fh.truncate(0)
+        with open(log, "a") as fh:
+            fh.write("gen 2\n")
+        _passes_over_once(monkeypatch)
+        for _ in range(3):
+            _read(t.poll(), gens, notes)
+    assert [g for g, _ in gens] == [0, 1, 2]
+
+
+def _renamed_once(t: LogTailer, log: Path, gens: list[tuple[int, int]], notes: list[str]) -> None:
+    """The first look (gen 0), then a rename rotation: the name holds gen 1."""
+    _read(t.poll(), gens, notes)
+    os.rename(log, f"{log}.1")
+    log.write_text("gen 1\n")
