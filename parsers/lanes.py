@@ -361,18 +361,15 @@ def _read_in_order(
         line = lines[i]
         if type(lane) is bytes:
             read_progress(cur, dating, pattern, line, starts[i], ends[i], numbers[i], None, None, lane)
-        elif cur.redrawn and i in cur.redrawn:  # a redrawn line, read whole as a plain one
-            if entry is not None:
-                stamps.append(0.0)
-                clocked.append(True)
-                next(progress)
-            read_progress(cur, dating, pattern, cur.redrawn[i], starts[i], ends[i], numbers[i], None, None, None)
         else:
             if entry is not None:  # its entry in the lane's columns, not read
                 stamps.append(0.0)
                 clocked.append(True)
                 next(progress)
-            if read_progress(cur, dating, pattern, line, starts[i], ends[i], numbers[i], None, None, None) is None:
+            whole = cur.redrawn.get(i) if cur.redrawn else None
+            if whole is not None:  # a redrawn line, read whole as a plain one
+                read_progress(cur, dating, pattern, whole, starts[i], ends[i], numbers[i], None, None, None)
+            elif read_progress(cur, dating, pattern, line, starts[i], ends[i], numbers[i], None, None, None) is None:
                 read_padding(cur, dating, line, starts[i], ends[i], numbers[i], None, None)
         if final is not None:  # what it made, dated in its place
             final.catch_up(events)

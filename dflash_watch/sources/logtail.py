@@ -63,7 +63,7 @@ _MISSES_MAX = 3
 # take, all logs together (``LogTailer._grown_due``).
 _GROWN_SHARE = 0.005
 # Folders the globs' folder parts may match at the first look whose files
-# are noted then (``LogTailer._start_files``); past it, a name found later
+# are noted then (``LogTailer._start_marks``); past it, a name found later
 # in one not noted goes by the files there when it is found.
 _START_FOLDERS_MAX = 256
 
@@ -341,7 +341,8 @@ class LogTailer:
             return
         f.gone = False  # (it may have been renamed back)
         watch = not relist and f.left.let_go_at is not None and self._grown_due(f)
-        if (relist or watch) and not truncated:  # what was passed over (or grew since let go), before what the name holds now
+        if (relist or watch) and not truncated:
+            # What was passed over (or grew since let go), before what the name holds now.
             began = time.perf_counter()
             # (The held file is among them if renamed since it was opened:
             # the copies after it wait for the next look, as in ``_open``.)

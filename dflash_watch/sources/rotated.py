@@ -95,7 +95,7 @@ class FolderIndex:
             name, ino = names[k]
             if not name.startswith(base):
                 break
-            if _rotated_name(name, base) and not name.endswith(_PACKED):
+            if _text_copy(name, base):
                 out.append((name, ino))
         return out
 
@@ -287,6 +287,11 @@ def _rotated_name(name: str, base: str) -> bool:
             and name[len(base) + 1].isdigit())
 
 
+def _text_copy(name: str, base: str) -> bool:
+    """A rotated copy of ``base`` read as text (not compressed)."""
+    return _rotated_name(name, base) and not name.endswith(_PACKED)
+
+
 def _siblings(abspath: str, since_ns: int, skip: set[Ident], read: Read,
               history: set[Mark] | None = None, missed: list[Ident] | None = None, *,
               listed: list[tuple[str, int]] | None = None) -> list[Sibling]:
@@ -326,7 +331,7 @@ def _snapshot(folder: str, base: str) -> list[tuple[str, int]] | None:
             listed = [(e.name, e.inode()) for e in entries]
     except OSError:
         return None
-    return [(name, ino) for name, ino in listed if _rotated_name(name, base) and not name.endswith(_PACKED)]
+    return [(name, ino) for name, ino in listed if _text_copy(name, base)]
 
 
 def _stat_listing(folder: str, base: str, names: list[tuple[str, int]], since_ns: int, skip: set[Ident],

@@ -123,6 +123,14 @@ def _stop(*procs: subprocess.Popen) -> None:
             proc.communicate()
 
 
+def _hf_nan_trainer(tmp_path: Path, log: Path, env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
+    """The real HF Trainer run whose loss turns NaN, 24 steps, writing ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, str(TRAINERS / "hf_nan_trainer.py"), str(tmp_path / "out"), "--steps", "24",
+             "--sleep", "0.05", *extra], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+
+
 @pytest.mark.slow
 def test_hf_trainer_nan_alert_live_under_headless(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="needs torch (pip install torch)")
@@ -132,10 +140,7 @@ def test_hf_trainer_nan_alert_live_under_headless(tmp_path: Path) -> None:
     trainer = None
     try:
         wait_for_notice(headless, "to appear")
-        with open(log, "wb") as out:
-            trainer = subprocess.Popen(
-                [sys.executable, str(TRAINERS / "hf_nan_trainer.py"), str(tmp_path / "out"), "--steps", "24",
-                 "--sleep", "0.05"], stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=tmp_path)
+        trainer = _hf_nan_trainer(tmp_path, log, _env())
         written = seen = None
         alerts: list[dict] = []
         deadline = time.monotonic() + 150.0
@@ -179,11 +184,7 @@ def test_hf_trainer_stamped_hours_off_the_wall_clock_live_equals_replay(tmp_path
     trainer = None
     try:
         wait_for_notice(headless, "to appear")
-        env = {**_env(), "TZ": "Asia/Tokyo"}
-        with open(log, "wb") as out:
-            trainer = subprocess.Popen(
-                [sys.executable, str(TRAINERS / "hf_nan_trainer.py"), str(tmp_path / "out"), "--steps", "24",
-                 "--sleep", "0.05", "--stamped"], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        trainer = _hf_nan_trainer(tmp_path, log, {**_env(), "TZ": "Asia/Tokyo"}, "--stamped")
         assert trainer.wait(timeout=150) == 0, log.read_text(errors="replace")[-3000:]
         alerts = alert_lines(headless, timeout=8.0)  # what it said while and after the run wrote
     finally:

@@ -331,9 +331,7 @@ def test_the_watch_for_files_let_go_keeps_the_order_of_a_file_renamed_after_its_
 ) -> None:
     """The same look lists the copies for a file let go (``_grown_due``) and
     the file just opened was renamed before: the copies after it wait."""
-    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.0)
-    monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
-    monkeypatch.setattr(logtail, "_GROWN_SHARE", 1e9)  # (a listing at every look)
+    _watch_every_look(monkeypatch)
     order = _order_after(tmp_path, lambda w: _rolls_over_at_first_open(monkeypatch, w, 2), let_go_first=True)
     assert order == [0, 1, 2, 3, 4]
 
@@ -472,9 +470,7 @@ def test_the_held_file_renamed_during_a_listing_is_no_copy_passed_over(
     and again as they are listed (said passed over by the listing) is read
     through its descriptor: the name's lines are not held back, and nothing
     is said lost."""
-    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.0)
-    monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
-    monkeypatch.setattr(logtail, "_GROWN_SHARE", 1e9)
+    _watch_every_look(monkeypatch)
     w = Writer(tmp_path)
     gens: list[tuple[int, int]] = []
     notes: list[str] = []
@@ -511,9 +507,7 @@ def test_a_copytruncate_copy_passed_over_is_not_read_by_the_same_looks_watch(
     itself), and the same look's watch must not read it as a new copy."""
     import shutil
 
-    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.0)
-    monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
-    monkeypatch.setattr(logtail, "_GROWN_SHARE", 1e9)
+    _watch_every_look(monkeypatch)
     log = tmp_path / "train.log"
     log.write_text("gen 0\n")
     gens: list[tuple[int, int]] = []
@@ -540,3 +534,11 @@ def _renamed_once(t: LogTailer, log: Path, gens: list[tuple[int, int]], notes: l
     _read(t.poll(), gens, notes)
     os.rename(log, f"{log}.1")
     log.write_text("gen 1\n")
+
+
+def _watch_every_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A renamed file is let go as soon as it is quiet, and the copies are
+    then listed for it at every look (no pacing)."""
+    monkeypatch.setattr(leftovers, "RENAMED_QUIET_S", 0.0)
+    monkeypatch.setattr(logtail, "GROWN_EVERY_S", 0.0)
+    monkeypatch.setattr(logtail, "_GROWN_SHARE", 1e9)
