@@ -16,7 +16,7 @@
 #include <Python.h>
 #include <string.h>
 
-#define ABI 6
+#define ABI 7
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -583,12 +583,189 @@ last_minute(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(minute_value(base, seconds, 0, 0));
 }
 
+/* line_numbers(view, pos, number, starts) -> list[int] | None
+ *
+ * ``lanes.read_lanes``' line numbers of a run: each start's is the one
+ * before it (``number`` at ``pos``) plus the newlines of ``view`` between
+ * them, as ``accumulate(map(view.count, repeat("\n"), [pos, *starts[:-1]],
+ * starts), initial=number)`` less its first. None (Python counts) for a
+ * view that is not one byte a character or a negative offset. */
+static PyObject *
+line_numbers(PyObject *self, PyObject *args)
+{
+    PyObject *view, *starts;
+    Py_ssize_t pos, number;
+    if (!PyArg_ParseTuple(args, "UnnO!", &view, &pos, &number, &PyList_Type, &starts))
+        return NULL;
+    if (PyUnicode_KIND(view) != PyUnicode_1BYTE_KIND || pos < 0)
+        Py_RETURN_NONE;
+    const char *data = (const char *)PyUnicode_DATA(view);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(view);
+    Py_ssize_t count = PyList_GET_SIZE(starts);
+    PyObject *out = PyList_New(count);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(starts, i));
+        if (start == -1 && PyErr_Occurred()) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (start < 0) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        Py_ssize_t lo = pos < n ? pos : n, hi = start < n ? start : n;
+        const char *at = data + lo, *stop = data + hi;
+        while (at < stop && (at = memchr(at, '\n', (size_t)(stop - at))) != NULL) {
+            number++;
+            at++;
+        }
+        PyObject *value = PyLong_FromSsize_t(number);
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, value);
+        pos = start;
+    }
+    return out;
+}
+
+/* A ``Progress`` built field by field, as ``events.new_progress`` builds
+ * one (``set_progress`` tells the class, its fields' slot descriptors in
+ * order, their defaults and how many are required, once).
+ *
+ * ``build_progress(*args, **kwargs)`` takes ``Progress``'s arguments
+ * (positional, keywords, defaults; a missing, unknown or doubled one is a
+ * TypeError) and stores each through its slot's descriptor, as
+ * ``object.__setattr__`` does for a frozen dataclass: the object is a
+ * ``Progress`` in every way (tests/core/test_parse_speed_shortcuts.py).
+ * In C the interpreter's frame and its 13 stores go: one event costs
+ * half the Python builder's time, and the stream builds one per
+ * progress line. */
+static PyTypeObject *progress_type = NULL;
+static PyObject *progress_names = NULL;    /* tuple of str, the fields in order */
+static PyObject *progress_descrs = NULL;   /* tuple, each field's slot descriptor */
+static PyObject *progress_defaults = NULL; /* tuple, each field's default (None where required) */
+static Py_ssize_t progress_required = 0;
+
+static PyObject *
+set_progress(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *names, *descrs, *defaults;
+    Py_ssize_t required;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!n", &PyType_Type, &cls, &PyTuple_Type, &names, &PyTuple_Type, &descrs,
+                          &PyTuple_Type, &defaults, &required))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyTuple_GET_SIZE(descrs) != n || PyTuple_GET_SIZE(defaults) != n || required < 0 || required > n) {
+        PyErr_SetString(PyExc_ValueError, "set_progress: names, descriptors and defaults differ in length");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PyTuple_GET_ITEM(descrs, i);
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i)) || Py_TYPE(d)->tp_descr_set == NULL) {
+            PyErr_SetString(PyExc_TypeError, "set_progress: a field without a slot descriptor");
+            return NULL;
+        }
+    }
+    Py_INCREF(cls);
+    Py_INCREF(names);
+    Py_INCREF(descrs);
+    Py_INCREF(defaults);
+    Py_XSETREF(progress_type, (PyTypeObject *)cls);
+    Py_XSETREF(progress_names, names);
+    Py_XSETREF(progress_descrs, descrs);
+    Py_XSETREF(progress_defaults, defaults);
+    progress_required = required;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+build_progress(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (progress_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "build_progress: set_progress was not called");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(progress_names);
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "Progress takes at most %zd arguments (%zd given)", n, nargs);
+        return NULL;
+    }
+    PyObject *values[32];
+    if (n > 32) {
+        PyErr_SetString(PyExc_TypeError, "build_progress: too many fields");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        values[i] = i < nargs ? args[i] : NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t at = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *name = PyTuple_GET_ITEM(progress_names, i);
+            if (name == key) {
+                at = i;
+                break;
+            }
+        }
+        if (at < 0) {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int same = PyUnicode_Compare(PyTuple_GET_ITEM(progress_names, i), key);
+                if (same == -1 && PyErr_Occurred())
+                    return NULL;
+                if (same == 0) {
+                    at = i;
+                    break;
+                }
+            }
+        }
+        if (at < 0) {
+            PyErr_Format(PyExc_TypeError, "Progress got an unexpected keyword argument '%U'", key);
+            return NULL;
+        }
+        if (values[at] != NULL) {
+            PyErr_Format(PyExc_TypeError, "Progress got multiple values for argument '%U'", key);
+            return NULL;
+        }
+        values[at] = args[nargs + k];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (values[i] == NULL) {
+            if (i < progress_required) {
+                PyErr_Format(PyExc_TypeError, "Progress missing required argument: '%U'",
+                             PyTuple_GET_ITEM(progress_names, i));
+                return NULL;
+            }
+            values[i] = PyTuple_GET_ITEM(progress_defaults, i);
+        }
+    }
+    PyObject *obj = progress_type->tp_alloc(progress_type, 0);
+    if (obj == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PyTuple_GET_ITEM(progress_descrs, i);
+        if (Py_TYPE(d)->tp_descr_set(d, obj, values[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
 static PyMethodDef methods[] = {
     {"take_run", take_run, METH_VARARGS, "LogStream._scan's walk over lines it only sets aside."},
     {"slide_median", slide_median, METH_VARARGS, "A sliding window's median after each new value."},
     {"series_tops", series_tops, METH_VARARGS, "throughput_quiet._steady's walk over a run's steps."},
     {"minute_stamps", minute_stamps, METH_VARARGS, "TimeParser._minute_run's fast path over a run of lines."},
     {"last_minute", last_minute, METH_VARARGS, "LineTimes.latest's first look: the last line's stamp in the minute read last."},
+    {"line_numbers", line_numbers, METH_VARARGS, "read_lanes' line numbers of a run: newlines counted between its starts."},
+    {"set_progress", set_progress, METH_VARARGS, "Tell build_progress the Progress class, its slots and defaults."},
+    {"build_progress", (PyCFunction)(void (*)(void))build_progress, METH_FASTCALL | METH_KEYWORDS,
+     "A Progress from its arguments, each field stored through its slot."},
     {"cut_numbers", cut_numbers, METH_VARARGS, "One number column of lines of one shape, as int or float reads it."},
     {NULL, NULL, 0, NULL},
 };

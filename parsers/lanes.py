@@ -17,6 +17,7 @@ from .clock import JITTER_S
 from .cursor import Bare, Cursor, Lane, Ranked, Redrawn
 from .events import Progress, new_progress
 from .line_times import LineTimes
+from .native import KERNELS
 from .one_line import body_shape, read_padding, read_progress
 from .progress import ProgressPattern, column_plan, value_columns
 from .ranks import rank_span
@@ -149,10 +150,12 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
         bodies = [line[p.cut :] if isinstance(p, Ranked) else line for line, p in zip(lines, ranked)]
     groups = _groups(bodies, lanes)
     # Every run line's number at once: newlines counted between them in C.
-    numbers = list(
-        accumulate(map(cur.view.count, repeat("\n"), [cur.count_pos, *starts[:-1]], starts), initial=cur.count_no)
-    )
-    del numbers[0]
+    numbers = None if KERNELS is None else KERNELS.line_numbers(cur.view, cur.count_pos, cur.count_no, starts)
+    if numbers is None:
+        numbers = list(
+            accumulate(map(cur.view.count, repeat("\n"), [cur.count_pos, *starts[:-1]], starts), initial=cur.count_no)
+        )
+        del numbers[0]
     # No rank prefix, and columns for the whole run of every lane with more
     # than one line in it (the common case): one pass in the file's order.
     if lanes is ranked and all(group[0] is not None or group[2] == 1 for group in groups.values()):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 6
+ABI = 7
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -47,6 +47,16 @@ class Kernels(Protocol):
         ...
 
     def last_minute(self, text: str, lo: int, hi: int, key: str, base: float, frac_len: int, /) -> float | None:
+        ...
+
+    def line_numbers(self, view: str, pos: int, number: int, starts: list[int], /) -> list[int] | None: ...
+
+    def set_progress(
+        self, cls: type, names: tuple[str, ...], descriptors: tuple[object, ...], defaults: tuple[object, ...],
+        required: int, /,
+    ) -> None: ...
+
+    def build_progress(self, *args: object, **kwargs: object) -> object:
         ...
 
     def cut_numbers(self, lines: list[str], start: int, stop: int, ints: bool, /) -> list[int] | list[float] | None:

@@ -705,3 +705,78 @@ def test_last_minute_reads_the_minute_and_refuses_the_rest() -> None:
     assert last(text, 0, len(text), "W1129 10:07:05.2", 1000.0, 3) is None  # not a full date
     wide = "\u2588\n11/29/2026 10:07:05.250 \u2588\n"
     assert last(wide, 0, len(wide), key, 1000.0, 3) == 1000.0 + 5 + 250 / 1000
+
+
+def _numbers_reference(view: str, pos: int, number: int, starts: list[int]) -> list[int]:
+    """``lanes.read_lanes``' count, as written there."""
+    from itertools import accumulate, repeat
+
+    out = list(accumulate(map(view.count, repeat("\n"), [pos, *starts[:-1]], starts), initial=number))
+    del out[0]
+    return out
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(40))
+def test_line_numbers_counts_as_str_count(seed: int) -> None:
+    rng = random.Random(seed)
+    alphabet = "ab\n\n\r?" + ("\xe9" if seed % 3 == 1 else "")  # a Latin-1 view is one byte a character too
+    view = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 200)))
+    n = len(view)
+    starts = sorted(rng.randrange(0, n + 20) for _ in range(rng.randrange(0, 12)))
+    if seed % 4 == 3 and starts:  # out of order, as str.count takes it: nothing between
+        rng.shuffle(starts)
+    pos = rng.randrange(0, n + 5)
+    number = rng.randrange(0, 10**6)
+    got = native.KERNELS.line_numbers(view, pos, number, starts)  # type: ignore[union-attr]
+    assert got == _numbers_reference(view, pos, number, starts)
+
+
+@needs_kernels
+def test_line_numbers_leaves_wide_views_and_negative_offsets_to_python() -> None:
+    count = native.KERNELS.line_numbers  # type: ignore[union-attr]
+    assert count("a\n\u2588\nb\n", 0, 1, [2, 4]) is None
+    assert count("a\nb\n", -1, 1, [2]) is None
+    assert count("a\nb\n", 0, 1, [2, -1]) is None
+    assert count("a\nb\nc\n", 0, 7, [2, 4, 6]) == [8, 9, 10]
+    assert count("", 0, 3, []) == []
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(30))
+def test_build_progress_is_the_python_builder(seed: int) -> None:
+    """The compiled builder against the Python one: the same object from
+    the same arguments (positional, keywords, defaults), the same errors."""
+    import dataclasses
+
+    from dflash_watch.parsers.events import Progress, _progress_builder
+
+    python = _progress_builder()
+    build = native.KERNELS.build_progress  # type: ignore[union-attr]
+    names = [f.name for f in dataclasses.fields(Progress)]
+    rng = random.Random(seed)
+    pool = [None, 0, -1, 2.5, math.nan, "x:1", (("lr", 1e-3),), True, False, 10**30]
+    values = [rng.choice(pool) for _ in names]
+    cut = rng.randrange(2, len(names) + 1)
+    args = values[:cut]
+    kwargs = {name: value for name, value in zip(names[cut:], values[cut:]) if rng.random() < 0.5}
+    made, want = build(*args, **kwargs), python(*args, **kwargs)
+    assert type(made) is type(want) is Progress
+    for name in names:
+        a, b = getattr(made, name), getattr(want, name)
+        assert a is b, name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.time = 1.0
+    bad: list[tuple[tuple[object, ...], dict[str, object]]] = [
+        ((1.0,), {}),  # a required field missing
+        ((), {"source": "x"}),
+        (tuple(values) + (None,), {}),  # one too many
+        ((1.0, "x"), {"nope": 1}),
+        ((1.0, "x"), {"time": 2.0}),  # twice
+        ((1.0, "x", 3), {names[2]: 4}),
+    ]
+    for bad_args, bad_kwargs in bad:
+        with pytest.raises(TypeError):
+            python(*bad_args, **bad_kwargs)
+        with pytest.raises(TypeError):
+            build(*bad_args, **bad_kwargs)
