@@ -16,7 +16,7 @@
 #include <Python.h>
 #include <string.h>
 
-#define ABI 7
+#define ABI 8
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -632,6 +632,350 @@ line_numbers(PyObject *self, PyObject *args)
     return out;
 }
 
+/* in_order(i, lanes, made, lines, starts, ends, events, state, text,
+ *          fallback, latest, minute_for, minute_entered, stamped,
+ *          unstamped, jitter) -> i
+ *
+ * ``lanes._read_in_order``'s loop over its common lines, from line ``i``,
+ * as that loop reads them: a stamped lane line whose stamp repeats the
+ * minute held (``base`` plus its seconds and fraction), and a ``Bare``
+ * lane's line (a tqdm bar between stamped lines, dated by ``latest`` and,
+ * where the stream's clocks date lines as they are read, run on by
+ * ``unstamped``); each one's event taken from its lane's
+ * ``map`` (``made[id(lane)]``: stamps, events, one-line parse (None: a
+ * Bare lane), fraction digits, 10 ** those, clocked, steps, step times)
+ * onto ``events``. ``state`` is the loop's list [prev, clock, covered,
+ * floor, stamped, own, minute, base, entering], read and written back.
+ * ``stamped`` and ``unstamped`` are None where no clock dates lines as
+ * they are read (``final`` None).
+ *
+ * It stops before the first line it would do anything else with, with
+ * nothing of that line done (a lane without its columns, a stamp of
+ * another minute or not as the lane's shape says, a line not ASCII, a
+ * minute held that is not (str, float)), and returns its index: the
+ * Python loop reads that line, then calls it again. The callbacks are the
+ * Python loop's, in its order, but for a Bare stretch of several lines,
+ * read here line by line: the loop dates them all (``bare_times``), then
+ * runs each on; here each is dated, then run on. ``latest`` reads the
+ * time parser, ``stamped`` and ``unstamped`` the step clock: the same
+ * values either way (tests/core/test_native.py counts the calls too). */
+static void
+st_get(PyObject *state, Py_ssize_t at, PyObject **out)
+{
+    *out = PyList_GET_ITEM(state, at);
+    Py_INCREF(*out);
+}
+
+/* ``EventClock.hold``'s dating of a line at ``time`` against ``*floor``
+ * (``_read_in_order`` dates so where the stream's clocks let it): the time
+ * it gets in ``*out`` (a new reference: ``time`` where it is at or past
+ * the floor, which moves to it; else the floor), and 1, or 0 where it
+ * falls more than ``jitter`` behind (its ``clocked`` then False); -1 on
+ * an error. Python's comparisons and subtraction, on whatever objects. */
+static int
+hold_time(PyObject **floor, PyObject *time, PyObject *jitter, PyObject **out)
+{
+    int ge = PyObject_RichCompareBool(time, *floor, Py_GE);
+    if (ge < 0)
+        return -1;
+    if (ge) {
+        Py_INCREF(time);
+        Py_SETREF(*floor, time);
+        Py_INCREF(time);
+        *out = time;
+        return 1;
+    }
+    PyObject *gap = PyNumber_Subtract(*floor, time);
+    int over = gap == NULL ? -1 : PyObject_RichCompareBool(gap, jitter, Py_GT);
+    Py_XDECREF(gap);
+    if (over < 0)
+        return -1;
+    Py_INCREF(*floor);
+    *out = *floor;
+    return !over;
+}
+
+/* The next event of a lane's ``map`` onto ``events`` (0), or -1 with an error set. */
+static int
+take_event(PyObject *progress, PyObject *events)
+{
+    PyObject *event = PyIter_Next(progress);
+    if (event == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "in_order: a lane's events ran out");
+        return -1;
+    }
+    int failed = PyList_Append(events, event);
+    Py_DECREF(event);
+    return failed;
+}
+
+static PyObject *
+in_order(PyObject *self, PyObject *args)
+{
+    Py_ssize_t i;
+    PyObject *lanes, *made, *lines, *starts, *ends, *events, *state, *text, *fallback, *latest, *minute_for,
+        *minute_entered, *stamped_cb, *unstamped, *jitter;
+    if (!PyArg_ParseTuple(args, "nO!O!O!O!O!O!O!UOOOOOOO", &i, &PyList_Type, &lanes, &PyDict_Type, &made,
+                          &PyList_Type, &lines, &PyList_Type, &starts, &PyList_Type, &ends, &PyList_Type, &events,
+                          &PyList_Type, &state, &text, &fallback, &latest, &minute_for, &minute_entered,
+                          &stamped_cb, &unstamped, &jitter))
+        return NULL;
+    if (PyList_GET_SIZE(state) != 9) {
+        PyErr_SetString(PyExc_ValueError, "in_order: the state holds 9 items");
+        return NULL;
+    }
+    Py_ssize_t total = PyList_GET_SIZE(lanes);
+    if (PyList_GET_SIZE(lines) != total || PyList_GET_SIZE(starts) != total || PyList_GET_SIZE(ends) != total) {
+        PyErr_SetString(PyExc_ValueError, "in_order: the run's lists differ in length");
+        return NULL;
+    }
+    int final = unstamped != Py_None;
+    PyObject *prev, *clock, *floor, *minute, *base_obj, *tmp;
+    st_get(state, 0, &prev);
+    st_get(state, 1, &clock);
+    st_get(state, 3, &floor);
+    st_get(state, 6, &minute);
+    st_get(state, 7, &base_obj);
+    Py_ssize_t covered = PyLong_AsSsize_t(PyList_GET_ITEM(state, 2));
+    int stamped = PyObject_IsTrue(PyList_GET_ITEM(state, 4));
+    Py_ssize_t own = PyLong_AsSsize_t(PyList_GET_ITEM(state, 5));
+    int entering = PyObject_IsTrue(PyList_GET_ITEM(state, 8));
+    PyObject *result = NULL;
+    if (PyErr_Occurred() || stamped < 0 || entering < 0)
+        goto done;
+    /* The entry of the lane read last (borrowed from ``made``; NULL: none). */
+    PyObject *entry = NULL;
+    {
+        PyObject *key = PyLong_FromVoidPtr(prev);
+        if (key == NULL)
+            goto done;
+        entry = PyDict_GetItemWithError(made, key);
+        Py_DECREF(key);
+        if (entry == NULL && PyErr_Occurred())
+            goto done;
+    }
+    while (i < total) {
+        PyObject *lane = PyList_GET_ITEM(lanes, i);
+        PyObject *bare_entry = NULL; /* the line's Bare lane's entry, if it is one */
+        PyObject *found = NULL;      /* the line's lane's entry, where the lane changes */
+        if (lane != prev) {
+            PyObject *key = PyLong_FromVoidPtr(lane);
+            if (key == NULL)
+                goto done;
+            found = PyDict_GetItemWithError(made, key);
+            Py_DECREF(key);
+            if (found == NULL) {
+                if (PyErr_Occurred())
+                    goto done;
+                break; /* no columns: read on its own */
+            }
+            if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 8)
+                break;
+            if (PyTuple_GET_ITEM(found, 2) == Py_None)
+                bare_entry = found;
+        } else if (entry == NULL) {
+            break;
+        } else if (PyTuple_GET_ITEM(entry, 2) == Py_None) {
+            bare_entry = entry;
+        }
+        if (bare_entry != NULL) {
+            PyObject *stamps = PyTuple_GET_ITEM(bare_entry, 0), *progress = PyTuple_GET_ITEM(bare_entry, 1);
+            PyObject *clocked = PyTuple_GET_ITEM(bare_entry, 5);
+            PyObject *lane_steps = PyTuple_GET_ITEM(bare_entry, 6), *lane_seconds = PyTuple_GET_ITEM(bare_entry, 7);
+            if (!PyList_Check(stamps) || !PyList_Check(clocked) ||
+                (final && (!PyList_Check(lane_steps) || !PyList_Check(lane_seconds))))
+                break;
+            Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(starts, i));
+            Py_ssize_t line_end = PyLong_AsSsize_t(PyList_GET_ITEM(ends, i));
+            if (PyErr_Occurred())
+                goto done;
+            /* From here on the line is read: nothing breaks off. */
+            Py_INCREF(lane);
+            Py_SETREF(prev, lane);
+            entry = bare_entry;
+            if (covered <= start) {
+                if (covered < start) {
+                    PyObject *lo = PyLong_FromSsize_t(covered), *hi = PyLong_FromSsize_t(start);
+                    if (lo == NULL || hi == NULL) {
+                        Py_XDECREF(lo);
+                        Py_XDECREF(hi);
+                        goto done;
+                    }
+                    PyObject *call[3] = {text, lo, hi};
+                    PyObject *value = PyObject_Vectorcall(latest, call, 3, NULL);
+                    Py_DECREF(lo);
+                    Py_DECREF(hi);
+                    if (value == NULL)
+                        goto done;
+                    if (value != Py_None)
+                        Py_SETREF(clock, value);
+                    else
+                        Py_DECREF(value);
+                }
+                covered = line_end + 1;
+            }
+            PyObject *bare = clock == Py_None ? fallback : clock;
+            if (!final) {
+                if (PyList_Append(stamps, bare) < 0)
+                    goto done;
+            } else {
+                if (stamped) {
+                    tmp = PyObject_CallNoArgs(stamped_cb);
+                    if (tmp == NULL)
+                        goto done;
+                    Py_DECREF(tmp);
+                    stamped = 0;
+                }
+                Py_ssize_t k = PyList_GET_SIZE(stamps);
+                if (k >= PyList_GET_SIZE(lane_steps) || k >= PyList_GET_SIZE(lane_seconds)) {
+                    PyErr_SetString(PyExc_IndexError, "in_order: a Bare lane's steps ran out");
+                    goto done;
+                }
+                PyObject *call[3] = {bare, PyList_GET_ITEM(lane_steps, k), PyList_GET_ITEM(lane_seconds, k)};
+                PyObject *got = PyObject_Vectorcall(unstamped, call, 3, NULL);
+                if (got == NULL)
+                    goto done;
+                if (!PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 2) {
+                    Py_DECREF(got);
+                    PyErr_SetString(PyExc_TypeError, "in_order: unstamped gives (time, clocked)");
+                    goto done;
+                }
+                PyObject *time = PyTuple_GET_ITEM(got, 0), *was = PyTuple_GET_ITEM(got, 1);
+                Py_INCREF(time);
+                Py_INCREF(was);
+                Py_DECREF(got);
+                PyObject *held;
+                int kept = hold_time(&floor, time, jitter, &held);
+                Py_DECREF(time);
+                if (kept < 0) {
+                    Py_DECREF(was);
+                    goto done;
+                }
+                int failed = PyList_Append(stamps, held) < 0 || PyList_Append(clocked, kept ? was : Py_False) < 0;
+                Py_DECREF(held);
+                Py_DECREF(was);
+                if (failed)
+                    goto done;
+            }
+            if (take_event(progress, events) < 0)
+                goto done;
+            i++;
+            continue;
+        }
+        if (found != NULL) {
+            /* A stamped lane: the minute held, if a line may add seconds to it. */
+            PyObject *frac_obj = PyTuple_GET_ITEM(found, 3);
+            PyObject *held = PyObject_CallOneArg(minute_for, frac_obj);
+            if (held == NULL)
+                goto done;
+            if (held == Py_None) {
+                Py_DECREF(held);
+                Py_INCREF(Py_None);
+                Py_SETREF(minute, Py_None);
+                tmp = PyFloat_FromDouble(0.0);
+                if (tmp == NULL)
+                    goto done;
+                Py_SETREF(base_obj, tmp);
+                entering = 0;
+            } else {
+                if (!PyTuple_Check(held) || PyTuple_GET_SIZE(held) != 2 ||
+                    !PyUnicode_Check(PyTuple_GET_ITEM(held, 0)) || !PyFloat_CheckExact(PyTuple_GET_ITEM(held, 1))) {
+                    Py_DECREF(held);
+                    break; /* (nothing changed yet: Python asks again) */
+                }
+                tmp = PyTuple_GET_ITEM(held, 0);
+                Py_INCREF(tmp);
+                Py_SETREF(minute, tmp);
+                tmp = PyTuple_GET_ITEM(held, 1);
+                Py_INCREF(tmp);
+                Py_SETREF(base_obj, tmp);
+                Py_DECREF(held);
+                entering = 1;
+            }
+            Py_INCREF(lane);
+            Py_SETREF(prev, lane);
+            entry = found;
+        }
+        /* A stamped line, its stamp read as ``_minute_run`` reads it. */
+        PyObject *stamps = PyTuple_GET_ITEM(entry, 0), *progress = PyTuple_GET_ITEM(entry, 1);
+        PyObject *clocked = PyTuple_GET_ITEM(entry, 5);
+        Py_ssize_t frac_len = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 3));
+        if (frac_len == -1 && PyErr_Occurred())
+            goto done;
+        PyObject *line = PyList_GET_ITEM(lines, i);
+        Py_ssize_t need = frac_len ? 20 + frac_len : 19;
+        if (frac_len < 0 || frac_len > 9 || !PyList_Check(stamps) || !PyList_Check(clocked) || minute == Py_None ||
+            !PyUnicode_Check(minute) || !PyUnicode_IS_ASCII(minute) || PyUnicode_GET_LENGTH(minute) != 16 ||
+            !PyFloat_CheckExact(base_obj) || !PyUnicode_Check(line) || !PyUnicode_IS_ASCII(line) ||
+            PyUnicode_GET_LENGTH(line) < need)
+            break;
+        const char *c = (const char *)PyUnicode_DATA(line);
+        if (memcmp(c, PyUnicode_DATA(minute), 16) != 0 || c[17] < '0' || c[17] > '5' || c[18] < '0' || c[18] > '9')
+            break; /* another minute (or not a second under 60): Python parses it */
+        long long frac = 0;
+        Py_ssize_t f = 20;
+        for (; f < 20 + frac_len && c[f] >= '0' && c[f] <= '9'; f++)
+            frac = frac * 10 + (c[f] - '0');
+        if (frac_len && f < 20 + frac_len)
+            break;
+        Py_ssize_t line_end = PyLong_AsSsize_t(PyList_GET_ITEM(ends, i));
+        if (line_end == -1 && PyErr_Occurred())
+            goto done;
+        PyObject *stamp =
+            PyFloat_FromDouble(minute_value(PyFloat_AS_DOUBLE(base_obj), (c[17] - '0') * 10 + (c[18] - '0'), frac, frac_len));
+        if (stamp == NULL)
+            goto done;
+        if (entering) {
+            tmp = PyObject_CallNoArgs(minute_entered);
+            if (tmp == NULL) {
+                Py_DECREF(stamp);
+                goto done;
+            }
+            Py_DECREF(tmp);
+            entering = 0;
+        }
+        own++;
+        Py_INCREF(stamp);
+        Py_SETREF(clock, stamp);
+        covered = line_end + 1;
+        int failed = 0;
+        if (!final) {
+            failed = PyList_Append(stamps, stamp) < 0;
+        } else {
+            PyObject *held;
+            int kept = hold_time(&floor, stamp, jitter, &held);
+            if (kept < 0) {
+                failed = 1;
+            } else {
+                failed = PyList_Append(stamps, held) < 0 || PyList_Append(clocked, kept ? Py_True : Py_False) < 0;
+                Py_DECREF(held);
+            }
+            stamped = 1;
+        }
+        Py_DECREF(stamp);
+        if (failed)
+            goto done;
+        if (take_event(progress, events) < 0)
+            goto done;
+        i++;
+    }
+    result = PyLong_FromSsize_t(i);
+done:
+    /* The loop's state back into ``state`` (on an error too: nothing reads it then). */
+    PyList_SetItem(state, 0, prev);
+    PyList_SetItem(state, 1, clock);
+    PyList_SetItem(state, 2, PyLong_FromSsize_t(covered));
+    PyList_SetItem(state, 3, floor);
+    tmp = PyBool_FromLong(stamped);
+    PyList_SetItem(state, 4, tmp);
+    PyList_SetItem(state, 5, PyLong_FromSsize_t(own));
+    PyList_SetItem(state, 6, minute);
+    PyList_SetItem(state, 7, base_obj);
+    PyList_SetItem(state, 8, PyBool_FromLong(entering));
+    return result;
+}
+
 /* A ``Progress`` built field by field, as ``events.new_progress`` builds
  * one (``set_progress`` tells the class, its fields' slot descriptors in
  * order, their defaults and how many are required, once).
@@ -763,6 +1107,7 @@ static PyMethodDef methods[] = {
     {"minute_stamps", minute_stamps, METH_VARARGS, "TimeParser._minute_run's fast path over a run of lines."},
     {"last_minute", last_minute, METH_VARARGS, "LineTimes.latest's first look: the last line's stamp in the minute read last."},
     {"line_numbers", line_numbers, METH_VARARGS, "read_lanes' line numbers of a run: newlines counted between its starts."},
+    {"in_order", in_order, METH_VARARGS, "lanes._read_in_order's loop over its common lines."},
     {"set_progress", set_progress, METH_VARARGS, "Tell build_progress the Progress class, its slots and defaults."},
     {"build_progress", (PyCFunction)(void (*)(void))build_progress, METH_FASTCALL | METH_KEYWORDS,
      "A Progress from its arguments, each field stored through its slot."},

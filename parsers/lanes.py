@@ -254,8 +254,30 @@ def _read_in_order(
     entering = False  # the minute was taken over from before the stretch: not entered yet
     alone = False  # the rest of the stretch is read on its own (a stamp did not parse)
     total = len(lanes)
+    # The common lines in C where built (``parsers.native``): stamped lines
+    # of the minute held and one-line Bare stretches, read as below, with
+    # the same calls in the same order; it stops before any other line,
+    # which the loop below reads, then hands on again.
+    in_order = KERNELS.in_order if KERNELS is not None else None
+    state: list[Any] = []
+    minute_for, minute_entered = times.minute_for, times.minute_entered
+    stamped_now = None if final is None else final.steps.stamped
     i = 0
     while i < total:
+        if in_order is not None and not alone:
+            state[:] = (prev, clock, covered, floor, stamped, own, minute, base, entering)
+            i = in_order(
+                i, lanes, made, lines, starts, ends, events, state, text, fallback, latest, minute_for,
+                minute_entered, stamped_now, unstamped, JITTER_S,
+            )
+            was = prev
+            prev, clock, covered, floor, stamped, own, minute, base, entering = state
+            if prev is not was:  # it went on in another lane: its entry here too
+                entry = made.get(id(prev))
+                if entry is not None:
+                    stamps, progress, parse, frac_len, scale, clocked, lane_steps, lane_seconds = entry
+            if i >= total:
+                break
         lane = lanes[i]
         if lane is not prev:
             prev = lane

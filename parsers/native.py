@@ -21,13 +21,13 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 7
+ABI = 8
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -50,6 +50,14 @@ class Kernels(Protocol):
         ...
 
     def line_numbers(self, view: str, pos: int, number: int, starts: list[int], /) -> list[int] | None: ...
+
+    def in_order(
+        self, i: int, lanes: list[Any], made: dict[int, tuple[Any, ...]], lines: list[str], starts: list[int],
+        ends: list[int], events: list[Any], state: list[Any], text: str, fallback: float,
+        latest: Callable[[str, int, int], float | None], minute_for: Callable[[int], tuple[str, float] | None],
+        minute_entered: Callable[[], None], stamped: Callable[[], None] | None,
+        unstamped: Callable[[float, int | None, float | None], tuple[float, bool]] | None, jitter: float, /,
+    ) -> int: ...
 
     def set_progress(
         self, cls: type, names: tuple[str, ...], descriptors: tuple[object, ...], defaults: tuple[object, ...],

@@ -780,3 +780,102 @@ def test_build_progress_is_the_python_builder(seed: int) -> None:
             python(*bad_args, **bad_kwargs)
         with pytest.raises(TypeError):
             build(*bad_args, **bad_kwargs)
+
+
+def _fed(log: Path, seed: int, most: int) -> tuple[list[str], tuple[object, ...]]:
+    """``stream_events`` of ``log``, and what the stream's reading left
+    behind after each chunk: its stamped lines counted, its time parser's
+    minute, year and month (glog lines take them), and the calls made to
+    ``TimeParser.minute_entered`` and ``StepClock.stamped`` so far."""
+    from dflash_watch import ingest
+
+    rng = random.Random(seed)
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    stream = ingest.LogStream("log", replay=True)
+    out: list[str] = []
+    after: list[object] = []
+    at = 0
+    while at < len(lines):
+        n = rng.randrange(1, most)
+        out.extend(map(repr, stream.feed("".join(lines[at : at + n]), at + 1, 1_700_000_000.0)))
+        times = stream._times
+        after.append((stream._dating.own_count, times._min_key, times._year, times._month, tuple(_CALLS)))
+        at += n
+    out.extend(map(repr, stream.flush(1_700_000_000.0)))
+    return out, tuple(after)
+
+
+_CALLS = [0, 0]  # minute_entered, stamped: calls so far (``_fed``)
+
+
+def _lanes_both(log: Path, seed: int, monkeypatch: pytest.MonkeyPatch, most: int) -> tuple[object, object, int]:
+    """``_fed`` of ``log`` with ``in_order`` and with ``_read_in_order``'s
+    Python loop; and the lines the kernel read."""
+    from dflash_watch.parsers import lanes as lanes_module
+    from dflash_watch.parsers.step_clock import StepClock
+    from dflash_watch.parsers.timestamps import TimeParser
+
+    kernel = native.KERNELS.in_order  # type: ignore[union-attr]
+    read = [0]
+
+    def counted(i: int, lanes: list[object], *rest: object) -> int:
+        stop = kernel(i, lanes, *rest)
+        read[0] += stop - i
+        return stop
+
+    entered, stamped = TimeParser.minute_entered, StepClock.stamped
+
+    def entered_counted(self: TimeParser) -> None:
+        _CALLS[0] += 1
+        entered(self)
+
+    def stamped_counted(self: StepClock) -> None:
+        _CALLS[1] += 1
+        stamped(self)
+
+    monkeypatch.setattr(TimeParser, "minute_entered", entered_counted)
+    monkeypatch.setattr(StepClock, "stamped", stamped_counted)
+    both = []
+    for kernels in (
+        types.SimpleNamespace(in_order=counted, line_numbers=native.KERNELS.line_numbers),  # type: ignore[union-attr]
+        None,
+    ):
+        _CALLS[:] = [0, 0]
+        with monkeypatch.context() as m:
+            m.setattr(lanes_module, "KERNELS", kernels)
+            both.append(_fed(log, seed, most))
+    return both[0], both[1], read[0]
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(30))
+def test_in_order_reads_random_logs_as_the_python_loop(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random logs (US, ISO and glog stamps, bars redrawn or not, unstamped
+    step lines with step times, stamps that step back, silences): the same
+    events, times and ``clocked`` included, with the kernel and without."""
+    log = random_log(tmp_path / "r.log", seed, lines=1500)
+    compiled, python, read = _lanes_both(log, seed, monkeypatch, most=200 if seed % 2 else 20)
+    assert compiled == python
+    assert read > 0
+
+
+@needs_kernels
+@pytest.mark.parametrize("shape", ["progress", "ranks", "nan", "degraded"])
+def test_in_order_reads_the_speed_logs_as_the_python_loop(shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20's shapes (step lines with bars between, minutes that
+    change, tracebacks): the kernel reads most of their progress lines;
+    not the ranks' (rank prefixes: ``_read_by_stretch``), which must still
+    come out the same."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        from speed_logs import write_log
+    finally:
+        sys.path.pop(0)
+    log = tmp_path / f"{shape}.log"
+    write_log(log, 20_000, shape)
+    compiled, python, read = _lanes_both(log, 7, monkeypatch, most=400)
+    assert compiled == python
+    progress = sum(1 for line in compiled[0] if line.startswith("Progress("))
+    assert read >= progress * 0.8 or (shape == "ranks" and read == 0), (read, progress)
