@@ -695,6 +695,14 @@ hold_time(PyObject **floor, PyObject *time, PyObject *jitter, PyObject **out)
     return !over;
 }
 
+/* Whether ``entry`` is one of ``made``'s: (stamps, events, parse, fraction
+ * digits, 10 ** those, clocked, steps, step times), its events an iterator. */
+static int
+entry_ok(PyObject *entry)
+{
+    return PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 8 && PyIter_Check(PyTuple_GET_ITEM(entry, 1));
+}
+
 /* The next event of a lane's ``map`` onto ``events`` (0), or -1 with an error set. */
 static int
 take_event(PyObject *progress, PyObject *events)
@@ -737,15 +745,24 @@ in_order(PyObject *self, PyObject *args)
     st_get(state, 3, &floor);
     st_get(state, 6, &minute);
     st_get(state, 7, &base_obj);
-    Py_ssize_t covered = PyLong_AsSsize_t(PyList_GET_ITEM(state, 2));
-    int stamped = PyObject_IsTrue(PyList_GET_ITEM(state, 4));
-    Py_ssize_t own = PyLong_AsSsize_t(PyList_GET_ITEM(state, 5));
-    int entering = PyObject_IsTrue(PyList_GET_ITEM(state, 8));
     PyObject *result = NULL;
-    if (PyErr_Occurred() || stamped < 0 || entering < 0)
+    PyObject *entry = NULL; /* the entry of the lane read last (borrowed from ``made``; NULL: none) */
+    int stamped = 0, entering = 0;
+    Py_ssize_t own = 0;
+    Py_ssize_t covered = PyLong_AsSsize_t(PyList_GET_ITEM(state, 2));
+    if (covered == -1 && PyErr_Occurred())
         goto done;
-    /* The entry of the lane read last (borrowed from ``made``; NULL: none). */
-    PyObject *entry = NULL;
+    own = PyLong_AsSsize_t(PyList_GET_ITEM(state, 5));
+    if (own == -1 && PyErr_Occurred())
+        goto done;
+    stamped = PyObject_IsTrue(PyList_GET_ITEM(state, 4));
+    entering = PyObject_IsTrue(PyList_GET_ITEM(state, 8));
+    if (stamped < 0 || entering < 0)
+        goto done;
+    if (i < 0 || i > total) {
+        PyErr_SetString(PyExc_IndexError, "in_order: the line is not in the run");
+        goto done;
+    }
     {
         PyObject *key = PyLong_FromVoidPtr(prev);
         if (key == NULL)
@@ -754,6 +771,8 @@ in_order(PyObject *self, PyObject *args)
         Py_DECREF(key);
         if (entry == NULL && PyErr_Occurred())
             goto done;
+        if (entry != NULL && !entry_ok(entry))
+            entry = NULL; /* (the Python loop reads its lines) */
     }
     while (i < total) {
         PyObject *lane = PyList_GET_ITEM(lanes, i);
@@ -770,7 +789,7 @@ in_order(PyObject *self, PyObject *args)
                     goto done;
                 break; /* no columns: read on its own */
             }
-            if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 8)
+            if (!entry_ok(found))
                 break;
             if (PyTuple_GET_ITEM(found, 2) == Py_None)
                 bare_entry = found;
@@ -865,8 +884,12 @@ in_order(PyObject *self, PyObject *args)
         }
         if (found != NULL) {
             /* A stamped lane: the minute held, if a line may add seconds to it. */
-            PyObject *frac_obj = PyTuple_GET_ITEM(found, 3);
-            PyObject *held = PyObject_CallOneArg(minute_for, frac_obj);
+            /* (``lane`` and ``found`` held across the call: it runs Python.) */
+            Py_INCREF(lane);
+            Py_INCREF(found);
+            PyObject *held = PyObject_CallOneArg(minute_for, PyTuple_GET_ITEM(found, 3));
+            Py_DECREF(found);
+            Py_DECREF(lane);
             if (held == NULL)
                 goto done;
             if (held == Py_None) {
@@ -907,10 +930,26 @@ in_order(PyObject *self, PyObject *args)
         Py_ssize_t need = frac_len ? 20 + frac_len : 19;
         if (frac_len < 0 || frac_len > 9 || !PyList_Check(stamps) || !PyList_Check(clocked) || minute == Py_None ||
             !PyUnicode_Check(minute) || !PyUnicode_IS_ASCII(minute) || PyUnicode_GET_LENGTH(minute) != 16 ||
-            !PyFloat_CheckExact(base_obj) || !PyUnicode_Check(line) || !PyUnicode_IS_ASCII(line) ||
-            PyUnicode_GET_LENGTH(line) < need)
+            !PyFloat_CheckExact(base_obj) || !PyUnicode_Check(line) || PyUnicode_GET_LENGTH(line) < need)
             break;
-        const char *c = (const char *)PyUnicode_DATA(line);
+        /* The stamp's characters (a line may hold others past it: a bar's blocks). */
+        char head[32];
+        const char *c = head;
+        if (PyUnicode_IS_ASCII(line)) {
+            c = (const char *)PyUnicode_DATA(line);
+        } else {
+            int kind = PyUnicode_KIND(line);
+            const void *data = PyUnicode_DATA(line);
+            Py_ssize_t at = 0;
+            for (; at < need; at++) {
+                Py_UCS4 ch = PyUnicode_READ(kind, data, at);
+                if (ch > 127)
+                    break;
+                head[at] = (char)ch;
+            }
+            if (at < need)
+                break; /* not ASCII within the stamp: Python reads it */
+        }
         if (memcmp(c, PyUnicode_DATA(minute), 16) != 0 || c[17] < '0' || c[17] > '5' || c[18] < '0' || c[18] > '9')
             break; /* another minute (or not a second under 60): Python parses it */
         long long frac = 0;
@@ -965,14 +1004,20 @@ done:
     /* The loop's state back into ``state`` (on an error too: nothing reads it then). */
     PyList_SetItem(state, 0, prev);
     PyList_SetItem(state, 1, clock);
-    PyList_SetItem(state, 2, PyLong_FromSsize_t(covered));
     PyList_SetItem(state, 3, floor);
-    tmp = PyBool_FromLong(stamped);
-    PyList_SetItem(state, 4, tmp);
-    PyList_SetItem(state, 5, PyLong_FromSsize_t(own));
+    PyList_SetItem(state, 4, PyBool_FromLong(stamped));
     PyList_SetItem(state, 6, minute);
     PyList_SetItem(state, 7, base_obj);
     PyList_SetItem(state, 8, PyBool_FromLong(entering));
+    PyObject *covered_obj = PyLong_FromSsize_t(covered), *own_obj = PyLong_FromSsize_t(own);
+    if (covered_obj == NULL || own_obj == NULL) {
+        Py_XDECREF(covered_obj);
+        Py_XDECREF(own_obj);
+        Py_XDECREF(result);
+        return NULL;
+    }
+    PyList_SetItem(state, 2, covered_obj);
+    PyList_SetItem(state, 5, own_obj);
     return result;
 }
 

@@ -879,3 +879,60 @@ def test_in_order_reads_the_speed_logs_as_the_python_loop(shape: str, tmp_path: 
     assert compiled == python
     progress = sum(1 for line in compiled[0] if line.startswith("Progress("))
     assert read >= progress * 0.8 or (shape == "ranks" and read == 0), (read, progress)
+
+
+@needs_kernels
+def test_in_order_reads_stamped_lines_wide_past_their_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step line that holds a character outside ASCII past its stamp (a
+    bar's block, a check mark) is read by the kernel as any other: only
+    its stamp's characters are read there; one inside the stamp goes back."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        from speed_logs import write_log
+    finally:
+        sys.path.pop(0)
+    log = tmp_path / "wide.log"
+    write_log(log, 6_000, "progress")
+    text = log.read_text(encoding="utf-8").replace(" Ktok/s | lr ", " Ktok/s \u2713 | lr ")
+    assert "\u2713" in text
+    log.write_text(text, encoding="utf-8")
+    compiled, python, read = _lanes_both(log, 3, monkeypatch, most=300)
+    assert compiled == python
+    steps = text.count("\u2713")
+    assert read >= steps, (read, steps)
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "line, taken",
+    [
+        ("11/29/2026 10:00:15 step 1 \u2713", 1),  # wide past the stamp: read
+        ("11/29/2026 10:00:\uff115 step 1", 0),  # a wide digit in the seconds: back
+        ("11/29/2026 10:01:15 step 1", 0),  # another minute: back
+        ("11/29/2026 10:00:65 step 1", 0),  # no second under 60: back
+        ("11/29/2026 10:00:1", 0),  # shorter than the stamp: back
+    ],
+)
+def test_in_order_reads_a_stamp_of_the_minute_held_and_hands_back_the_rest(line: str, taken: int) -> None:
+    """The kernel on one lane line, its minute held: a line it stops at is
+    left as it was (nothing appended, the state as given)."""
+    lane = object()
+    stamps: list[float] = []
+    events: list[object] = []
+    made = {id(lane): (stamps, iter(["event"]), len, 0, 1, [], None, None)}
+    state = [lane, None, 0, 0.0, False, 0, "11/29/2026 10:00", 1000.0, False]
+    given = list(state)
+
+    def never(*args: object) -> None:
+        raise AssertionError(f"no callback for a stamped line of the minute held: {args}")
+
+    stop = native.KERNELS.in_order(  # type: ignore[union-attr]
+        0, [lane], made, [line], [0], [len(line)], events, state, line, 0.0, never, never, never, None, None, 2.0,
+    )
+    assert stop == taken
+    if taken:
+        assert stamps == [1015.0] and events == ["event"] and state[1] == 1015.0 and state[5] == 1
+    else:
+        assert stamps == [] and events == [] and state == given
