@@ -36,7 +36,7 @@ class Follower:
     """A followed name's state between polls; the tailer owns the policy."""
 
     __slots__ = (
-        "path", "abspath", "fd", "ident", "offset", "splitter", "generation",
+        "path", "abspath", "fd", "ident", "offset", "opened_size", "splitter", "generation",
         "attach_at_end", "announce", "ever_opened", "waiting_noted", "gone", "error", "skip_nul",
         "tail", "left", "looked_ns", "history", "watched_ns", "rotated_away",
     )
@@ -48,6 +48,9 @@ class Follower:
         self.fd: int | None = None
         self.ident: tuple[int, int] = (0, 0)
         self.offset = 0
+        # The file's size when opened, before a byte of it was read: less
+        # than that later is a truncation (copytruncate) even at offset 0.
+        self.opened_size = 0
         self.splitter = LineSplitter(max_line)
         self.generation = 0
         self.attach_at_end = attach_at_end
@@ -78,7 +81,7 @@ class Follower:
         to the very same length too) and the bytes we read last are no
         longer there. One byte is not enough: lines end in '\\n', and a refill
         whose line ends where ours did kept it."""
-        if size < self.offset:
+        if size < self.offset or size < self.opened_size:
             return True
         if self.offset == 0 or self.fd is None:
             return False
@@ -98,6 +101,7 @@ class Follower:
         the bytes before it as the file holds them now."""
         self.offset = offset
         self.tail = b""
+        self.opened_size = 0
         if offset and self.fd is not None:
             k = min(TAIL_BYTES, offset)
             self.tail = os.pread(self.fd, k, offset - k)

@@ -137,7 +137,19 @@ class LogTailer:
                 self._globs.append(pat)
                 self._wakeups.globs.append(os.path.abspath(pat))
             else:
-                self._add(pat, attach_at_end=not from_start, announce=False, listings=listings)
+                added = self._add(pat, attach_at_end=not from_start, announce=False, listings=listings)
+                # Held from the first look (as ``tail -F`` holds it): a rollover
+                # before the first poll is then one like any other (the held
+                # file read to its end, the copies after it, the new name),
+                # not the held text lost with the file renamed away; and
+                # attached at the end, the lines after the first look are read.
+                # (A name given twice is one follower, opened once.)
+                if added is not None and os.path.isfile(added.abspath):
+                    try:
+                        self._open(added, self._notices, added.looked_ns)
+                    except BaseException:
+                        self.close()  # (no tailer to close comes back: its files closed here)
+                        raise
         # The files in the globs' folders at the first look that could be a
         # rotated copy of a match: a name a glob finds later came after it,
         # and so did its rotated copies not among these (a log that appeared
@@ -227,12 +239,13 @@ class LogTailer:
         return True
 
     def _add(self, path: str, *, attach_at_end: bool, announce: bool, late: bool = False,
-             listings: dict[str, FolderIndex] | None = None) -> None:
-        """Follow ``path`` from now on. ``listings``: the folders listed in
-        this pass, shared by the names added in it (their first looks)."""
+             listings: dict[str, FolderIndex] | None = None) -> Follower | None:
+        """Follow ``path`` from now on: its follower, None where it is
+        followed already. ``listings``: the folders listed in this pass,
+        shared by the names added in it (their first looks)."""
         key = os.path.normpath(path)
         if key in self._followers:
-            return
+            return None
         index = None
         if listings is not None:
             folder = os.path.dirname(os.path.abspath(path))
@@ -254,6 +267,7 @@ class LogTailer:
         self._followers[key] = f
         self._abspaths.add(f.abspath)
         self._wakeups.files.add(f.abspath)
+        return f
 
     def _discover(self, out: list[Chunk | TailNotice]) -> None:
         for pat in self._globs:
@@ -568,6 +582,7 @@ class LogTailer:
         f.fd = fd
         f.ident = ident
         f.restart()
+        f.opened_size = st.st_size
         f.error = None
         if f.ever_opened and f.gone and not f.rotated_away:
             out.append(TailNotice(f.path, "recreated", f"{f.path} recreated; reading the new file"))
