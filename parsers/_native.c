@@ -16,7 +16,7 @@
 #include <Python.h>
 #include <string.h>
 
-#define ABI 8
+#define ABI 9
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -1021,6 +1021,59 @@ done:
     return result;
 }
 
+/* rank_numbers(lines, i, prefixes) -> list[int] | None
+ *
+ * ``lanes._read_by_stretch``'s ranks of a stretch of ranked lines: for
+ * each of ``prefixes`` (``Ranked`` tuples: lane, cut, rank_at, rank_end)
+ * and ``lines[i + k]``, ``int(line[rank_at:rank_end])``, where that is 1
+ * to 18 ASCII digits (``ranks.rank_span`` cuts them so); None where any
+ * is not (Python reads them, with ``int``'s own rules). */
+static PyObject *
+rank_numbers(PyObject *self, PyObject *args)
+{
+    PyObject *lines, *prefixes;
+    Py_ssize_t i;
+    if (!PyArg_ParseTuple(args, "O!nO!", &PyList_Type, &lines, &i, &PyList_Type, &prefixes))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(prefixes);
+    if (i < 0 || i + count > PyList_GET_SIZE(lines))
+        Py_RETURN_NONE;
+    PyObject *out = PyList_New(count);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *p = PyList_GET_ITEM(prefixes, k), *line = PyList_GET_ITEM(lines, i + k);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 4 || !PyUnicode_Check(line))
+            goto python;
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(p, 2)), end = PyLong_AsSsize_t(PyTuple_GET_ITEM(p, 3));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto python;
+        }
+        if (at < 0 || end > PyUnicode_GET_LENGTH(line) || end - at < 1 || end - at > 18)
+            goto python;
+        int kind = PyUnicode_KIND(line);
+        const void *data = PyUnicode_DATA(line);
+        long long value = 0;
+        for (Py_ssize_t c = at; c < end; c++) {
+            Py_UCS4 ch = PyUnicode_READ(kind, data, c);
+            if (ch < '0' || ch > '9')
+                goto python;
+            value = value * 10 + (long long)(ch - '0');
+        }
+        PyObject *number = PyLong_FromLongLong(value);
+        if (number == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, number);
+    }
+    return out;
+python:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
 /* A ``Progress`` built field by field, as ``events.new_progress`` builds
  * one (``set_progress`` tells the class, its fields' slot descriptors in
  * order, their defaults and how many are required, once).
@@ -1153,6 +1206,7 @@ static PyMethodDef methods[] = {
     {"last_minute", last_minute, METH_VARARGS, "LineTimes.latest's first look: the last line's stamp in the minute read last."},
     {"line_numbers", line_numbers, METH_VARARGS, "read_lanes' line numbers of a run: newlines counted between its starts."},
     {"in_order", in_order, METH_VARARGS, "lanes._read_in_order's loop over its common lines."},
+    {"rank_numbers", rank_numbers, METH_VARARGS, "_read_by_stretch's ranks of a stretch of ranked lines."},
     {"set_progress", set_progress, METH_VARARGS, "Tell build_progress the Progress class, its slots and defaults."},
     {"build_progress", (PyCFunction)(void (*)(void))build_progress, METH_FASTCALL | METH_KEYWORDS,
      "A Progress from its arguments, each field stored through its slot."},

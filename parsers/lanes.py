@@ -445,7 +445,9 @@ def _read_by_stretch(
         is_ranked = type(ranked[i]) is Ranked
         if is_ranked:  # their ranks, read where the shape puts them
             prefixes = cast("list[Ranked]", ranked[i:j])  # a stretch of one lane: all ranked
-            ranks = [int(line[p.rank_at : p.rank_end]) for line, p in zip(lines[i:j], prefixes)]
+            ranks = None if KERNELS is None else KERNELS.rank_numbers(lines, i, prefixes)  # (in C where built)
+            if ranks is None:
+                ranks = [int(line[p.rank_at : p.rank_end]) for line, p in zip(lines[i:j], prefixes)]
         group = groups[id(lane)]
         whole, taken = group[:2]
         group[1] = taken + j - i

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 8
+ABI = 9
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -58,6 +58,8 @@ class Kernels(Protocol):
         minute_entered: Callable[[], None], stamped: Callable[[], None] | None,
         unstamped: Callable[[float, int | None, float | None], tuple[float, bool]] | None, jitter: float, /,
     ) -> int: ...
+
+    def rank_numbers(self, lines: list[str], i: int, prefixes: list[Ranked], /) -> list[int] | None: ...
 
     def set_progress(
         self, cls: type, names: tuple[str, ...], descriptors: tuple[object, ...], defaults: tuple[object, ...],

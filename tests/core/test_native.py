@@ -837,7 +837,11 @@ def _lanes_both(log: Path, seed: int, monkeypatch: pytest.MonkeyPatch, most: int
     monkeypatch.setattr(StepClock, "stamped", stamped_counted)
     both = []
     for kernels in (
-        types.SimpleNamespace(in_order=counted, line_numbers=native.KERNELS.line_numbers),  # type: ignore[union-attr]
+        types.SimpleNamespace(
+            in_order=counted,
+            line_numbers=native.KERNELS.line_numbers,  # type: ignore[union-attr]
+            rank_numbers=native.KERNELS.rank_numbers,  # type: ignore[union-attr]
+        ),
         None,
     ):
         _CALLS[:] = [0, 0]
@@ -936,3 +940,32 @@ def test_in_order_reads_a_stamp_of_the_minute_held_and_hands_back_the_rest(line:
         assert stamps == [1015.0] and events == ["event"] and state[1] == 1015.0 and state[5] == 1
     else:
         assert stamps == [] and events == [] and state == given
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(20))
+def test_rank_numbers_reads_as_int_or_hands_back(seed: int) -> None:
+    """``rank_numbers`` against ``_read_by_stretch``'s comprehension: the same
+    ints where every rank is ASCII digits, else None (Python reads them)."""
+    from dflash_watch.parsers.cursor import Ranked
+
+    rng = random.Random(seed)
+    lines: list[str] = ["x"] * rng.randrange(0, 3)  # lines before the stretch
+    start = len(lines)
+    prefixes: list[Ranked] = []
+    for _ in range(rng.randrange(1, 30)):
+        rank = rng.choice(("5", "63", "007", str(rng.randrange(10**6)), "1" * 18))
+        if rng.random() < 0.08:
+            rank = rng.choice(("\u0663", " 5", "5_0", "", "-1", "1" * 19, "a"))
+        line = f"[rank{rank}]:11/29/2026 10:00:01 step 1 \u2588"
+        lines.append(line)
+        prefixes.append(Ranked(None, 7 + len(rank), 5, 5 + len(rank)))  # type: ignore[arg-type]
+    got = native.KERNELS.rank_numbers(lines, start, prefixes)  # type: ignore[union-attr]
+    try:
+        want: list[int] | None = [int(line[p.rank_at : p.rank_end]) for line, p in zip(lines[start:], prefixes)]
+    except ValueError:
+        want = None
+    plain = all(line[p.rank_at : p.rank_end].isascii() and line[p.rank_at : p.rank_end].isdigit()
+                and len(line[p.rank_at : p.rank_end]) <= 18 for line, p in zip(lines[start:], prefixes))
+    assert got == (want if plain else None)
+    assert native.KERNELS.rank_numbers(lines, len(lines), prefixes) is None  # (past the lines: Python's)  # type: ignore[union-attr]
