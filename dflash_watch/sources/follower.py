@@ -36,7 +36,7 @@ class Follower:
     """A followed name's state between polls; the tailer owns the policy."""
 
     __slots__ = (
-        "path", "abspath", "fd", "ident", "offset", "opened_size", "splitter", "generation",
+        "path", "abspath", "fd", "ident", "offset", "opened_size", "opened_head", "splitter", "generation",
         "attach_at_end", "announce", "ever_opened", "waiting_noted", "gone", "error", "skip_nul",
         "tail", "left", "looked_ns", "history", "watched_ns", "rotated_away",
     )
@@ -51,6 +51,9 @@ class Follower:
         # The file's size when opened, before a byte of it was read: less
         # than that later is a truncation (copytruncate) even at offset 0.
         self.opened_size = 0
+        # Its first bytes then (up to ``TAIL_BYTES``): changed ones before a
+        # byte was read mean it was truncated and refilled past that size.
+        self.opened_head = b""
         self.splitter = LineSplitter(max_line)
         self.generation = 0
         self.attach_at_end = attach_at_end
@@ -83,13 +86,26 @@ class Follower:
         whose line ends where ours did kept it."""
         if size < self.offset or size < self.opened_size:
             return True
-        if self.offset == 0 or self.fd is None:
+        if self.fd is None:
             return False
-        tail = self.tail
+        # Nothing read yet: the first bytes as they were when opened.
+        tail, at = (self.opened_head, 0) if self.offset == 0 else (self.tail, self.offset - len(self.tail))
+        if not tail:
+            return False
         try:
-            return not same_tail(tail, os.pread(self.fd, len(tail), self.offset - len(tail)))
+            return not same_tail(tail, os.pread(self.fd, len(tail), at))
         except OSError:
             return False
+
+    def opened(self, size: int) -> None:
+        """Just opened at offset 0, ``size`` bytes long: what ``rewritten``
+        compares before a byte of it was read (a copytruncate between the
+        open and the first read, refilled to that size or past it)."""
+        self.opened_size = size
+        try:
+            self.opened_head = os.pread(self.fd, min(size, TAIL_BYTES), 0) if self.fd is not None and size else b""
+        except OSError:
+            self.opened_head = b""
 
     def read_on(self, data: bytes) -> None:
         """``data`` was read at ``offset``: move on past it."""
@@ -102,6 +118,7 @@ class Follower:
         self.offset = offset
         self.tail = b""
         self.opened_size = 0
+        self.opened_head = b""
         if offset and self.fd is not None:
             k = min(TAIL_BYTES, offset)
             self.tail = os.pread(self.fd, k, offset - k)

@@ -582,7 +582,7 @@ class LogTailer:
         f.fd = fd
         f.ident = ident
         f.restart()
-        f.opened_size = st.st_size
+        f.opened(st.st_size)
         f.error = None
         if f.ever_opened and f.gone and not f.rotated_away:
             out.append(TailNotice(f.path, "recreated", f"{f.path} recreated; reading the new file"))

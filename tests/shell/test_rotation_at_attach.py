@@ -168,3 +168,50 @@ def test_a_first_open_that_fails_leaves_no_descriptor(tmp_path: Path, monkeypatc
         with pytest.raises(OSError):
             LogTailer([str(path)], from_start=False, use_watchdog=True)
     assert _open_fds_on(path) == 0
+
+
+@pytest.mark.parametrize("append", [True, False])
+def test_a_copytruncate_refilled_past_its_size_before_the_first_poll(tmp_path: Path, append: bool) -> None:
+    """copytruncate, then the name back to more than it held when opened
+    before the first poll: by a writer with O_APPEND (new lines from 0), or
+    one without, which goes on at its old offset and leaves a NUL hole.
+    Nothing read yet, the first bytes as opened tell: the copy's lines are
+    read, then the new ones, and no line of NULs."""
+    path = tmp_path / "train.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0), 0o644)
+    try:
+        os.write(fd, b"".join(b"old %d\n" % i for i in range(10)))
+        tailer = LogTailer([str(path)], use_watchdog=False)
+        try:
+            shutil.copy(path, tmp_path / "train.log.1")
+            os.truncate(path, 0)
+            os.write(fd, b"".join(b"new %d\n" % i for i in range(12)))
+            got = _lines(tailer)
+        finally:
+            tailer.close()
+    finally:
+        os.close(fd)
+    assert got == [f"old {i}" for i in range(10)] + [f"new {i}" for i in range(12)]
+
+
+def test_a_copytruncate_left_empty_is_said_once(tmp_path: Path) -> None:
+    """Truncated before the first poll and still empty at the polls after:
+    one 'truncated', the copy read once, then the new lines."""
+    from dflash_watch.sources.logtail import TailNotice
+
+    path = tmp_path / "train.log"
+    path.write_text("".join(f"old {i}\n" for i in range(10)))
+    tailer = LogTailer([str(path)], use_watchdog=False)
+    try:
+        shutil.copy(path, tmp_path / "train.log.1")
+        os.truncate(path, 0)
+        items = [item for _ in range(4) for item in tailer.poll()]
+        with open(path, "a") as fh:
+            fh.write("new 0\n")
+        items += tailer.poll()
+    finally:
+        tailer.close()
+    truncated = [i for i in items if isinstance(i, TailNotice) and i.kind == "truncated"]
+    lines = [line for i in items if isinstance(i, Chunk) for line in i.text.splitlines()]
+    assert len(truncated) == 1
+    assert lines == [f"old {i}" for i in range(10)] + ["new 0"]
