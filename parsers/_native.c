@@ -632,40 +632,6 @@ line_numbers(PyObject *self, PyObject *args)
     return out;
 }
 
-/* in_order(i, lanes, made, lines, starts, ends, events, state, text,
- *          fallback, latest, minute_for, minute_entered, stamped,
- *          unstamped, jitter) -> i
- *
- * ``lanes._read_in_order``'s loop over its common lines, from line ``i``,
- * as that loop reads them: a stamped lane line whose stamp repeats the
- * minute held (``base`` plus its seconds and fraction), and a ``Bare``
- * lane's line (a tqdm bar between stamped lines, dated by ``latest`` and,
- * where the stream's clocks date lines as they are read, run on by
- * ``unstamped``); each one's event taken from its lane's
- * ``map`` (``made[id(lane)]``: stamps, events, one-line parse (None: a
- * Bare lane), fraction digits, 10 ** those, clocked, steps, step times)
- * onto ``events``. ``state`` is the loop's list [prev, clock, covered,
- * floor, stamped, own, minute, base, entering], read and written back.
- * ``stamped`` and ``unstamped`` are None where no clock dates lines as
- * they are read (``final`` None).
- *
- * It stops before the first line it would do anything else with, with
- * nothing of that line done (a lane without its columns, a stamp of
- * another minute or not as the lane's shape says, a line not ASCII, a
- * minute held that is not (str, float)), and returns its index: the
- * Python loop reads that line, then calls it again. The callbacks are the
- * Python loop's, in its order, but for a Bare stretch of several lines,
- * read here line by line: the loop dates them all (``bare_times``), then
- * runs each on; here each is dated, then run on. ``latest`` reads the
- * time parser, ``stamped`` and ``unstamped`` the step clock: the same
- * values either way (tests/core/test_native.py counts the calls too). */
-static void
-st_get(PyObject *state, Py_ssize_t at, PyObject **out)
-{
-    *out = PyList_GET_ITEM(state, at);
-    Py_INCREF(*out);
-}
-
 /* ``EventClock.hold``'s dating of a line at ``time`` against ``*floor``
  * (``_read_in_order`` dates so where the stream's clocks let it): the time
  * it gets in ``*out`` (a new reference: ``time`` where it is at or past
@@ -718,6 +684,33 @@ take_event(PyObject *progress, PyObject *events)
     return failed;
 }
 
+/* in_order(i, lanes, made, lines, starts, ends, events, state, text,
+ *          fallback, latest, minute_for, minute_entered, stamped,
+ *          unstamped, jitter) -> i
+ *
+ * ``lanes._read_in_order``'s loop over its common lines, from line ``i``,
+ * as that loop reads them: a stamped lane line whose stamp repeats the
+ * minute held (``base`` plus its seconds and fraction), and a ``Bare``
+ * lane's line (a tqdm bar between stamped lines, dated by ``latest`` and,
+ * where the stream's clocks date lines as they are read, run on by
+ * ``unstamped``); each one's event taken from its lane's
+ * ``map`` (``made[id(lane)]``: stamps, events, one-line parse (None: a
+ * Bare lane), fraction digits, 10 ** those, clocked, steps, step times)
+ * onto ``events``. ``state`` is the loop's list [prev, clock, covered,
+ * floor, stamped, own, minute, base, entering], read and written back.
+ * ``stamped`` and ``unstamped`` are None where no clock dates lines as
+ * they are read (``final`` None).
+ *
+ * It stops before the first line it would do anything else with, with
+ * nothing of that line done (a lane without its columns, a stamp of
+ * another minute or not as the lane's shape says, a line not ASCII, a
+ * minute held that is not (str, float)), and returns its index: the
+ * Python loop reads that line, then calls it again. The callbacks are the
+ * Python loop's, in its order, but for a Bare stretch of several lines,
+ * read here line by line: the loop dates them all (``bare_times``), then
+ * runs each on; here each is dated, then run on. ``latest`` reads the
+ * time parser, ``stamped`` and ``unstamped`` the step clock: the same
+ * values either way (tests/core/test_native.py counts the calls too). */
 static PyObject *
 in_order(PyObject *self, PyObject *args)
 {
@@ -739,12 +732,10 @@ in_order(PyObject *self, PyObject *args)
         return NULL;
     }
     int final = unstamped != Py_None;
-    PyObject *prev, *clock, *floor, *minute, *base_obj, *tmp;
-    st_get(state, 0, &prev);
-    st_get(state, 1, &clock);
-    st_get(state, 3, &floor);
-    st_get(state, 6, &minute);
-    st_get(state, 7, &base_obj);
+    PyObject *tmp;
+    PyObject *prev = Py_NewRef(PyList_GET_ITEM(state, 0)), *clock = Py_NewRef(PyList_GET_ITEM(state, 1));
+    PyObject *floor = Py_NewRef(PyList_GET_ITEM(state, 3)), *minute = Py_NewRef(PyList_GET_ITEM(state, 6));
+    PyObject *base_obj = Py_NewRef(PyList_GET_ITEM(state, 7));
     PyObject *result = NULL;
     PyObject *entry = NULL; /* the entry of the lane read last (borrowed from ``made``; NULL: none) */
     int stamped = 0, entering = 0;

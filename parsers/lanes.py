@@ -255,9 +255,9 @@ def _read_in_order(
     alone = False  # the rest of the stretch is read on its own (a stamp did not parse)
     total = len(lanes)
     # The common lines in C where built (``parsers.native``): stamped lines
-    # of the minute held and one-line Bare stretches, read as below, with
-    # the same calls in the same order; it stops before any other line,
-    # which the loop below reads, then hands on again.
+    # of the minute held and Bare lines, read as below (a Bare stretch line
+    # by line: the same values); it stops before any other line, which the
+    # loop below reads, then hands on again.
     in_order = KERNELS.in_order if KERNELS is not None else None
     state: list[Any] = []
     minute_for, minute_entered = times.minute_for, times.minute_entered
