@@ -56,9 +56,11 @@ class TokenDataset(torch.utils.data.Dataset):
         return {"input_ids": ids, "labels": ids.clone()}
 
 
-def trainer_args(out: str, steps: int, logging_steps: int):
+def trainer_args(out: str, steps: int, logging_steps: int, use_cpu: bool = True):
     """The HF Trainer settings every run here shares: CPU, no saving, no
-    reporting, seeded; the runs differ only in length and logging cadence."""
+    reporting, seeded; the runs differ only in length and logging cadence.
+    ``use_cpu=False``: the GPU check's run (the device is chosen when the
+    arguments are made, so it cannot be set afterwards)."""
     from transformers import TrainingArguments
 
     return TrainingArguments(
@@ -69,7 +71,7 @@ def trainer_args(out: str, steps: int, logging_steps: int):
         logging_steps=logging_steps,
         save_strategy="no",
         report_to="none",
-        use_cpu=True,
+        use_cpu=use_cpu,
         seed=0,
         dataloader_num_workers=0,
     )

@@ -152,6 +152,30 @@ def test_recompiles_and_graph_breaks_from_a_real_compile(tmp_path: Path) -> None
     assert end["graph_breaks"] - start["graph_breaks"] == 1
 
 
+def test_a_lazily_compiled_backward_is_not_a_recompile(tmp_path: Path) -> None:
+    """AOTAutograd compiles a training graph's backward at its first
+    backward and calls the compile-start callbacks again with the frame's
+    compile id: under inductor on an H200 the probe counted 6 recompiles
+    where dynamo made 3. aot_eager compiles the backward the same way, on CPU."""
+    probe = Probe(tmp_path / "p.jsonl", every_steps=1)
+    import torch._dynamo  # noqa: F401
+
+    probe.step(tokens=1)
+    start = _lines(tmp_path / "p.jsonl")[-1]
+    lin = torch.nn.Linear(4, 4)
+
+    @torch.compile(dynamic=False, backend="aot_eager")
+    def loss_of(x: torch.Tensor) -> torch.Tensor:
+        return lin(x).square().mean()
+
+    for n in (2, 3, 4, 5):  # a new static shape each time: three recompiles, each with its backward
+        loss_of(torch.ones(n, 4)).backward()
+    probe.step(tokens=1)
+    probe.close()
+    end = _lines(tmp_path / "p.jsonl")[-1]
+    assert end["recompiles"] - start["recompiles"] == 3
+
+
 def test_compile_id_of_a_recompile() -> None:
     assert [CompileCounter.is_recompile(c) for c in ("0/0", "0/1", "12/3", "!1/0/2", "!1/0/0", "junk")] == [
         False, True, True, True, False, False]
