@@ -18,11 +18,14 @@ from math import isfinite
 from operator import itemgetter
 
 from ..parsers.events import Progress
+from ..parsers.step_columns import columns_of, read
 from .loss_metrics import CODES, GRAD, NO_FIGURES, OTHER, code_of, figures_of
 
 # (scale, skipped iterations, cumulative skipped) of one report.
 Extra = tuple[float | None, float | None, float | None]
 _value = itemgetter(1)  # of a (name, value) metric
+# What a run is read in (``read_reports``): one pass over its lines.
+_COLUMNS = columns_of("loss", "metrics", "time", "rank")
 
 
 @dataclass(slots=True)
@@ -31,7 +34,8 @@ class Reports:
     and their figures. ``grad``: the last grad norm (None: none);
     ``extras``: each report's, None where no line has one; ``clean``: the
     reports with a loss or a grad norm (``_clean`` counts them); ``full``:
-    every report has a loss."""
+    every report has a loss. ``times`` and ``ranks``: the reports' columns
+    where they were read with the losses (every line a report), else None."""
 
     events: Sequence[Progress]
     losses: list[float | None]
@@ -39,11 +43,14 @@ class Reports:
     extras: list[Extra] | None
     clean: int
     full: bool
+    times: list[float] | None = None
+    ranks: list[int | None] | None = None
 
 
 def read_reports(steps: Sequence[Progress]) -> Reports | None:
     """The run's reports; None where one is NaN/Inf (it would fire)."""
-    losses: list[float | None] = [e.loss for e in steps]
+    losses: list[float | None]
+    losses, metrics, times, ranks = read(steps, _COLUMNS)
     try:
         if not isfinite(sum(losses)):  # type: ignore[arg-type]
             return None  # a NaN/Inf loss (or a sum too big to tell)
@@ -53,7 +60,6 @@ def read_reports(steps: Sequence[Progress]) -> Reports | None:
     # The run's metric names, each once (the order they are classified in
     # below changes no answer); the lines' metrics are kept for the sum.
     # ``m[0]`` over the chained pairs: a third cheaper than unpacking each.
-    metrics = [e.metrics for e in steps]
     for name in {m[0] for m in chain.from_iterable(metrics)}:
         code = CODES.get(name)
         if code is None:
@@ -64,7 +70,7 @@ def read_reports(steps: Sequence[Progress]) -> Reports | None:
             return _read_lines(steps)
         grad_name = name
     if grad_name is None:
-        return Reports(steps, losses, None, None, len(steps), True)
+        return Reports(steps, losses, None, None, len(steps), True, times, ranks)
     # Every line is a clean report (each has a loss): of the grad norms
     # only the last is kept, once each is known finite (every figure is: a
     # NaN learning rate only costs the shortcut).
@@ -76,7 +82,7 @@ def read_reports(steps: Sequence[Progress]) -> Reports | None:
     for m in reversed(metrics):
         for name, value in m:
             if name == grad_name:
-                return Reports(steps, losses, value, None, len(steps), True)
+                return Reports(steps, losses, value, None, len(steps), True, times, ranks)
     return None  # not reached: the name came from a line
 
 

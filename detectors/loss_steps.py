@@ -76,7 +76,8 @@ def quiet_loss_steps(det: LossDetector, steps: Sequence[Progress]) -> StepCommit
     if (judged and not _under_spike_floor(det, judged)) or not _may_count(det):
         return None
     if judged and reports.full:
-        times = [e.time for e in lane_events]
+        times = reports.times if lane_events is reports.events and reports.times is not None else [
+            e.time for e in lane_events]
     if len(lane_events) <= REPLAYED:
         if judged:
             s, smoothed, first = _smoothed(det, judged)
@@ -127,7 +128,8 @@ def _lane_of(
     """The lane after the run's reports, and the reports that follow it
     (``LossDetector._follows``): their events, losses and extras."""
     events = reports.events
-    lane, follow = follow_lane(det._lane, [e.rank for e in events])
+    ranks = reports.ranks
+    lane, follow = follow_lane(det._lane, [e.rank for e in events] if ranks is None else ranks)
     losses, extras = reports.losses, reports.extras
     if follow is None:
         return lane, events, losses, extras

@@ -52,7 +52,6 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import replace
-from operator import attrgetter
 from typing import Any
 
 from ..parsers.events import (
@@ -65,6 +64,7 @@ from ..parsers.events import (
     Progress,
     Tick,
 )
+from ..parsers.step_columns import columns_of, read
 from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_duration
 from .steps import sorted_median
@@ -77,7 +77,8 @@ _MAX_RANKS = 4096
 # Judge at most this often in data time (a report per rank per step).
 _JUDGE_EVERY_S = 1.0
 _COLLECTIVE_KINDS = ("nccl_timeout",)
-_TIME, _RANK, _STEP_SECONDS = attrgetter("time"), attrgetter("rank"), attrgetter("step_seconds")
+# What a run is read in (``quiet_steps``): one pass over its lines.
+_COLUMNS = columns_of("time", "rank", "source", "step_seconds")
 
 __all__ = ["NAME", "RankRow", "Straggler"]
 
@@ -168,21 +169,20 @@ class Straggler(DetectorBase):
         """
         if self.hung.active:
             return None  # a step of the hung rank resolves it (``quiet_floor`` rules it out too)
-        times = list(map(_TIME, steps))  # (columns by ``attrgetter``: half a comprehension's cost)
+        times, line_ranks, sources, seconds = read(steps, _COLUMNS)
         if not math.isfinite(sum(times)):
             return None  # NaN or infinite stamps: not worth a proof
         n = len(steps)
-        # (A line of a rank first, as in a log of many ranks: no column needed.)
-        rankless = steps[0].rank is None and list(map(_RANK, steps)).count(None) == n
+        rankless = line_ranks.count(None) == n
         if rankless:
             # ``rank_of_source`` needs "rank" or "std" in a source. A search
             # for one letter (memchr) is ~50x faster than for a word, and
             # most file names have no "k" or no "d".
-            text = "\n".join([p.source for p in steps])
+            text = "\n".join(sources)
             if ((("k" in text and "rank" in text) or ("d" in text and "std" in text))
-                    and any(rank_of_source(p.source) is not None for p in steps)):
+                    and any(rank_of_source(source) is not None for source in sources)):
                 rankless = False
-        if not rankless and list(map(_STEP_SECONDS, steps)).count(None) != n:
+        if not rankless and seconds.count(None) != n:
             return None  # figures: a judgement of ``slow`` could start counting
         ranks = self.ranks
         now = self._now

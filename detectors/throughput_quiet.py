@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from ..parsers.events import TOK_S, Progress, rate_of
 from ..parsers.native import KERNELS
+from ..parsers.step_columns import columns_of, read
 from . import throughput_limits as _tp
 from .base import StepCommit
 from .steps import SeenSeries, sorted_median
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["quiet_run"]
 
 _TIME = itemgetter(0)
+# What a run is read in (``quiet_run``): one pass over its lines.
+_COLUMNS = columns_of("clocked", "rate_unit", "rate", "step", "time", "elapsed_s", "rank", "total_steps")
 
 
 def _unchanged() -> None:
@@ -160,15 +163,19 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
     if det._rise_since is not None:
         return None
     # The steps the detector counts and their rates (``_progress``'s first
-    # lines): all of them, as a rule (checked in columns).
-    valid: Sequence[Progress] = steps
-    values: Sequence[float] | None = None  # read after the copies are known, as a rule
+    # lines): all of them, as a rule (checked in columns: every line
+    # clocked, in the unit, at a finite rate not below 0; a NaN or an
+    # infinity makes the sum one, and a sum too large to tell only costs
+    # the shortcut).
+    clocked, units, values, step_col, time_col, elapsed, ranks, totals = read(steps, _COLUMNS)
     try:
-        odd = [p for p in steps if not (p.clocked and p.rate_unit == unit0 and 0.0 <= p.rate < math.inf)]  # type: ignore[operator]
-    except TypeError:  # a rate is None
-        odd = steps  # type: ignore[assignment]
-    if odd:
-        valid, values = [], []
+        common = (all(clocked) and units.count(unit0) == len(units) and math.isfinite(sum(values))
+                  and min(values, default=0.0) >= 0.0)
+    except (TypeError, OverflowError):  # a rate is None (or no number)
+        common = False
+    if not common:
+        valid: list[Progress] = []
+        values = []
         for p in steps:
             v, unit = rate_of(p)  # (as ``ThroughputDrop._progress`` reads it inline)
             if v is None or not math.isfinite(v) or v < 0 or not p.clocked:
@@ -179,27 +186,22 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
             values.append(v)
         if not valid:
             return _unchanged  # no line with a rate: nothing counts
+        _, _, _, step_col, time_col, elapsed, ranks, totals = read(valid, _COLUMNS)
     if det._start is None:
         return None  # the first rate sets the unit and starts the run (no unit before)
-    step_col = [p.step for p in valid]
-    time_col = [p.time for p in valid]
-    series_col = [p.elapsed_s is not None for p in valid]  # ``series_of``
-    seen = det._dedupe.peek(step_col, time_col, [p.rank for p in valid], series_col)
+    series_col = [e is not None for e in elapsed]  # ``series_of``
+    seen = det._dedupe.peek(step_col, time_col, ranks, series_col)
     kept = seen.new
     if len(kept) < len(step_col):
         if not kept:
             return _Run(det, seen, det._clock.last, [], det._since_interval, det.interval, det._gap_limit,
                         det._warm_n, det._last_t, list(det._last_step), list(det._last_total), det._bar_seen,
                         det._seen, det._learn_start, det.baseline, False, [], 0, det._start, [], []).commit
-        if values is not None:
-            values = [values[i] for i in kept]
-        valid = [valid[i] for i in kept]
+        values = [values[i] for i in kept]
         step_col = [step_col[i] for i in kept]
         time_col = [time_col[i] for i in kept]
         series_col = [series_col[i] for i in kept]
-    if values is None:
-        values = [p.rate for p in valid]  # type: ignore[misc]
-    totals = [p.total_steps for p in valid]
+        totals = [totals[i] for i in kept]
     run = _steady(det, seen, values, step_col, time_col, totals, series_col)
     if run is None:
         run = _walk(det, seen, values, step_col, time_col, totals, series_col)

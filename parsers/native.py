@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 9
+ABI = 10
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -60,6 +60,8 @@ class Kernels(Protocol):
     ) -> int: ...
 
     def rank_numbers(self, lines: list[str], i: int, prefixes: list[Ranked], /) -> list[int] | None: ...
+
+    def columns(self, steps: list[Any], which: tuple[int, ...], /) -> tuple[list[Any], ...] | None: ...
 
     def set_progress(
         self, cls: type, names: tuple[str, ...], descriptors: tuple[object, ...], defaults: tuple[object, ...],

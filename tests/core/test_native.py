@@ -782,6 +782,56 @@ def test_build_progress_is_the_python_builder(seed: int) -> None:
             build(*bad_args, **bad_kwargs)
 
 
+@needs_kernels
+def test_build_progress_stores_slots_with_their_references() -> None:
+    """Progress's fields are plain object slots, stored directly: each value
+    gains one reference while the event lives and loses it when it goes."""
+    import sys
+
+    from dflash_watch.parsers.events import Progress
+
+    build = native.KERNELS.build_progress  # type: ignore[union-attr]
+    source, metrics = "rank7:" + str(id(object())), (("lr", 1e-3),)
+    before = sys.getrefcount(source), sys.getrefcount(metrics)
+    made = [build(1.0, source, metrics=metrics) for _ in range(100)]
+    assert all(type(p) is Progress and p.source is source and p.metrics is metrics for p in made)
+    assert (sys.getrefcount(source), sys.getrefcount(metrics)) == (before[0] + 100, before[1] + 100)
+    del made
+    assert (sys.getrefcount(source), sys.getrefcount(metrics)) == before
+
+
+@needs_kernels
+def test_build_progress_goes_through_descriptors_that_are_not_plain_slots() -> None:
+    """A class whose field is no plain slot (here a property) is built
+    through each descriptor's setter, as ``object.__setattr__`` would."""
+    from dflash_watch.parsers import events
+
+    kernels = native.KERNELS
+    assert kernels is not None
+
+    class Slotted:
+        __slots__ = ("a", "_b")
+
+        @property
+        def b(self) -> object:
+            return self._b
+
+        @b.setter
+        def b(self, value: object) -> None:
+            self._b = ("set", value)
+
+    try:
+        kernels.set_progress(Slotted, ("a", "b"), (Slotted.a, Slotted.b), (None, 5), 1)
+        made = kernels.build_progress(1)
+        assert type(made) is Slotted and made.a == 1 and made.b == ("set", 5)
+        kernels.set_progress(Slotted, ("a", "_b"), (Slotted.a, Slotted._b), (None, 5), 1)
+        made = kernels.build_progress(2, 3)
+        assert (made.a, made._b) == (2, 3)  # both plain slots: stored directly
+    finally:
+        events._compiled_builder()  # Progress again, for every later test
+    assert type(kernels.build_progress(1.0, "x")) is events.Progress
+
+
 def _fed(log: Path, seed: int, most: int) -> tuple[list[str], tuple[object, ...]]:
     """``stream_events`` of ``log``, and what the stream's reading left
     behind after each chunk: its stamped lines counted, its time parser's

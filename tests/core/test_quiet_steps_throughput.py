@@ -444,6 +444,44 @@ def test_lines_without_a_rate() -> None:
     _both_ways(bare + mixed)
 
 
+@pytest.mark.parametrize("odd", ["nan", "inf", "-inf", "negative", "minus-zero", "huge-pair", "none", "unclocked",
+                                 "unit"])
+def test_a_run_with_one_odd_rate(odd: str) -> None:
+    """The run's rates are checked in columns (every line clocked, in the
+    unit, finite and not below 0, by a sum and a minimum): each odd line
+    sends the run to the line-by-line reading, which must answer as one
+    line at a time would; a -0.0 is no odd line, and two rates whose sum
+    overflows only cost the shortcut."""
+    base = _learned()
+    t0 = base[-1].time + 1.0
+    step0 = (base[-1].step or 0) + 1
+    run = _steady(40, t0=t0, step0=step0, seed=3)
+    at = 17
+    p = run[at]
+    if odd in ("nan", "inf", "-inf", "negative", "minus-zero"):
+        value = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "negative": -1.0,
+                 "minus-zero": -0.0}[odd]
+        run[at] = _step(p.time, p.step, value)
+    elif odd == "huge-pair":
+        run[at] = _step(p.time, p.step, 1e308)
+        run[at + 1] = _step(run[at + 1].time, run[at + 1].step, 1e308)
+    elif odd == "none":
+        run[at] = Progress(p.time, p.source, step=p.step, total_steps=p.total_steps, loss=2.0)
+    elif odd == "unclocked":
+        run[at] = _step(p.time, p.step, p.rate or 0.0, clocked=False)
+    else:
+        run[at] = _step(p.time, p.step, p.rate or 0.0, unit="it/s")  # in range, in another unit
+    _both_ways(base + run)
+    det = _fed(base)
+    quiet = det.quiet_steps(run)
+    if odd == "minus-zero":
+        assert quiet is None  # a 0 rate under the learned baseline: a drop starts (not an odd line)
+    if odd in ("nan", "inf", "-inf", "negative", "none", "unclocked"):
+        assert quiet is not None  # the line is left out; the others are steady
+    if odd == "unit":
+        assert quiet is None  # another logger's rate: one at a time
+
+
 @pytest.mark.parametrize(("shape", "least"), [("progress", 50), ("ranks", 50), ("quiet", 20), ("degraded", 50)])
 def test_speed_logs_are_mostly_taken(shape: str, least: int) -> None:
     """The quiet shape's two interleaved step counters relaunch the run
