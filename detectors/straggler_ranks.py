@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..parsers.events import Heartbeat, Progress
+from ..parsers.native import KERNELS
 from .steps import sorted_median
 
 # Per rank, per figure: at most this many recent values (a rank that
@@ -34,6 +35,7 @@ _INTERVALS_KEPT = 16
 # A full window's median is the mean of its middle two (``_INTERVALS_KEPT``
 # is even; ``test_rank_cadence_window_keeps_its_invariant`` checks the median).
 _MID = _INTERVALS_KEPT // 2
+_SWAP = KERNELS.window_swap if KERNELS is not None else None
 # ``rank3.log:120``, ``train_rank12.out:7``: the rank of a per-rank log
 # whose lines carry no prefix (torchrun ``--redirects``/``--tee`` files
 # named by rank, ``rank*.log`` of the config template).
@@ -220,14 +222,21 @@ class RankState:
             # 64-rank log most step lines come here).
             if old_s != seconds:
                 secs = self._seconds
-                del secs[bisect_left(secs, old_s)]
-                insort(secs, seconds)
-                self.usual_s = (secs[_MID - 1] + secs[_MID]) / 2
+                # (In C where built: one call, the items moved in place.)
+                median = _SWAP(secs, old_s, seconds) if _SWAP is not None else None
+                if median is None:
+                    del secs[bisect_left(secs, old_s)]
+                    insort(secs, seconds)
+                    median = (secs[_MID - 1] + secs[_MID]) / 2
+                self.usual_s = median
             if old_n != steps:
                 steps_ = self._steps
-                del steps_[bisect_left(steps_, float(old_n))]
-                insort(steps_, float(steps))
-                usual_n = int((steps_[_MID - 1] + steps_[_MID]) / 2)
+                middle = _SWAP(steps_, float(old_n), float(steps)) if _SWAP is not None else None
+                if middle is None:
+                    del steps_[bisect_left(steps_, float(old_n))]
+                    insort(steps_, float(steps))
+                    middle = (steps_[_MID - 1] + steps_[_MID]) / 2
+                usual_n = int(middle)
                 self.usual_n = usual_n if usual_n > 1 else 1
             return
         secs, steps_ = self._seconds, self._steps

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 10
+#define ABI 11
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -294,6 +294,63 @@ refuse:
     PyMem_Free(s);
     PyErr_SetString(PyExc_ValueError, "slide_median: a value that is not a finite float, or not in the window");
     return NULL;
+}
+
+/* window_swap(sorted, leaving, value) -> float | None
+ *
+ * ``RankState._interval``'s slide of a full window kept sorted: drop the
+ * first item of ``sorted`` equal to ``leaving`` (``bisect_left``, then
+ * ``del``), put ``value`` after its equals (``insort``) and give the mean
+ * of the middle two, ``(a + b) / 2`` (an even count). In place, moving
+ * the list's items, not copying them. Every item and both arguments must
+ * be floats, not NaN, the count even and ``leaving`` there: else None and
+ * nothing changed, and the caller slides in Python. A 64-rank log slides
+ * a window at nearly every line. */
+static PyObject *
+window_swap(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "window_swap(sorted: list, leaving: float, value: float)");
+        return NULL;
+    }
+    PyObject *list = args[0], *leaving = args[1], *value = args[2];
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    if (n < 2 || n % 2 || !PyFloat_CheckExact(leaving) || !PyFloat_CheckExact(value))
+        Py_RETURN_NONE;
+    double old = PyFloat_AS_DOUBLE(leaving), v = PyFloat_AS_DOUBLE(value);
+    if (isnan(old) || isnan(v))
+        Py_RETURN_NONE;
+    PyObject **items = ((PyListObject *)list)->ob_item;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyFloat_CheckExact(items[i]) || isnan(PyFloat_AS_DOUBLE(items[i])))
+            Py_RETURN_NONE;
+    }
+    Py_ssize_t lo = 0, hi = n; /* bisect_left */
+    while (lo < hi) {
+        Py_ssize_t m = (lo + hi) / 2;
+        if (PyFloat_AS_DOUBLE(items[m]) < old)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    if (lo == n || PyFloat_AS_DOUBLE(items[lo]) != old)
+        Py_RETURN_NONE; /* not there: Python's del would take another */
+    PyObject *gone = items[lo];
+    memmove(items + lo, items + lo + 1, sizeof(PyObject *) * (size_t)(n - 1 - lo));
+    lo = 0;
+    hi = n - 1; /* insort: bisect_right over the n - 1 left */
+    while (lo < hi) {
+        Py_ssize_t m = (lo + hi) / 2;
+        if (v < PyFloat_AS_DOUBLE(items[m]))
+            hi = m;
+        else
+            lo = m + 1;
+    }
+    memmove(items + lo + 1, items + lo, sizeof(PyObject *) * (size_t)(n - 1 - lo));
+    items[lo] = Py_NewRef(value);
+    Py_DECREF(gone);
+    Py_ssize_t mid = n / 2;
+    return PyFloat_FromDouble((PyFloat_AS_DOUBLE(items[mid - 1]) + PyFloat_AS_DOUBLE(items[mid])) / 2);
 }
 
 /* cut_numbers(lines, start, stop, ints) -> list | None
@@ -1294,6 +1351,7 @@ static PyMethodDef methods[] = {
     {"last_minute", last_minute, METH_VARARGS, "LineTimes.latest's first look: the last line's stamp in the minute read last."},
     {"line_numbers", line_numbers, METH_VARARGS, "read_lanes' line numbers of a run: newlines counted between its starts."},
     {"in_order", in_order, METH_VARARGS, "lanes._read_in_order's loop over its common lines."},
+    {"window_swap", (PyCFunction)(void (*)(void))window_swap, METH_FASTCALL, "RankState._interval's slide of a full sorted window."},
     {"columns", columns, METH_VARARGS, "The detectors' columns of a run of Progress events: fields read at their slots."},
     {"rank_numbers", rank_numbers, METH_VARARGS, "_read_by_stretch's ranks of a stretch of ranked lines."},
     {"set_progress", set_progress, METH_VARARGS, "Tell build_progress the Progress class, its slots and defaults."},

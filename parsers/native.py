@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 10
+ABI = 11
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -62,6 +62,8 @@ class Kernels(Protocol):
     def rank_numbers(self, lines: list[str], i: int, prefixes: list[Ranked], /) -> list[int] | None: ...
 
     def columns(self, steps: list[Any], which: tuple[int, ...], /) -> tuple[list[Any], ...] | None: ...
+
+    def window_swap(self, window: list[float], leaving: float, value: float, /) -> float | None: ...
 
     def set_progress(
         self, cls: type, names: tuple[str, ...], descriptors: tuple[object, ...], defaults: tuple[object, ...],

@@ -1019,3 +1019,52 @@ def test_rank_numbers_reads_as_int_or_hands_back(seed: int) -> None:
                 and len(line[p.rank_at : p.rank_end]) <= 18 for line, p in zip(lines[start:], prefixes))
     assert got == (want if plain else None)
     assert native.KERNELS.rank_numbers(lines, len(lines), prefixes) is None  # (past the lines: Python's)  # type: ignore[union-attr]
+
+
+def _swap_reference(window: list[float], leaving: float, value: float) -> float:
+    """``RankState._interval``'s slide in Python."""
+    from bisect import bisect_left, insort
+
+    del window[bisect_left(window, leaving)]
+    insort(window, value)
+    mid = len(window) // 2
+    return (window[mid - 1] + window[mid]) / 2
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(60))
+def test_window_swap_slides_as_bisect_and_insort(seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 1.0, 1.0, 2.5, 3.0, math.inf, -math.inf, 1e308, 5e-324]
+    size = rng.choice((2, 4, 16, 16, 64))
+    window = sorted(rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-5, 5) for _ in range(size))
+    leaving = rng.choice(window)
+    value = rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-5, 5)
+    mine, theirs = list(window), list(window)
+    got = native.KERNELS.window_swap(mine, leaving, value)  # type: ignore[union-attr]
+    want = _swap_reference(theirs, leaving, value)
+    assert got == want or (math.isnan(got) and math.isnan(want))
+    assert [math.copysign(1, x) for x in mine] == [math.copysign(1, x) for x in theirs]  # the same items
+    assert mine == theirs
+    if value in mine:
+        assert any(x is value for x in mine)  # the item itself, not a copy
+
+
+@needs_kernels
+def test_window_swap_leaves_what_it_cannot_slide() -> None:
+    swap = native.KERNELS.window_swap  # type: ignore[union-attr]
+    window = [1.0, 2.0, 3.0, 4.0]
+    for args in ((window, 9.0, 1.0), (window, 2.5, 1.0), (window, math.nan, 1.0), (window, 1.0, math.nan), (window, 1, 2.0),
+                 ([1.0, 2.0, 3.0], 1.0, 2.0), ([], 1.0, 1.0), ([1.0, 2, 3.0, 4.0], 1.0, 2.0),
+                 ([1.0, math.nan, 3.0, 4.0], 1.0, 2.0)):
+        before = list(args[0])
+        assert swap(*args) is None
+        assert args[0] == before or (math.isnan(before[1]) and args[0][0] == 1.0)
+    assert swap(window, 1.0, 5.0) == 3.5 and window == [2.0, 3.0, 4.0, 5.0]
+    import sys
+
+    gone, coming = float("7.25"), float("0.5")
+    window = [1.0, 2.0, gone, 9.0]
+    held = sys.getrefcount(gone), sys.getrefcount(coming)
+    assert swap(window, 7.25, coming) == 1.5 and window[0] is coming
+    assert (sys.getrefcount(gone), sys.getrefcount(coming)) == (held[0] - 1, held[1] + 1)
