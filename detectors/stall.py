@@ -60,6 +60,7 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from ..parsers.events import (
@@ -77,6 +78,7 @@ from ..parsers.events import (
     Tick,
     XidError,
 )
+from ..parsers.native import KERNELS
 from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_clock, fmt_duration
 from .steps import sorted_median
@@ -93,6 +95,64 @@ _WAITING_KEPT = 1024
 _WAITING_SHOWN = 64
 _PHASE_WORDS = {"eval": "evaluation", "checkpoint": "checkpoint save"}
 _INF = float("inf")
+# The fields ``walk_steps`` reads, by their places in ``Progress``'s fields
+# (the kernel reads them at their slots).
+_FIELDS = tuple(map([f.name for f in fields(Progress)].index,
+                    ("time", "step", "clocked", "rank", "step_seconds", "total_steps")))
+_WALK = KERNELS.stall_walk if KERNELS is not None else None
+
+Walked = tuple[list[float], "Progress | None", "int | None", "float | None", "int | None", "int | None",
+               "float | None", int, bool]
+
+
+def walk_steps(steps: Sequence[Progress], _fields: tuple[int, ...], bound: float, floor: float, dup_s: float,
+               watching: bool, last_step: int | None, last_t: float | None, last_total: int | None,
+               rank0: int | None, step_seconds: float | None, bars: int) -> Walked | None:
+    """``Stall.quiet_steps``' walk over a run with ``_progress``'s rules of
+    what is progress, in locals (changing nothing): None where a line comes
+    after the deadline the line before it leaves (``bound``, then each
+    line's time plus ``floor``), else what the run leaves (the intervals
+    between steps taken, the last line taken, its step, time and total, the
+    lowest rank, the step seconds, the bars after an end, whether a stall
+    is watched). ``stall_walk`` in ``_native.c`` is this loop in C."""
+    intervals: list[float] = []
+    taken: Progress | None = None  # the last clocked line taken as progress
+    first = True
+    for p in steps:
+        t = p.time
+        if first:
+            first = False
+        elif not t <= bound:  # (NaN too)
+            return None
+        step = p.step
+        if not p.clocked:
+            last_step, watching, bound = step, False, _INF
+            continue
+        if step is None:
+            rank = p.rank
+            if rank is not None:
+                if rank0 is None or rank < rank0:
+                    rank0 = rank
+                elif rank != rank0:
+                    continue
+        elif last_step is not None and watching:
+            if step == last_step:
+                continue
+            if (step < last_step and last_t is not None and t - last_t <= dup_s
+                    and not (last_total and last_step + 1 >= last_total)):
+                continue
+        if p.step_seconds is not None and p.step_seconds > 0:
+            step_seconds = p.step_seconds
+        if last_t is not None and watching and t > last_t:
+            intervals.append(t - last_t)
+        if (last_total and last_step is not None and last_step + 1 >= last_total and step is not None
+                and (step < last_step or p.total_steps != last_total)):
+            bars += 1
+        last_t, last_step, last_total, taken = t, step, p.total_steps, p
+        total = p.total_steps
+        watching = not (total and step is not None and step + 1 >= total and not bars)
+        bound = t + floor if watching else _INF
+    return intervals, taken, last_step, last_t, last_total, rank0, step_seconds, bars, watching
 
 
 class Stall(DetectorBase):
@@ -168,49 +228,19 @@ class Stall(DetectorBase):
         if self._pending is not None or self.episode.active:
             return None  # a line would fire the pending stall or resolve the open one
         floor = self._limit_floor()
-        dup_s = self.config.duplicate_step_s
         watching = self._watching
         d = self._deadline
         bound = d if watching and d is not None else _INF
-        last_step, last_t, last_total = self._last_step, self._last_t, self._last_total
-        rank0, step_seconds, bars = self._rank, self._step_seconds, self._bars_after_end
-        intervals: list[float] = []
-        taken: Progress | None = None  # the last clocked line taken as progress
-        first = True
-        for p in steps:
-            t = p.time
-            if first:
-                first = False
-            elif not t <= bound:  # (NaN too)
-                return None
-            step = p.step
-            if not p.clocked:
-                last_step, watching, bound = step, False, _INF
-                continue
-            if step is None:
-                rank = p.rank
-                if rank is not None:
-                    if rank0 is None or rank < rank0:
-                        rank0 = rank
-                    elif rank != rank0:
-                        continue
-            elif last_step is not None and watching:
-                if step == last_step:
-                    continue
-                if (step < last_step and last_t is not None and t - last_t <= dup_s
-                        and not (last_total and last_step + 1 >= last_total)):
-                    continue
-            if p.step_seconds is not None and p.step_seconds > 0:
-                step_seconds = p.step_seconds
-            if last_t is not None and watching and t > last_t:
-                intervals.append(t - last_t)
-            if (last_total and last_step is not None and last_step + 1 >= last_total and step is not None
-                    and (step < last_step or p.total_steps != last_total)):
-                bars += 1
-            last_t, last_step, last_total, taken = t, step, p.total_steps, p
-            total = p.total_steps
-            watching = not (total and step is not None and step + 1 >= total and not bars)
-            bound = t + floor if watching else _INF
+        state = (bound, floor, self.config.duplicate_step_s, watching, self._last_step, self._last_t,
+                 self._last_total, self._rank, self._step_seconds, self._bars_after_end)
+        walked: Walked | None = NotImplemented
+        if _WALK is not None and type(steps) is list:
+            walked = _WALK(steps, _FIELDS, *state)  # in C where built; odd values: NotImplemented
+        if walked is NotImplemented:
+            walked = walk_steps(steps, _FIELDS, *state)
+        if walked is None:
+            return None
+        intervals, taken, last_step, _, _, rank0, step_seconds, bars, watching = walked
 
         def commit() -> None:
             if taken is not None:

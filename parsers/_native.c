@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 11
+#define ABI 12
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -1281,6 +1281,197 @@ build_progress(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject
     return obj;
 }
 
+/* The offsets of the fields ``which`` names (their places among
+ * ``Progress``'s fields, a tuple of at most ``most`` ints) into ``out``:
+ * their count, or -1 with an error set (``who`` names the caller). */
+static Py_ssize_t
+field_offsets(PyObject *which, Py_ssize_t *out, Py_ssize_t most, const char *who)
+{
+    Py_ssize_t fields = PyTuple_GET_SIZE(progress_names), k = PyTuple_GET_SIZE(which);
+    if (k > most) {
+        PyErr_Format(PyExc_ValueError, "%s: at most %zd fields", who, most);
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(which, j));
+        if (at == -1 && PyErr_Occurred())
+            return -1;
+        if (at < 0 || at >= fields) {
+            PyErr_Format(PyExc_IndexError, "%s: no such field", who);
+            return -1;
+        }
+        out[j] = progress_offsets[at];
+    }
+    return k;
+}
+
+/* stall_walk(steps, fields, bound, floor, dup_s, watching, last_step,
+ *            last_t, last_total, rank0, step_seconds, bars)
+ *     -> tuple | None | NotImplemented
+ *
+ * ``stall.walk_steps`` in C, the same loop over the same values: each
+ * line's time, step, clocked, rank, step seconds and total (``fields``:
+ * their places among ``Progress``'s fields) read at their slots. It walks
+ * only where every value is of the kind the loop compares (times and step
+ * seconds floats; steps, totals and ranks ints within 2**62, or None;
+ * clocked a bool; ``last_t`` a float or None; ``bars`` an int), else it
+ * gives NotImplemented and Python walks. None: a line comes after its
+ * deadline. Else ``walk_steps``' tuple. */
+#define WALK_LIM (((long long)1) << 62)
+
+static int
+small_int(PyObject *o, int *none, long long *v)
+{
+    if (o == Py_None) {
+        *none = 1;
+        *v = 0;
+        return 1;
+    }
+    if (!PyLong_CheckExact(o))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (x >= WALK_LIM || x <= -WALK_LIM)
+        return 0;
+    *none = 0;
+    *v = x;
+    return 1;
+}
+
+static PyObject *
+stall_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12 || !PyList_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 6) {
+        PyErr_SetString(PyExc_TypeError, "stall_walk: steps, fields and ten values");
+        return NULL;
+    }
+    if (progress_type == NULL || progress_offsets[0] <= 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *steps = args[0];
+    Py_ssize_t off[6];
+    if (field_offsets(args[1], off, 6, "stall_walk") < 0)
+        return NULL;
+    if (!PyFloat_CheckExact(args[2]) || !PyFloat_CheckExact(args[3]) || !PyFloat_CheckExact(args[4]) ||
+        !PyBool_Check(args[5]) || !(args[7] == Py_None || PyFloat_CheckExact(args[7])) ||
+        !PyLong_CheckExact(args[11]))
+        Py_RETURN_NOTIMPLEMENTED;
+    double bound = PyFloat_AS_DOUBLE(args[2]), floor = PyFloat_AS_DOUBLE(args[3]), dup_s = PyFloat_AS_DOUBLE(args[4]);
+    int watching = args[5] == Py_True;
+    int ls_none, lt_none = args[7] == Py_None, tot_none, r0_none;
+    long long last_step, last_total, rank0;
+    double last_t = lt_none ? 0.0 : PyFloat_AS_DOUBLE(args[7]);
+    if (!small_int(args[6], &ls_none, &last_step) || !small_int(args[8], &tot_none, &last_total) ||
+        !small_int(args[9], &r0_none, &rank0))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *last_step_obj = args[6], *last_total_obj = args[8], *rank0_obj = args[9];
+    PyObject *step_seconds = args[10]; /* passed on, never compared */
+    int overflow = 0;
+    long long bars = PyLong_AsLongLongAndOverflow(args[11], &overflow);
+    if (overflow || bars < 0 || bars >= WALK_LIM) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(steps);
+    /* Every value first: the walk then never leaves halfway to Python. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(steps, i);
+        if (Py_TYPE(p) != progress_type)
+            Py_RETURN_NOTIMPLEMENTED;
+        PyObject *t = *(PyObject **)((char *)p + off[0]), *st = *(PyObject **)((char *)p + off[1]);
+        PyObject *clk = *(PyObject **)((char *)p + off[2]), *rk = *(PyObject **)((char *)p + off[3]);
+        PyObject *secs = *(PyObject **)((char *)p + off[4]), *tot = *(PyObject **)((char *)p + off[5]);
+        int none;
+        long long v;
+        if (t == NULL || st == NULL || clk == NULL || rk == NULL || secs == NULL || tot == NULL ||
+            !PyFloat_CheckExact(t) || !PyBool_Check(clk) || !(secs == Py_None || PyFloat_CheckExact(secs)) ||
+            !small_int(st, &none, &v) || !small_int(rk, &none, &v) || !small_int(tot, &none, &v))
+            Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *intervals = PyList_New(0);
+    if (intervals == NULL)
+        return NULL;
+    PyObject *taken = Py_None;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(steps, i);
+        double t = PyFloat_AS_DOUBLE(*(PyObject **)((char *)p + off[0]));
+        if (i > 0 && !(t <= bound)) {
+            Py_DECREF(intervals);
+            Py_RETURN_NONE;
+        }
+        PyObject *step_obj = *(PyObject **)((char *)p + off[1]);
+        int s_none;
+        long long step;
+        small_int(step_obj, &s_none, &step);
+        if (*(PyObject **)((char *)p + off[2]) != Py_True) {
+            last_step_obj = step_obj;
+            ls_none = s_none;
+            last_step = step;
+            watching = 0;
+            bound = Py_HUGE_VAL;
+            continue;
+        }
+        if (s_none) {
+            PyObject *rank_obj = *(PyObject **)((char *)p + off[3]);
+            int rk_none;
+            long long rank;
+            small_int(rank_obj, &rk_none, &rank);
+            if (!rk_none) {
+                if (r0_none || rank < rank0) {
+                    rank0_obj = rank_obj;
+                    r0_none = 0;
+                    rank0 = rank;
+                } else if (rank != rank0) {
+                    continue;
+                }
+            }
+        } else if (!ls_none && watching) {
+            if (step == last_step)
+                continue;
+            if (step < last_step && !lt_none && t - last_t <= dup_s &&
+                !(!tot_none && last_total != 0 && last_step + 1 >= last_total))
+                continue;
+        }
+        PyObject *secs = *(PyObject **)((char *)p + off[4]);
+        if (secs != Py_None && PyFloat_AS_DOUBLE(secs) > 0)
+            step_seconds = secs;
+        if (!lt_none && watching && t > last_t) {
+            PyObject *gap = PyFloat_FromDouble(t - last_t);
+            if (gap == NULL || PyList_Append(intervals, gap) < 0) {
+                Py_XDECREF(gap);
+                Py_DECREF(intervals);
+                return NULL;
+            }
+            Py_DECREF(gap);
+        }
+        PyObject *total_obj = *(PyObject **)((char *)p + off[5]);
+        int t_none;
+        long long total;
+        small_int(total_obj, &t_none, &total);
+        if (!tot_none && last_total != 0 && !ls_none && last_step + 1 >= last_total && !s_none &&
+            (step < last_step || t_none || total != last_total))
+            bars++;
+        last_t = t;
+        lt_none = 0;
+        last_step_obj = step_obj;
+        ls_none = s_none;
+        last_step = step;
+        last_total_obj = total_obj;
+        tot_none = t_none;
+        last_total = total;
+        taken = p;
+        watching = !(!t_none && total != 0 && !s_none && step + 1 >= total && bars == 0);
+        bound = watching ? t + floor : Py_HUGE_VAL;
+    }
+    /* ``last_t``: the time of the line taken last (the same float), else the one given. */
+    PyObject *last_t_obj = taken != Py_None ? *(PyObject **)((char *)taken + off[0]) : args[7];
+    return Py_BuildValue("(NOOOOOOLO)", intervals, taken, last_step_obj, last_t_obj, last_total_obj, rank0_obj,
+                         step_seconds, bars, watching ? Py_True : Py_False);
+}
+
 /* columns(steps, which) -> tuple of lists | None
  *
  * The fields ``which`` (their places in ``Progress``'s fields, as
@@ -1299,21 +1490,12 @@ columns(PyObject *self, PyObject *args)
         return NULL;
     if (progress_type == NULL || progress_offsets[0] <= 0)
         Py_RETURN_NONE;
-    Py_ssize_t fields = PyTuple_GET_SIZE(progress_names);
-    Py_ssize_t k = PyTuple_GET_SIZE(which);
-    if (k > 16)
+    if (PyTuple_GET_SIZE(which) > 16)
         Py_RETURN_NONE;
     Py_ssize_t offs[16];
-    for (Py_ssize_t j = 0; j < k; j++) {
-        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(which, j));
-        if (at == -1 && PyErr_Occurred())
-            return NULL;
-        if (at < 0 || at >= fields) {
-            PyErr_SetString(PyExc_IndexError, "columns: no such field");
-            return NULL;
-        }
-        offs[j] = progress_offsets[at];
-    }
+    Py_ssize_t k = field_offsets(which, offs, 16, "columns");
+    if (k < 0)
+        return NULL;
     Py_ssize_t n = PyList_GET_SIZE(steps);
     PyObject *out = PyTuple_New(k);
     if (out == NULL)
@@ -1351,6 +1533,7 @@ static PyMethodDef methods[] = {
     {"last_minute", last_minute, METH_VARARGS, "LineTimes.latest's first look: the last line's stamp in the minute read last."},
     {"line_numbers", line_numbers, METH_VARARGS, "read_lanes' line numbers of a run: newlines counted between its starts."},
     {"in_order", in_order, METH_VARARGS, "lanes._read_in_order's loop over its common lines."},
+    {"stall_walk", (PyCFunction)(void (*)(void))stall_walk, METH_FASTCALL, "stall.walk_steps in C."},
     {"window_swap", (PyCFunction)(void (*)(void))window_swap, METH_FASTCALL, "RankState._interval's slide of a full sorted window."},
     {"columns", columns, METH_VARARGS, "The detectors' columns of a run of Progress events: fields read at their slots."},
     {"rank_numbers", rank_numbers, METH_VARARGS, "_read_by_stretch's ranks of a stretch of ranked lines."},

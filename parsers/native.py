@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 11
+ABI = 12
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -64,6 +64,12 @@ class Kernels(Protocol):
     def columns(self, steps: list[Any], which: tuple[int, ...], /) -> tuple[list[Any], ...] | None: ...
 
     def window_swap(self, window: list[float], leaving: float, value: float, /) -> float | None: ...
+
+    def stall_walk(
+        self, steps: list[Any], fields: tuple[int, ...], bound: float, floor: float, dup_s: float, watching: bool,
+        last_step: int | None, last_t: float | None, last_total: int | None, rank0: int | None,
+        step_seconds: float | None, bars: int, /,
+    ) -> Any: ...
 
     def set_progress(
         self, cls: type, names: tuple[str, ...], descriptors: tuple[object, ...], defaults: tuple[object, ...],

@@ -1068,3 +1068,78 @@ def test_window_swap_leaves_what_it_cannot_slide() -> None:
     held = sys.getrefcount(gone), sys.getrefcount(coming)
     assert swap(window, 7.25, coming) == 1.5 and window[0] is coming
     assert (sys.getrefcount(gone), sys.getrefcount(coming)) == (held[0] - 1, held[1] + 1)
+
+
+def _stall_case(rng: random.Random) -> tuple[list[object], tuple[object, ...]]:
+    """A run of step lines and a walk's state, mostly of the kinds the
+    kernel walks, now and then one it leaves to Python."""
+    from dflash_watch.parsers.events import Progress
+
+    def small() -> int | None:
+        return rng.choice((None, 0, 1, 2, 5, 9, 10, 99, 100, -1))
+
+    odd_kind = rng.random() < 0.15
+    t = rng.uniform(0, 100)
+    steps: list[object] = []
+    step = rng.randrange(0, 20)
+    for _ in range(rng.randrange(0, 30)):
+        t += rng.choice((0.0, 0.5, 1.0, 3.0, 40.0, -0.2, -5.0))
+        step += rng.choice((1, 1, 1, 0, -1, -8, 50))
+        time: object = t if rng.random() > 0.03 else math.nan
+        total = rng.choice((None, None, 100, step + 1, step, 0))
+        rank = rng.choice((None, None, 0, 1, 3))
+        secs = rng.choice((None, None, 0.5, 0.0, -1.0, math.nan))
+        p = Progress(time, f"log:{len(steps)}", step=rng.choice((step, step, None)), total_steps=total,  # type: ignore[arg-type]
+                     rank=rank, step_seconds=secs, clocked=rng.random() > 0.1)
+        if odd_kind and rng.random() < 0.2:
+            field = rng.choice(("time", "step", "rank", "total_steps", "step_seconds", "clocked"))
+            object.__setattr__(p, field, rng.choice((2**70, 3, 1.5, "x", 0)))
+        steps.append(p)
+    bound = rng.choice((math.inf, t + 1.0, t - 50.0, rng.uniform(0, 200)))
+    state = (bound, rng.choice((5.0, 30.0)), rng.choice((0.0, 2.0)), rng.random() < 0.8, small(),
+             rng.choice((None, rng.uniform(0, 100))), rng.choice((None, 0, 10, 100)), rng.choice((None, 0, 2)),
+             rng.choice((None, 0.7)), rng.choice((0, 0, 1)))
+    if odd_kind and rng.random() < 0.3:
+        at = rng.randrange(len(state))
+        state = state[:at] + (rng.choice((1, "x", 2**70, None)),) + state[at + 1:]
+    return steps, state
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(400))
+def test_stall_walk_is_walk_steps(seed: int) -> None:
+    from dflash_watch.detectors.stall import _FIELDS, walk_steps
+
+    steps, state = _stall_case(random.Random(seed))
+    got = native.KERNELS.stall_walk(steps, _FIELDS, *state)  # type: ignore[union-attr]
+    if got is NotImplemented:
+        return  # an odd kind somewhere: Python walks (the counts below check it is rare)
+    want = walk_steps(steps, _FIELDS, *state)  # type: ignore[arg-type]
+    if want is None or got is None:
+        assert got is want
+        return
+    assert got[0] == want[0] and got[1] is want[1], seed
+    for a, b in zip(got[2:], want[2:]):
+        assert a == b and type(a) is type(b), seed
+    for i in (2, 3, 4, 5, 6):
+        assert got[i] is want[i], (seed, i)  # the same objects: the lines' own, or the ones given
+
+
+@needs_kernels
+def test_stall_walk_leaves_odd_kinds_to_python_and_walks_the_rest() -> None:
+    from dflash_watch.detectors.stall import _FIELDS
+
+    walked = left = 0
+    for seed in range(400):
+        steps, state = _stall_case(random.Random(seed))
+        got = native.KERNELS.stall_walk(steps, _FIELDS, *state)  # type: ignore[union-attr]
+        left += got is NotImplemented
+        walked += got is not NotImplemented
+    assert walked > 300 and left > 10, (walked, left)
+    from dflash_watch.parsers.events import Progress
+
+    p = Progress(1.0, "x", step=1)
+    assert native.KERNELS.stall_walk([p, 3], _FIELDS, math.inf, 5.0, 0.0, True, None, None, None, None,  # type: ignore[union-attr]
+                                     None, 0) is NotImplemented
+    assert native.KERNELS.stall_walk([p], _FIELDS, math.inf, 5.0, 0.0, True, 2**62, None, None, None,  # type: ignore[union-attr]
+                                     None, 0) is NotImplemented
