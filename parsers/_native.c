@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 12
+#define ABI 13
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -294,6 +294,45 @@ refuse:
     PyMem_Free(s);
     PyErr_SetString(PyExc_ValueError, "slide_median: a value that is not a finite float, or not in the window");
     return NULL;
+}
+
+/* ascii_view(text) -> str
+ *
+ * ``LogStream._view``: ``text`` itself where it is ASCII, else the same
+ * text with '?' for each character outside ASCII (one per character, so
+ * offsets stay those of ``text``), as ``text.encode("ascii", "replace")
+ * .decode("ascii")`` makes it, in one pass and one string. A tqdm bar's
+ * block characters make most chunks of a progress-heavy log wide. */
+static PyObject *
+ascii_view(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_view: a str");
+        return NULL;
+    }
+    if (PyUnicode_IS_ASCII(text))
+        return Py_NewRef(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    PyObject *out = PyUnicode_New(n, 127);
+    if (out == NULL)
+        return NULL;
+    Py_UCS1 *dst = PyUnicode_1BYTE_DATA(out);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *src = data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[i] = src[i] < 128 ? src[i] : '?';
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *src = data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[i] = src[i] < 128 ? (Py_UCS1)src[i] : '?';
+    } else {
+        const Py_UCS4 *src = data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[i] = src[i] < 128 ? (Py_UCS1)src[i] : '?';
+    }
+    return out;
 }
 
 /* window_swap(sorted, leaving, value) -> float | None
@@ -1534,6 +1573,7 @@ static PyMethodDef methods[] = {
     {"line_numbers", line_numbers, METH_VARARGS, "read_lanes' line numbers of a run: newlines counted between its starts."},
     {"in_order", in_order, METH_VARARGS, "lanes._read_in_order's loop over its common lines."},
     {"stall_walk", (PyCFunction)(void (*)(void))stall_walk, METH_FASTCALL, "stall.walk_steps in C."},
+    {"ascii_view", ascii_view, METH_O, "LogStream._view: '?' for each character outside ASCII."},
     {"window_swap", (PyCFunction)(void (*)(void))window_swap, METH_FASTCALL, "RankState._interval's slide of a full sorted window."},
     {"columns", columns, METH_VARARGS, "The detectors' columns of a run of Progress events: fields read at their slots."},
     {"rank_numbers", rank_numbers, METH_VARARGS, "_read_by_stretch's ranks of a stretch of ranked lines."},

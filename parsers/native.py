@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 12
+ABI = 13
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -64,6 +64,8 @@ class Kernels(Protocol):
     def columns(self, steps: list[Any], which: tuple[int, ...], /) -> tuple[list[Any], ...] | None: ...
 
     def window_swap(self, window: list[float], leaving: float, value: float, /) -> float | None: ...
+
+    def ascii_view(self, text: str, /) -> str: ...
 
     def stall_walk(
         self, steps: list[Any], fields: tuple[int, ...], bound: float, floor: float, dup_s: float, watching: bool,

@@ -517,6 +517,8 @@ class LogStream:
         """``text`` where it is ASCII, else its ASCII view ('?' for others)."""
         if text.isascii() or not self._view_ok:
             return text
+        if KERNELS is not None:
+            return KERNELS.ascii_view(text)  # (one pass in C, the same string)
         return text.encode("ascii", "replace").decode("ascii")
 
     def _lane(self, line: str, shape: bytes, flags: int) -> Lane | Bare | Ranked | Redrawn | None:

@@ -1143,3 +1143,16 @@ def test_stall_walk_leaves_odd_kinds_to_python_and_walks_the_rest() -> None:
                                      None, 0) is NotImplemented
     assert native.KERNELS.stall_walk([p], _FIELDS, math.inf, 5.0, 0.0, True, 2**62, None, None, None,  # type: ignore[union-attr]
                                      None, 0) is NotImplemented
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(30))
+def test_ascii_view_is_encode_replace(seed: int) -> None:
+    rng = random.Random(seed)
+    alphabet = ["a", "?", "\n", "\r", "\x7f", "\x80", "\xe9", "\xff", "\u2588", "\u0663", "\ufffd", "\U0001f600",
+                "\ud800"][: rng.randrange(4, 14)]
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 400)))
+    got = native.KERNELS.ascii_view(text)  # type: ignore[union-attr]
+    assert got == text.encode("ascii", "replace").decode("ascii") and got.isascii() and len(got) == len(text)
+    if text.isascii():
+        assert got is text
