@@ -251,7 +251,8 @@ def test_take_run_walks_nearly_every_line_of_the_benchmark_shapes(
         returns.append(1)
         return kernel(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(stream_module, "KERNELS", types.SimpleNamespace(take_run=counted))
+    monkeypatch.setattr(stream_module, "KERNELS", types.SimpleNamespace(
+        take_run=counted, ascii_view=native.KERNELS.ascii_view))  # type: ignore[union-attr]
     stream = LogStream("log", replay=True)
     events = stream.feed(log.read_text(encoding="utf-8"), 1, 1_700_000_000.0)
     progress = sum(type(e).__name__ == "Progress" for e in events)
