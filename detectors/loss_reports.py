@@ -18,7 +18,7 @@ from math import isfinite
 from operator import itemgetter
 
 from ..parsers.events import Progress
-from ..parsers.step_columns import columns_of, read
+from ..parsers.step_columns import columns_of, metric_names, read
 from .loss_metrics import CODES, GRAD, NO_FIGURES, OTHER, code_of, figures_of
 
 # (scale, skipped iterations, cumulative skipped) of one report.
@@ -59,8 +59,7 @@ def read_reports(steps: Sequence[Progress]) -> Reports | None:
     grad_name = None
     # The run's metric names, each once (the order they are classified in
     # below changes no answer); the lines' metrics are kept for the sum.
-    # ``m[0]`` over the chained pairs: a third cheaper than unpacking each.
-    for name in {m[0] for m in chain.from_iterable(metrics)}:
+    for name in metric_names(metrics):
         code = CODES.get(name)
         if code is None:
             code = code_of(name)

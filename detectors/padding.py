@@ -35,13 +35,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from itertools import chain
 from typing import Any
 
 from ..parsers.events import Event, PaddingReport, ProbeSample, ProcessExit, Progress
 from ..parsers.padding import may_state_padding, padding_from_metrics
+from ..parsers.step_columns import columns_of, metric_names, read
 from .base import Alert, DetectorBase, Episode, StepCommit
 from .config import DetectorConfig, fmt_duration
+
+_METRICS = columns_of("metrics")  # a run's metrics, read in one pass
 
 NAME = "padding"
 REMEDY = (
@@ -195,9 +197,8 @@ class PaddingDetector(DetectorBase):
         if self._probe_seen:
             return _NOTHING
         # A log whose names never state padding (most): the run's names at
-        # once, each once, every test in C (``may_state_padding``); a set
-        # comprehension reads them faster than ``attrgetter`` maps on 3.11.
-        if not may_state_padding({m[0] for m in chain.from_iterable([p.metrics for p in steps])}):
+        # once, each once (``metric_names``), every test in C (``may_state_padding``).
+        if not may_state_padding(metric_names(read(steps, _METRICS)[0])):
             return _NOTHING
         log = self._log
         start = log.open_start

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 13
+#define ABI 14
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -333,6 +333,41 @@ ascii_view(PyObject *self, PyObject *text)
             dst[i] = src[i] < 128 ? (Py_UCS1)src[i] : '?';
     }
     return out;
+}
+
+/* metric_names(metrics) -> set | None
+ *
+ * ``{m[0] for m in chain.from_iterable(metrics)}`` for a list of metric
+ * tuples (each a tuple of (name, value) tuples): the names a run of step
+ * lines carries, added in the same order. None (Python reads them) for
+ * anything else, or where a name cannot be added. The loss and padding
+ * detectors ask it of every run, a few names a line. */
+static PyObject *
+metric_names(PyObject *self, PyObject *metrics)
+{
+    if (!PyList_Check(metrics))
+        Py_RETURN_NONE;
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(metrics); i++) {
+        PyObject *line = PyList_GET_ITEM(metrics, i);
+        if (!PyTuple_CheckExact(line))
+            goto python;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(line); j++) {
+            PyObject *pair = PyTuple_GET_ITEM(line, j);
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) < 1)
+                goto python;
+            if (PySet_Add(out, PyTuple_GET_ITEM(pair, 0)) < 0) {
+                PyErr_Clear();
+                goto python;
+            }
+        }
+    }
+    return out;
+python:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
 }
 
 /* window_swap(sorted, leaving, value) -> float | None
@@ -1574,6 +1609,7 @@ static PyMethodDef methods[] = {
     {"in_order", in_order, METH_VARARGS, "lanes._read_in_order's loop over its common lines."},
     {"stall_walk", (PyCFunction)(void (*)(void))stall_walk, METH_FASTCALL, "stall.walk_steps in C."},
     {"ascii_view", ascii_view, METH_O, "LogStream._view: '?' for each character outside ASCII."},
+    {"metric_names", metric_names, METH_O, "The names of a run's metrics, as a set comprehension adds them."},
     {"window_swap", (PyCFunction)(void (*)(void))window_swap, METH_FASTCALL, "RankState._interval's slide of a full sorted window."},
     {"columns", columns, METH_VARARGS, "The detectors' columns of a run of Progress events: fields read at their slots."},
     {"rank_numbers", rank_numbers, METH_VARARGS, "_read_by_stretch's ranks of a stretch of ranked lines."},

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 13
+ABI = 14
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -66,6 +66,8 @@ class Kernels(Protocol):
     def window_swap(self, window: list[float], leaving: float, value: float, /) -> float | None: ...
 
     def ascii_view(self, text: str, /) -> str: ...
+
+    def metric_names(self, metrics: list[Any], /) -> set[str] | None: ...
 
     def stall_walk(
         self, steps: list[Any], fields: tuple[int, ...], bound: float, floor: float, dup_s: float, watching: bool,

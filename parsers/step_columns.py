@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from itertools import chain
 from typing import Any
 
 from .events import Progress
@@ -53,3 +54,14 @@ def read(steps: Sequence[Progress], which: Columns) -> tuple[list[Any], ...]:
         if got is not None:
             return got
     return which.python(steps)
+
+
+def metric_names(metrics: list[tuple[tuple[str, float], ...]]) -> set[str]:
+    """The names among a run's metrics (its ``metrics`` column), each once:
+    ``{m[0] for m in chain.from_iterable(metrics)}``, in C where built (the
+    same set, added in the same order)."""
+    if KERNELS is not None:
+        names = KERNELS.metric_names(metrics)
+        if names is not None:
+            return names
+    return {m[0] for m in chain.from_iterable(metrics)}

@@ -78,3 +78,27 @@ def test_the_kernel_leaves_other_lists_to_python() -> None:
     assert read([*steps, Other()], which) == ([p.time for p in steps] + [1.0], [p.rank for p in steps] + [2])
     with pytest.raises(IndexError):
         kernels.columns(steps, (0, 99))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_metric_names_is_the_set_comprehension(seed: int) -> None:
+    from itertools import chain
+
+    from dflash_watch.parsers.step_columns import metric_names
+
+    rng = random.Random(seed)
+    names = ["lr", "grad_norm", "pad_eff", "loss_scale", "x" * 40]
+    metrics = [tuple((rng.choice(names), rng.random()) for _ in range(rng.randrange(0, 4)))
+               for _ in range(rng.randrange(0, 50))]
+    want = {m[0] for m in chain.from_iterable(metrics)}
+    got = metric_names(metrics)
+    assert got == want and list(got) == list(want)  # the same set, the same order
+    if native.KERNELS is not None:
+        assert native.KERNELS.metric_names(metrics) == want
+        assert native.KERNELS.metric_names([*metrics, [("lr", 1.0)]]) is None  # a list, not a tuple
+        assert native.KERNELS.metric_names([*metrics, ((),)]) is None  # an empty pair: Python raises
+        assert native.KERNELS.metric_names([*metrics, (([], 1.0),)]) is None  # an unhashable name
+        assert native.KERNELS.metric_names(tuple(metrics)) is None
+    assert metric_names([*metrics, [("lr", 1.0)]]) == want | {"lr"}
+    with pytest.raises(IndexError):
+        metric_names([*metrics, ((),)])
