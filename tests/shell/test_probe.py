@@ -263,15 +263,18 @@ def test_cuda_steps_never_sync_and_carry_the_allocator_figures(tmp_path: Path) -
     mask = torch.ones(4, 16, dtype=torch.long, device="cuda")
     mask[:, 12:] = 0
     probe = Probe(tmp_path / "p.jsonl", every_steps=1000)
+    losses = [torch.tensor(2.5 - i, device="cuda") for i in range(3)]  # 0-d tensors, as a loop has them
+    norm = torch.tensor(0.75, device="cuda")
     torch.cuda.set_sync_debug_mode("error")  # any host-device sync in a step raises
     try:
-        for _ in range(3):
-            probe.step(batch=ids, attention_mask=mask)
+        for i in range(3):
+            probe.step(batch=ids, attention_mask=mask, loss=losses[i], grad_norm=norm, step_seconds=0.1)
     finally:
         torch.cuda.set_sync_debug_mode(0)
     probe.close()  # the one sync: all counts in one transfer
     lines = _lines(tmp_path / "p.jsonl")
     assert [(ln["tokens"], ln["padded_tokens"]) for ln in lines] == [(48, 64)] * 3
+    assert [(ln["loss"], ln["grad_norm"]) for ln in lines] == [(2.5, 0.75), (1.5, 0.75), (0.5, 0.75)]
     for key in ("alloc_retries", "reserved_bytes", "allocated_bytes", "inactive_split_bytes"):
         assert all(isinstance(ln[key], int) for ln in lines), key
     assert lines[0]["reserved_bytes"] >= lines[0]["allocated_bytes"] > 0
