@@ -310,7 +310,7 @@ ascii_view(PyObject *self, PyObject *text)
         PyErr_SetString(PyExc_TypeError, "ascii_view: a str");
         return NULL;
     }
-    if (PyUnicode_IS_ASCII(text))
+    if (PyUnicode_IS_ASCII(text) && PyUnicode_CheckExact(text))
         return Py_NewRef(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     PyObject *out = PyUnicode_New(n, 127);
@@ -338,9 +338,9 @@ ascii_view(PyObject *self, PyObject *text)
 /* metric_names(metrics) -> set | None
  *
  * ``{m[0] for m in chain.from_iterable(metrics)}`` for a list of metric
- * tuples (each a tuple of (name, value) tuples): the names a run of step
- * lines carries, added in the same order. None (Python reads them) for
- * anything else, or where a name cannot be added. The loss and padding
+ * tuples (each a tuple of (name, value) tuples, each name a str): the
+ * names a run of step lines carries, added in the same order. None
+ * (Python reads them) for anything else, or where a name cannot be added. The loss and padding
  * detectors ask it of every run, a few names a line. */
 static PyObject *
 metric_names(PyObject *self, PyObject *metrics)
@@ -356,7 +356,10 @@ metric_names(PyObject *self, PyObject *metrics)
             goto python;
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(line); j++) {
             PyObject *pair = PyTuple_GET_ITEM(line, j);
-            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) < 1)
+            /* An exact str's hash and equality run no Python code: the
+             * list and its tuples cannot change under the loop. */
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) < 1 ||
+                !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)))
                 goto python;
             if (PySet_Add(out, PyTuple_GET_ITEM(pair, 0)) < 0) {
                 PyErr_Clear();
@@ -1379,6 +1382,34 @@ field_offsets(PyObject *which, Py_ssize_t *out, Py_ssize_t most, const char *who
     return k;
 }
 
+/* The items of ``list`` held in a C array of new references (``*n`` of
+ * them; NULL with MemoryError set). Taken with no allocation that could
+ * run the collector, so a callback of it cannot change the list halfway
+ * (as it can ``list[:]``'s copy); the caller reads the array, never the
+ * list again, and gives it back with ``release_items``. */
+static PyObject **
+hold_items(PyObject *list, Py_ssize_t *n)
+{
+    Py_ssize_t size = PyList_GET_SIZE(list);
+    PyObject **held = PyMem_Malloc(sizeof(PyObject *) * (size_t)(size > 0 ? size : 1));
+    if (held == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < size; i++)
+        held[i] = Py_NewRef(PyList_GET_ITEM(list, i));
+    *n = size;
+    return held;
+}
+
+static void
+release_items(PyObject **held, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(held[i]);
+    PyMem_Free(held);
+}
+
 /* stall_walk(steps, fields, bound, floor, dup_s, watching, last_step,
  *            last_t, last_total, rank0, step_seconds, bars)
  *     -> tuple | None | NotImplemented
@@ -1449,12 +1480,20 @@ stall_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
-    Py_ssize_t n = PyList_GET_SIZE(steps);
+    /* The list's items held (the caller's list may change while anything
+     * runs), then no allocation that can run the collector until every
+     * object kept is held: the gaps go to a C buffer first. */
+    Py_ssize_t n;
+    PyObject **own = hold_items(steps, &n);
+    if (own == NULL)
+        return NULL;
     /* Every value first: the walk then never leaves halfway to Python. */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *p = PyList_GET_ITEM(steps, i);
-        if (Py_TYPE(p) != progress_type)
+        PyObject *p = own[i];
+        if (Py_TYPE(p) != progress_type) {
+            release_items(own, n);
             Py_RETURN_NOTIMPLEMENTED;
+        }
         PyObject *t = *(PyObject **)((char *)p + off[0]), *st = *(PyObject **)((char *)p + off[1]);
         PyObject *clk = *(PyObject **)((char *)p + off[2]), *rk = *(PyObject **)((char *)p + off[3]);
         PyObject *secs = *(PyObject **)((char *)p + off[4]), *tot = *(PyObject **)((char *)p + off[5]);
@@ -1462,18 +1501,24 @@ stall_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         long long v;
         if (t == NULL || st == NULL || clk == NULL || rk == NULL || secs == NULL || tot == NULL ||
             !PyFloat_CheckExact(t) || !PyBool_Check(clk) || !(secs == Py_None || PyFloat_CheckExact(secs)) ||
-            !small_int(st, &none, &v) || !small_int(rk, &none, &v) || !small_int(tot, &none, &v))
+            !small_int(st, &none, &v) || !small_int(rk, &none, &v) || !small_int(tot, &none, &v)) {
+            release_items(own, n);
             Py_RETURN_NOTIMPLEMENTED;
+        }
     }
-    PyObject *intervals = PyList_New(0);
-    if (intervals == NULL)
-        return NULL;
+    double *gaps = PyMem_Malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)); /* (never runs the collector) */
+    if (gaps == NULL) {
+        release_items(own, n);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t ngaps = 0;
     PyObject *taken = Py_None;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *p = PyList_GET_ITEM(steps, i);
+        PyObject *p = own[i];
         double t = PyFloat_AS_DOUBLE(*(PyObject **)((char *)p + off[0]));
         if (i > 0 && !(t <= bound)) {
-            Py_DECREF(intervals);
+            PyMem_Free(gaps);
+            release_items(own, n);
             Py_RETURN_NONE;
         }
         PyObject *step_obj = *(PyObject **)((char *)p + off[1]);
@@ -1512,15 +1557,8 @@ stall_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *secs = *(PyObject **)((char *)p + off[4]);
         if (secs != Py_None && PyFloat_AS_DOUBLE(secs) > 0)
             step_seconds = secs;
-        if (!lt_none && watching && t > last_t) {
-            PyObject *gap = PyFloat_FromDouble(t - last_t);
-            if (gap == NULL || PyList_Append(intervals, gap) < 0) {
-                Py_XDECREF(gap);
-                Py_DECREF(intervals);
-                return NULL;
-            }
-            Py_DECREF(gap);
-        }
+        if (!lt_none && watching && t > last_t)
+            gaps[ngaps++] = t - last_t;
         PyObject *total_obj = *(PyObject **)((char *)p + off[5]);
         int t_none;
         long long total;
@@ -1542,8 +1580,27 @@ stall_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     /* ``last_t``: the time of the line taken last (the same float), else the one given. */
     PyObject *last_t_obj = taken != Py_None ? *(PyObject **)((char *)taken + off[0]) : args[7];
-    return Py_BuildValue("(NOOOOOOLO)", intervals, taken, last_step_obj, last_t_obj, last_total_obj, rank0_obj,
-                         step_seconds, bars, watching ? Py_True : Py_False);
+    PyObject *kept[6] = {taken, last_step_obj, last_t_obj, last_total_obj, rank0_obj, step_seconds};
+    for (int j = 0; j < 6; j++)
+        Py_INCREF(kept[j]); /* held: the allocations below may run anything */
+    PyObject *intervals = PyList_New(ngaps);
+    for (Py_ssize_t j = 0; intervals != NULL && j < ngaps; j++) {
+        PyObject *gap = PyFloat_FromDouble(gaps[j]);
+        if (gap == NULL)
+            Py_CLEAR(intervals);
+        else
+            PyList_SET_ITEM(intervals, j, gap);
+    }
+    PyMem_Free(gaps);
+    release_items(own, n);
+    PyObject *result = NULL;
+    if (intervals != NULL)
+        result = Py_BuildValue("(OOOOOOOLO)", intervals, kept[0], kept[1], kept[2], kept[3], kept[4], kept[5], bars,
+                               watching ? Py_True : Py_False);
+    Py_XDECREF(intervals);
+    for (int j = 0; j < 6; j++)
+        Py_DECREF(kept[j]);
+    return result;
 }
 
 /* columns(steps, which) -> tuple of lists | None
@@ -1570,20 +1627,29 @@ columns(PyObject *self, PyObject *args)
     Py_ssize_t k = field_offsets(which, offs, 16, "columns");
     if (k < 0)
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(steps);
-    PyObject *out = PyTuple_New(k);
-    if (out == NULL)
+    /* The items held: an allocation below may run the collector, and its
+     * callbacks any code, the caller's list changing meanwhile. */
+    Py_ssize_t n;
+    PyObject **own = hold_items(steps, &n);
+    if (own == NULL)
         return NULL;
+    PyObject *out = PyTuple_New(k);
+    if (out == NULL) {
+        release_items(own, n);
+        return NULL;
+    }
     for (Py_ssize_t j = 0; j < k; j++) {
         PyObject *col = PyList_New(n);
         if (col == NULL) {
             Py_DECREF(out);
+            release_items(own, n);
             return NULL;
         }
         PyTuple_SET_ITEM(out, j, col);
     }
+    /* (No allocation from here on: nothing runs while the slots are read.) */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *obj = PyList_GET_ITEM(steps, i);
+        PyObject *obj = own[i];
         if (Py_TYPE(obj) != progress_type)
             goto python;
         for (Py_ssize_t j = 0; j < k; j++) {
@@ -1593,9 +1659,11 @@ columns(PyObject *self, PyObject *args)
             PyList_SET_ITEM(PyTuple_GET_ITEM(out, j), i, Py_NewRef(v));
         }
     }
+    release_items(own, n);
     return out;
 python:
     Py_DECREF(out); /* (a list's unset items are NULL: freed as such) */
+    release_items(own, n);
     Py_RETURN_NONE;
 }
 

@@ -1157,3 +1157,63 @@ def test_ascii_view_is_encode_replace(seed: int) -> None:
     assert got == text.encode("ascii", "replace").decode("ascii") and got.isascii() and len(got) == len(text)
     if text.isascii():
         assert got is text
+
+
+@needs_kernels
+@pytest.mark.parametrize("which", ["columns", "stall_walk"])
+def test_a_collector_callback_that_empties_the_list_mid_call(which: str) -> None:
+    """``columns`` and ``stall_walk`` hold the list's items first: a
+    collection inside one of their allocations (or before the call) whose
+    callback empties the caller's list crashes nothing; the answer is that
+    of the list whole or emptied."""
+    import gc
+
+    from dflash_watch.detectors.stall import _FIELDS
+    from dflash_watch.parsers.events import new_progress
+
+    kernels = native.KERNELS
+    assert kernels is not None
+    for nth in (2, 3, 4, 5):
+        steps = [new_progress(time=float(i), source=f"s{i}", step=i * 1_000_003) for i in range(1, 200)]
+        want = [(p.time, p.step) for p in steps]
+        left = [nth]
+
+        def empty(phase: str, info: dict[str, int], steps: list[object] = steps, left: list[int] = left) -> None:
+            if phase == "start" and left[0] > 0:
+                left[0] -= 1
+                if left[0] == 0:
+                    steps.clear()
+
+        fields = (_FIELDS[0], _FIELDS[1])
+        before = gc.get_threshold()
+        gc.collect()
+        gc.callbacks.append(empty)
+        gc.set_threshold(1)
+        try:
+            if which == "columns":
+                got = kernels.columns(steps, fields)
+            else:
+                got = kernels.stall_walk(steps, _FIELDS, math.inf, 5.0, 2.0, True, None, None, None, None, None, 0)
+        finally:
+            gc.set_threshold(*before)
+            gc.callbacks.remove(empty)
+        if which == "columns":
+            assert list(zip(*got)) in (want, [])
+        elif got[1] is not None:
+            assert got[1].time == want[-1][0] and got[2] == want[-1][1] and len(got[0]) == len(want) - 1
+        else:
+            assert got[0] == [] and got[2] is None  # emptied before the call
+
+
+@needs_kernels
+def test_metric_names_leaves_names_whose_hash_runs_python() -> None:
+    """A str subclass's ``__hash__`` is Python code that may change the list
+    under the loop: such names go to the set comprehension."""
+
+    class Name(str):
+        def __hash__(self) -> int:
+            metrics.clear()
+            return str.__hash__(self)
+
+    metrics = [((Name("a"), 1.0),) + tuple((f"b{i}", 1.0) for i in range(1000))]
+    assert native.KERNELS.metric_names(metrics) is None  # type: ignore[union-attr]
