@@ -60,7 +60,6 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import Any
 
 from ..parsers.events import (
@@ -79,6 +78,7 @@ from ..parsers.events import (
     XidError,
 )
 from ..parsers.native import KERNELS
+from ..parsers.step_columns import columns_of
 from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_clock, fmt_duration
 from .steps import sorted_median
@@ -96,18 +96,17 @@ _WAITING_SHOWN = 64
 _PHASE_WORDS = {"eval": "evaluation", "checkpoint": "checkpoint save"}
 _INF = float("inf")
 # The fields ``walk_steps`` reads, by their places in ``Progress``'s fields
-# (the kernel reads them at their slots).
-_FIELDS = tuple(map([f.name for f in fields(Progress)].index,
-                    ("time", "step", "clocked", "rank", "step_seconds", "total_steps")))
+# (the kernel reads them at their slots, as ``step_columns`` does).
+_FIELDS = columns_of("time", "step", "clocked", "rank", "step_seconds", "total_steps").at
 _WALK = KERNELS.stall_walk if KERNELS is not None else None
 
 Walked = tuple[list[float], "Progress | None", "int | None", "float | None", "int | None", "int | None",
                "float | None", int, bool]
 
 
-def walk_steps(steps: Sequence[Progress], _fields: tuple[int, ...], bound: float, floor: float, dup_s: float,
-               watching: bool, last_step: int | None, last_t: float | None, last_total: int | None,
-               rank0: int | None, step_seconds: float | None, bars: int) -> Walked | None:
+def walk_steps(steps: Sequence[Progress], bound: float, floor: float, dup_s: float, watching: bool,
+               last_step: int | None, last_t: float | None, last_total: int | None, rank0: int | None,
+               step_seconds: float | None, bars: int) -> Walked | None:
     """``Stall.quiet_steps``' walk over a run with ``_progress``'s rules of
     what is progress, in locals (changing nothing): None where a line comes
     after the deadline the line before it leaves (``bound``, then each
@@ -237,7 +236,7 @@ class Stall(DetectorBase):
         if _WALK is not None and type(steps) is list:
             walked = _WALK(steps, _FIELDS, *state)  # in C where built; odd values: NotImplemented
         if walked is NotImplemented:
-            walked = walk_steps(steps, _FIELDS, *state)
+            walked = walk_steps(steps, *state)
         if walked is None:
             return None
         intervals, taken, last_step, _, _, rank0, step_seconds, bars, watching = walked

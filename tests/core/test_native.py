@@ -1115,7 +1115,7 @@ def test_stall_walk_is_walk_steps(seed: int) -> None:
     got = native.KERNELS.stall_walk(steps, _FIELDS, *state)  # type: ignore[union-attr]
     if got is NotImplemented:
         return  # an odd kind somewhere: Python walks (the counts below check it is rare)
-    want = walk_steps(steps, _FIELDS, *state)  # type: ignore[arg-type]
+    want = walk_steps(steps, *state)  # type: ignore[arg-type]
     if want is None or got is None:
         assert got is want
         return
