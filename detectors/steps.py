@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from itertools import compress
 
 from ..parsers.events import Progress
+from ..parsers.native import KERNELS
 
 
 def sorted_median(values: list[float]) -> float:
@@ -297,6 +298,13 @@ class SeriesDeduper:
              bars: list[bool]) -> SeenSeries:
         """What the series' dedupers would answer for each step line (given
         as its columns and whether it is a bar's), changing nothing."""
+        if KERNELS is not None:
+            # Steady training of one rank (every step new, each series going
+            # up past what its deduper remembers) picked per series in one
+            # pass in C (``parsers.native``); None: read below.
+            split = KERNELS.fresh_series(steps, times, ranks, bars, self.of[0]._times, self.of[1]._times)
+            if split is not None:
+                return self._all_new(len(bars), split)
         if True not in bars:
             seen = self.of[0].peek(steps, times, ranks)
             return SeenSeries(seen.new, ((0, seen),))
@@ -317,6 +325,18 @@ class SeriesDeduper:
             new += map(places.__getitem__, seen.new)
         new.sort()
         return SeenSeries(new, parts)
+
+    def _all_new(self, n: int, split: tuple[list[int], list[float], list[int], list[float]]) -> SeenSeries:
+        """``peek``'s answer where every line is new, from each series'
+        steps and times (``fresh_series``): the same as each deduper's
+        ``peek`` answers then (no rank, so the lowest rank is unchanged)."""
+        steps0, times0, steps1, times1 = split
+        parts = tuple(
+            (k, SeenSteps(part_steps, part_times, range(len(part_steps)), self.of[k]._rank, True))  # type: ignore[arg-type]
+            for k, part_steps, part_times in ((0, steps0, times0), (1, steps1, times1))
+            if part_steps
+        )
+        return SeenSeries(range(n), parts)
 
     def take(self, seen: SeenSeries) -> None:
         """Record what ``peek`` saw, in each series' deduper."""

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 14
+#define ABI 17
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -333,6 +333,246 @@ ascii_view(PyObject *self, PyObject *text)
             dst[i] = src[i] < 128 ? (Py_UCS1)src[i] : '?';
     }
     return out;
+}
+
+/* fresh_series(steps, times, ranks, bars, known0, known1)
+ *     -> (steps0, times0, steps1, times1) | None
+ *
+ * ``steps.SeriesDeduper.peek``'s common case, steady training of one
+ * rank: no line has a rank, every step is an int, each series' steps
+ * (``bars``: False the step lines', True a tqdm bar's) go strictly up
+ * through the run, and none of the steps its deduper remembers (the keys
+ * of ``known0`` / ``known1``) lies within the run's steps of that series.
+ * Then every line is new (``StepDeduper.peek``'s all-new answer for each
+ * series), and this gives each series' steps and times, picked in one
+ * pass. None (Python reads the run) for anything else: a rank, a step
+ * that is not exactly an int or not within 64 bits, a bool that is not
+ * exactly True or False, a step not above its series' last, a remembered
+ * step that is not exactly an int or lies within the run's range, an
+ * empty run, lists of other lengths or types. Reads only (no Python code
+ * runs) once its lists are allocated. */
+static PyObject *
+fresh_series(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "fresh_series: six arguments");
+        return NULL;
+    }
+    PyObject *steps = args[0], *times = args[1], *ranks = args[2], *bars = args[3];
+    PyObject *known[2] = {args[4], args[5]};
+    if (!PyList_CheckExact(steps) || !PyList_CheckExact(times) || !PyList_CheckExact(ranks) ||
+        !PyList_CheckExact(bars) || !PyDict_CheckExact(known[0]) || !PyDict_CheckExact(known[1]))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(steps);
+    if (n == 0)
+        Py_RETURN_NONE;
+    /* Room for every line in each output: allocated before anything is
+     * read, so that no collection (whose callbacks may change the caller's
+     * lists) comes between the reads. Cut to what was taken after. */
+    PyObject *out[4] = {PyList_New(n), PyList_New(n), PyList_New(n), PyList_New(n)};
+    Py_ssize_t taken[2] = {0, 0};
+    long long first[2] = {0, 0}, last[2] = {0, 0};
+    int ok = out[0] != NULL && out[1] != NULL && out[2] != NULL && out[3] != NULL;
+    if (ok && (PyList_GET_SIZE(steps) != n || PyList_GET_SIZE(times) != n || PyList_GET_SIZE(ranks) != n ||
+               PyList_GET_SIZE(bars) != n))
+        ok = 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *step = PyList_GET_ITEM(steps, i), *bar = PyList_GET_ITEM(bars, i);
+        if (PyList_GET_ITEM(ranks, i) != Py_None || (bar != Py_True && bar != Py_False) || !PyLong_CheckExact(step)) {
+            ok = 0;
+            break;
+        }
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(step, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            ok = 0;
+            break;
+        }
+        int k = bar == Py_True;
+        if (taken[k] == 0)
+            first[k] = v;
+        else if (v <= last[k]) {
+            ok = 0;
+            break;
+        }
+        last[k] = v;
+        PyObject *t = PyList_GET_ITEM(times, i);
+        PyList_SET_ITEM(out[2 * k], taken[k], Py_NewRef(step));
+        PyList_SET_ITEM(out[2 * k + 1], taken[k], Py_NewRef(t));
+        taken[k]++;
+    }
+    /* The steps each deduper remembers: none within its series' run. */
+    for (int k = 0; ok && k < 2; k++) {
+        if (taken[k] == 0)
+            continue;
+        Py_ssize_t at = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(known[k], &at, &key, &value)) {
+            if (!PyLong_CheckExact(key)) {
+                ok = 0;
+                break;
+            }
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
+            if (v == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                ok = 0;
+                break;
+            }
+            if (!overflow && v >= first[k] && v <= last[k]) {
+                ok = 0;
+                break;
+            }
+        }
+    }
+    for (int j = 0; j < 4; j++)
+        if (out[j] != NULL)
+            Py_SET_SIZE(out[j], taken[j / 2]); /* the rest were never set */
+    PyObject *result = NULL;
+    if (ok)
+        result = PyTuple_Pack(4, out[0], out[1], out[2], out[3]);
+    int failed = out[0] == NULL || out[1] == NULL || out[2] == NULL || out[3] == NULL;
+    for (int j = 0; j < 4; j++)
+        Py_XDECREF(out[j]);
+    if (failed)
+        return NULL;
+    if (!ok)
+        Py_RETURN_NONE;
+    return result;
+}
+
+/* lane_groups(lines, lanes) -> dict | None
+ *
+ * ``lanes._groups``' picking of a run's lines by lane: for each item of
+ * ``lanes`` that is not exactly bytes (a plain progress line), by
+ * identity, in the order first seen, ``{id(lane): (lane, its lines, its
+ * picks)}``: its lines as ``list(compress(lines, picks))``, its picks a
+ * bool per line of the run as ``list(map(eq, ids, repeat(id(lane))))``.
+ * One pass for all lanes instead of a list of ids and two passes a lane.
+ * None (Python picks) for more than ``LANES_MAX`` lanes or lists of other
+ * types or lengths. */
+#define LANES_MAX 16
+static PyObject *
+lane_groups(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "lane_groups: two arguments");
+        return NULL;
+    }
+    PyObject *lines = args[0], *lanes = args[1];
+    if (!PyList_CheckExact(lines) || !PyList_CheckExact(lanes))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(lanes);
+    if (PyList_GET_SIZE(lines) != n)
+        Py_RETURN_NONE;
+    /* The lanes, held as they are found (no allocation in this pass). */
+    PyObject *found[LANES_MAX];
+    Py_ssize_t counts[LANES_MAX];
+    int k = 0, ok = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *lane = PyList_GET_ITEM(lanes, i);
+        if (Py_IS_TYPE(lane, &PyBytes_Type))
+            continue;
+        int j = 0;
+        while (j < k && found[j] != lane)
+            j++;
+        if (j == k) {
+            if (k == LANES_MAX) {
+                ok = 0;
+                break;
+            }
+            found[k] = Py_NewRef(lane);
+            counts[k++] = 0;
+        }
+        counts[j]++;
+    }
+    PyObject *picked[LANES_MAX], *picks[LANES_MAX];
+    for (int j = 0; j < k; j++) {
+        picked[j] = ok ? PyList_New(counts[j]) : NULL;
+        picks[j] = ok ? PyList_New(n) : NULL;
+        if (picked[j] == NULL || picks[j] == NULL)
+            ok = 0;
+    }
+    /* An allocation may have run the collector, and its callbacks changed
+     * the caller's lists: read again, and give up on any difference. */
+    if (ok && (PyList_GET_SIZE(lanes) != n || PyList_GET_SIZE(lines) != n))
+        ok = 0;
+    Py_ssize_t filled[LANES_MAX] = {0};
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *lane = PyList_GET_ITEM(lanes, i);
+        int mine = -1;
+        if (!Py_IS_TYPE(lane, &PyBytes_Type)) {
+            for (int j = 0; j < k; j++)
+                if (found[j] == lane) {
+                    mine = j;
+                    break;
+                }
+            if (mine < 0 || filled[mine] == counts[mine]) {
+                ok = 0;
+                break;
+            }
+            PyList_SET_ITEM(picked[mine], filled[mine]++, Py_NewRef(PyList_GET_ITEM(lines, i)));
+        }
+        for (int j = 0; j < k; j++)
+            PyList_SET_ITEM(picks[j], i, Py_NewRef(j == mine ? Py_True : Py_False));
+    }
+    for (int j = 0; ok && j < k; j++)
+        if (filled[j] != counts[j])
+            ok = 0;
+    PyObject *out = ok ? PyDict_New() : NULL;
+    for (int j = 0; out != NULL && j < k; j++) {
+        PyObject *key = PyLong_FromVoidPtr(found[j]);
+        PyObject *value = key == NULL ? NULL : PyTuple_Pack(3, found[j], picked[j], picks[j]);
+        if (value == NULL || PyDict_SetItem(out, key, value) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+    }
+    int failed = PyErr_Occurred() != NULL;
+    for (int j = 0; j < k; j++) {
+        /* A list left part-filled after a give-up is cut to its items. */
+        if (picked[j] != NULL && filled[j] < counts[j])
+            Py_SET_SIZE(picked[j], filled[j]);
+        if (picks[j] != NULL && !ok) {
+            Py_ssize_t set = 0;
+            while (set < n && PyList_GET_ITEM(picks[j], set) != NULL)
+                set++;
+            Py_SET_SIZE(picks[j], set);
+        }
+        Py_XDECREF(picked[j]);
+        Py_XDECREF(picks[j]);
+        Py_DECREF(found[j]);
+    }
+    if (failed) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    if (out == NULL)
+        Py_RETURN_NONE;
+    return out;
+}
+
+/* newlines(data) -> int
+ *
+ * ``data.count(b"\n")`` for any buffer (bytes, bytearray): the line count
+ * ``LineSplitter`` takes of each chunk it hands on. CPython counts one
+ * byte at a time; memchr jumps from newline to newline (lines are tens
+ * to hundreds of bytes), four to five times faster on a log. */
+static PyObject *
+newlines(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *at = view.buf, *stop = (const char *)view.buf + view.len;
+    Py_ssize_t count = 0;
+    while (at < stop && (at = memchr(at, '\n', (size_t)(stop - at))) != NULL) {
+        count++;
+        at++;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(count);
 }
 
 /* metric_names(metrics) -> set | None
@@ -1676,6 +1916,9 @@ static PyMethodDef methods[] = {
     {"line_numbers", line_numbers, METH_VARARGS, "read_lanes' line numbers of a run: newlines counted between its starts."},
     {"in_order", in_order, METH_VARARGS, "lanes._read_in_order's loop over its common lines."},
     {"stall_walk", (PyCFunction)(void (*)(void))stall_walk, METH_FASTCALL, "stall.walk_steps in C."},
+    {"fresh_series", (PyCFunction)(void (*)(void))fresh_series, METH_FASTCALL, "SeriesDeduper.peek of steps all new, picked per series."},
+    {"lane_groups", (PyCFunction)(void (*)(void))lane_groups, METH_FASTCALL, "lanes._groups' picking of a run's lines by lane."},
+    {"newlines", newlines, METH_O, "LineSplitter: data.count(b'\\n') of any buffer, newline to newline."},
     {"ascii_view", ascii_view, METH_O, "LogStream._view: '?' for each character outside ASCII."},
     {"metric_names", metric_names, METH_O, "The names of a run's metrics, as a set comprehension adds them."},
     {"window_swap", (PyCFunction)(void (*)(void))window_swap, METH_FASTCALL, "RankState._interval's slide of a full sorted window."},

@@ -501,13 +501,17 @@ def _groups(lines: list[str], lanes: list[Lane | Bare | bytes]) -> dict[int, lis
     lane, which of the run's lines are its (a bool each)]. A run holds a few
     lanes: each one's lines are picked out in C (``compress``), its line
     numbers too (``_read_in_order``), by the one list of picks."""
-    ids = list(map(id, lanes))
+    picked = None if KERNELS is None else KERNELS.lane_groups(lines, lanes)  # one pass in C for all lanes
+    if picked is None:
+        ids = list(map(id, lanes))
+        picked = {}
+        # The lanes by id, plain lines (bytes) left out in C.
+        found: dict[int, Any] = dict(compress(zip(ids, lanes), map(is_not, map(type, lanes), repeat(bytes))))
+        for key, lane in found.items():
+            picks = list(map(eq, ids, repeat(key)))
+            picked[key] = (lane, list(compress(lines, picks)), picks)
     out: dict[int, list[Any]] = {}
-    # The lanes by id, plain lines (bytes) left out in C.
-    found: dict[int, Any] = dict(compress(zip(ids, lanes), map(is_not, map(type, lanes), repeat(bytes))))
-    for key, lane in found.items():
-        picks = list(map(eq, ids, repeat(key)))
-        group_lines = list(compress(lines, picks))
+    for key, (lane, group_lines, picks) in picked.items():
         count = len(group_lines)
         out[key] = [value_columns(lane.fast, group_lines) if count > 1 else None, 0, count, lane, picks]
     return out

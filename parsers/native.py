@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 14
+ABI = 17
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -66,6 +66,17 @@ class Kernels(Protocol):
     def window_swap(self, window: list[float], leaving: float, value: float, /) -> float | None: ...
 
     def ascii_view(self, text: str, /) -> str: ...
+
+    def newlines(self, data: bytes | bytearray, /) -> int: ...
+
+    def lane_groups(
+        self, lines: list[str], lanes: list[Lane | Bare | bytes], /,
+    ) -> dict[int, tuple[Lane | Bare, list[str], list[bool]]] | None: ...
+
+    def fresh_series(
+        self, steps: list[int | None], times: list[float], ranks: list[int | None], bars: list[bool],
+        known0: dict[int, list[float]], known1: dict[int, list[float]], /,
+    ) -> tuple[list[int], list[float], list[int], list[float]] | None: ...
 
     def metric_names(self, metrics: list[Any], /) -> set[str] | None: ...
 

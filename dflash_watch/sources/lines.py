@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..parsers.native import KERNELS
+
 MiB = 1 << 20
+
+
+def newline_count(data: bytes | bytearray) -> int:
+    """``data.count(b"\\n")``: in C, newline to newline, where the kernels
+    are built (``parsers.native``); CPython's count looks at every byte,
+    and every byte of a replayed or caught-up log is counted once."""
+    return data.count(b"\n") if KERNELS is None else KERNELS.newlines(data)
 
 
 def fmt_size(n: int) -> str:
@@ -260,6 +269,6 @@ class LineSplitter:
         # Counted here, on the bytes, once: the reader of the text need not
         # count it again (a str with one tqdm block character is two bytes a
         # character, and slower to count).
-        count = joined.count(b"\n")
+        count = newline_count(joined)
         self.lineno += count
         return str(joined, "utf-8", "replace"), first, cuts, count

@@ -28,6 +28,8 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from .lines import newline_count
+
 # Rotated names: the followed name, one of these, then a number or a date
 # (``.1``, ``.2026-11-29_10-00-00``, ``-20261129``); not ``train.log.lock``.
 _SEPARATORS = ".-_"
@@ -207,7 +209,7 @@ def last_line_start(fd: int, chunk: int) -> tuple[int, int]:
     the descriptor's offset is left alone), one ``chunk`` at a time."""
     lines = pos = start = 0
     while data := os.pread(fd, chunk, pos):
-        lines += data.count(b"\n")
+        lines += newline_count(data)
         last = data.rfind(b"\n")
         if last >= 0:
             start = pos + last + 1

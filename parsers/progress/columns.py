@@ -151,7 +151,7 @@ def value_columns(fast: FastPlan, lines: list[str]) -> Columns | None:
         if counted is None:
             return None
         totals = counted
-        if fast.total_is_int:
+        if fast.total_is_int and 0 in counted:  # (no new list where no line has one)
             totals = [v or None for v in counted]  # "step 3/0": no total
     i = fast.tokens
     if i >= 0:

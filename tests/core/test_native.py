@@ -892,6 +892,7 @@ def _lanes_both(log: Path, seed: int, monkeypatch: pytest.MonkeyPatch, most: int
             in_order=counted,
             line_numbers=native.KERNELS.line_numbers,  # type: ignore[union-attr]
             rank_numbers=native.KERNELS.rank_numbers,  # type: ignore[union-attr]
+            lane_groups=native.KERNELS.lane_groups,  # type: ignore[union-attr]
         ),
         None,
     ):
@@ -1217,3 +1218,148 @@ def test_metric_names_leaves_names_whose_hash_runs_python() -> None:
 
     metrics = [((Name("a"), 1.0),) + tuple((f"b{i}", 1.0) for i in range(1000))]
     assert native.KERNELS.metric_names(metrics) is None  # type: ignore[union-attr]
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(20))
+def test_newlines_is_bytes_count(seed: int) -> None:
+    """``LineSplitter``'s line count: ``newlines`` counts what
+    ``bytes.count(b"\\n")`` counts, in bytes and bytearrays, newlines at
+    either end, runs of them, none at all."""
+    from dflash_watch.sources import lines
+
+    rng = random.Random(seed)
+    alphabet = [b"\n", b"\n\n", b"a", b"\r", b"\xe2\x96\x88", b"x" * rng.randrange(1, 300), b"\x00"]
+    data = b"".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 200)))
+    kernels = native.KERNELS
+    assert kernels is not None
+    for buf in (data, bytearray(data), data[1:], data[:-1]):
+        assert kernels.newlines(buf) == buf.count(b"\n")
+        assert lines.newline_count(buf) == buf.count(b"\n")
+
+
+def test_newline_count_without_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dflash_watch.sources import lines
+
+    monkeypatch.setattr(lines, "KERNELS", None)
+    assert lines.newline_count(b"a\nb\n\n") == 3 and lines.newline_count(bytearray(b"")) == 0
+    with pytest.raises(TypeError):
+        native.KERNELS.newlines("a\n") if native.KERNELS is not None else b"".count("\n")  # type: ignore[arg-type]
+
+
+def _python_groups(lines: list[str], lanes: list[object]) -> dict[int, tuple[object, list[str], list[bool]]]:
+    """``lanes._groups``' picking as Python does it."""
+    ids = [id(lane) for lane in lanes]
+    out: dict[int, tuple[object, list[str], list[bool]]] = {}
+    for lane in lanes:
+        if type(lane) is not bytes and id(lane) not in out:
+            picks = [i == id(lane) for i in ids]
+            out[id(lane)] = (lane, [line for line, pick in zip(lines, picks) if pick], picks)
+    return out
+
+
+class _BytesLike(bytes):
+    """A bytes subclass is a lane to ``_groups`` (only exact bytes is a plain line)."""
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(30))
+def test_lane_groups_is_the_python_picking(seed: int) -> None:
+    rng = random.Random(seed)
+    kinds = rng.randrange(1, 20)  # past LANES_MAX (16) in some
+    pool: list[object] = [types.SimpleNamespace(name=f"lane{j}") for j in range(kinds)]
+    pool += [b"plain", b"other", _BytesLike(b"sub")][: rng.randrange(0, 4)]
+    n = rng.randrange(0, 300)
+    lanes = [rng.choice(pool) for _ in range(n)]
+    lines = [f"line {i}" for i in range(n)]
+    kernels = native.KERNELS
+    assert kernels is not None
+    got = kernels.lane_groups(lines, lanes)
+    want = _python_groups(lines, lanes)
+    if len(want) > 16:
+        assert got is None
+        return
+    assert got is not None
+    assert list(got) == list(want)  # the order first seen
+    for key, (lane, picked, picks) in got.items():
+        assert lane is want[key][0] and picked == want[key][1] and picks == want[key][2]
+        assert all(type(p) is bool for p in picks)
+    # And ``_groups`` itself gives the same groups either way.
+    assert kernels.lane_groups(lines, lanes[:-1] if lanes else [b"x"]) is None  # lengths differ
+    assert kernels.lane_groups(tuple(lines), lanes) is None  # type: ignore[arg-type]
+
+
+@needs_kernels
+def test_groups_are_the_same_with_and_without_the_kernel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``lanes._groups`` on the runs of lanes of a real read (issue 20's
+    progress log: step lines, tqdm bars, redrawn bars): the same groups,
+    columns and picks with the kernel and without."""
+    import sys
+
+    from dflash_watch.parsers import lanes as lanes_module
+    from dflash_watch.replay import log_events
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        from speed_logs import write_log
+    finally:
+        sys.path.pop(0)
+    seen: list[tuple[list[str], list[object]]] = []
+    real = lanes_module._groups
+
+    def spy(lines: list[str], lanes: list[object]) -> dict[int, list[object]]:
+        seen.append((list(lines), list(lanes)))
+        return real(lines, lanes)  # type: ignore[arg-type]
+
+    path = tmp_path / "progress.log"
+    write_log(path, 20000, "progress")
+    monkeypatch.setattr(lanes_module, "_groups", spy)
+    list(log_events(str(path)))
+    monkeypatch.setattr(lanes_module, "_groups", real)
+    assert len(seen) > 5 and max(len({id(lane) for lane in lanes}) for _, lanes in seen) >= 2
+    for lines, lanes in seen:
+        fast = real(lines, lanes)  # type: ignore[arg-type]
+        monkeypatch.setattr(lanes_module, "KERNELS", None)
+        slow = real(lines, lanes)  # type: ignore[arg-type]
+        monkeypatch.setattr(lanes_module, "KERNELS", native.KERNELS)
+        assert list(fast) == list(slow)
+        for key in fast:
+            assert repr(fast[key]) == repr(slow[key])
+
+
+@needs_kernels
+def test_lane_groups_under_a_collector_callback_that_empties_the_lists() -> None:
+    """A collection inside ``lane_groups``' allocations whose callback
+    empties the caller's lists: no crash, and the answer is None (it reads
+    the lists again after allocating) or that of the lists whole."""
+    import gc
+
+    kernels = native.KERNELS
+    assert kernels is not None
+    for nth in (1, 2, 3, 4):
+        pool = [types.SimpleNamespace(k=j) for j in range(3)]
+        lanes: list[object] = [pool[i % 3] if i % 5 else b"plain" for i in range(200)]
+        lines = [f"line {i}" for i in range(200)]
+        want = _python_groups(lines, lanes)
+        del pool
+        left = [nth]
+
+        def empty(phase: str, info: dict[str, int], lanes: list[object] = lanes, lines: list[str] = lines,
+                  left: list[int] = left) -> None:
+            if phase == "start" and left[0] > 0:
+                left[0] -= 1
+                if left[0] == 0:
+                    lanes.clear()
+                    lines.clear()
+
+        before = gc.get_threshold()
+        gc.collect()
+        gc.callbacks.append(empty)
+        gc.set_threshold(1)
+        try:
+            got = kernels.lane_groups(lines, lanes)
+        finally:
+            gc.set_threshold(*before)
+            gc.callbacks.remove(empty)
+        assert got is None or got == {} or {k: (v[1], v[2]) for k, v in got.items()} == {
+            k: (v[1], v[2]) for k, v in want.items()}
