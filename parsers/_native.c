@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 17
+#define ABI 18
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -550,6 +550,87 @@ lane_groups(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (out == NULL)
         Py_RETURN_NONE;
+    return out;
+}
+
+/* sources(prefix, numbers, lo, hi, picks) -> list[str] | None
+ *
+ * Events' sources of a run: ``prefix + str(number)`` for each of
+ * ``numbers[lo:hi]`` whose pick (``picks[i]``, None: every one) is True,
+ * as ``map(prefix.__add__, map(str, compress(numbers, picks)))`` makes
+ * them, each string written once instead of a digit string and a
+ * concatenation. None (Python makes them) for a prefix that is not ASCII,
+ * a number that is not exactly a non-negative int within 64 bits, a pick
+ * that is not exactly True or False, or lists of other types or lengths. */
+static PyObject *
+sources(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "sources: five arguments");
+        return NULL;
+    }
+    PyObject *prefix = args[0], *numbers = args[1], *picks = args[4];
+    Py_ssize_t lo = PyLong_AsSsize_t(args[2]), hi = PyLong_AsSsize_t(args[3]);
+    if ((lo == -1 || hi == -1) && PyErr_Occurred())
+        return NULL;
+    if (!PyUnicode_CheckExact(prefix) || !PyUnicode_IS_ASCII(prefix) || !PyList_CheckExact(numbers) ||
+        (picks != Py_None && !PyList_CheckExact(picks)))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(numbers);
+    if (lo < 0 || hi > n || lo > hi || (picks != Py_None && PyList_GET_SIZE(picks) != n))
+        Py_RETURN_NONE;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        PyObject *pick = picks == Py_None ? Py_True : PyList_GET_ITEM(picks, i);
+        if (pick == Py_True)
+            count++;
+        else if (pick != Py_False)
+            Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_New(count);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix), made = 0;
+    int ok = 1;
+    for (Py_ssize_t i = lo; ok && i < hi; i++) {
+        /* Read again each time: an allocation may have run the collector,
+         * whose callbacks may change the caller's lists. */
+        if (PyList_GET_SIZE(numbers) != n || (picks != Py_None && PyList_GET_SIZE(picks) != n)) {
+            ok = 0;
+            break;
+        }
+        if (picks != Py_None && PyList_GET_ITEM(picks, i) != Py_True)
+            continue;
+        PyObject *number = PyList_GET_ITEM(numbers, i);
+        int overflow = 0;
+        long long v = PyLong_CheckExact(number) ? PyLong_AsLongLongAndOverflow(number, &overflow) : -1;
+        if (v < 0 || overflow || made == count) {
+            PyErr_Clear();
+            ok = 0;
+            break;
+        }
+        char digits[24];
+        int nd = 0;
+        do {
+            digits[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        PyObject *source = PyUnicode_New(plen + nd, 127);
+        if (source == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_UCS1 *data = PyUnicode_1BYTE_DATA(source);
+        memcpy(data, PyUnicode_1BYTE_DATA(prefix), (size_t)plen);
+        for (int d = 0; d < nd; d++)
+            data[plen + d] = (Py_UCS1)digits[nd - 1 - d];
+        PyList_SET_ITEM(out, made++, source);
+    }
+    if (!ok || made != count) {
+        Py_SET_SIZE(out, made); /* the rest were never set */
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
     return out;
 }
 
@@ -1918,6 +1999,7 @@ static PyMethodDef methods[] = {
     {"stall_walk", (PyCFunction)(void (*)(void))stall_walk, METH_FASTCALL, "stall.walk_steps in C."},
     {"fresh_series", (PyCFunction)(void (*)(void))fresh_series, METH_FASTCALL, "SeriesDeduper.peek of steps all new, picked per series."},
     {"lane_groups", (PyCFunction)(void (*)(void))lane_groups, METH_FASTCALL, "lanes._groups' picking of a run's lines by lane."},
+    {"sources", (PyCFunction)(void (*)(void))sources, METH_FASTCALL, "Events' sources of a run: prefix + str(number), written once."},
     {"newlines", newlines, METH_O, "LineSplitter: data.count(b'\\n') of any buffer, newline to newline."},
     {"ascii_view", ascii_view, METH_O, "LogStream._view: '?' for each character outside ASCII."},
     {"metric_names", metric_names, METH_O, "The names of a run's metrics, as a set comprehension adds them."},

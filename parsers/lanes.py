@@ -8,7 +8,7 @@ by one: same values, same order (tests/core/test_stream_columns.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, compress, islice, repeat
 from operator import eq, is_not
 from typing import Any, cast
@@ -209,7 +209,7 @@ def _read_in_order(
         steps, totals, tokens, losses, metrics, seconds, *after = whole
         lane_stamps: list[float] = []  # grows as the lines are read: ``map`` reads on
         lane_clocked: list[bool] = []  # likewise, where ``final`` dates them
-        sources = map(prefix.__add__, map(str, compress(numbers, picks)))
+        sources = _sources(prefix, numbers, 0, len(numbers), picks)
         lane_events = map(
             new_progress, lane_stamps, sources, steps, totals, tokens, losses, repeat(None), metrics, seconds,
             repeat(type(lane) is not Bare) if final is None else lane_clocked,  # clocked: a stamp of its own
@@ -469,7 +469,7 @@ def _read_by_stretch(
         if done:
             # Columns after step_seconds are the fields after ``clocked``.
             steps, totals, tokens, losses, metrics, seconds, *after = columns  # type: ignore[misc]
-            sources = [prefix + str(number) for number in numbers[i : i + done]]
+            sources = _sources(prefix, numbers, i, i + done, None)
             events.extend(
                 map(
                     new_progress, times, sources, steps, totals, tokens, losses, ranks, metrics, seconds,
@@ -493,6 +493,17 @@ def _read_by_stretch(
             if read_progress(cur, dating, pattern, line, starts[m], ends[m], numbers[m], rank, split, None) is None:
                 read_padding(cur, dating, line, starts[m], ends[m], numbers[m], rank, split)
         i = j
+
+
+def _sources(prefix: str, numbers: list[int], lo: int, hi: int, picks: list[bool] | None) -> Iterable[str]:
+    """The sources (``name:line``) of ``numbers[lo:hi]``, those picked (None:
+    all): each written once in C where the kernels are (``parsers.native``),
+    else a digit string and a concatenation each; the same strings."""
+    made = None if KERNELS is None else KERNELS.sources(prefix, numbers, lo, hi, picks)
+    if made is not None:
+        return made
+    taken = numbers[lo:hi]
+    return map(prefix.__add__, map(str, taken if picks is None else compress(taken, picks[lo:hi])))
 
 
 def _groups(lines: list[str], lanes: list[Lane | Bare | bytes]) -> dict[int, list[Any]]:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 17
+ABI = 18
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -68,6 +68,9 @@ class Kernels(Protocol):
     def ascii_view(self, text: str, /) -> str: ...
 
     def newlines(self, data: bytes | bytearray, /) -> int: ...
+
+    def sources(self, prefix: str, numbers: list[int], lo: int, hi: int, picks: list[bool] | None, /) -> list[str] | None:
+        ...
 
     def lane_groups(
         self, lines: list[str], lanes: list[Lane | Bare | bytes], /,

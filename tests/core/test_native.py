@@ -893,6 +893,7 @@ def _lanes_both(log: Path, seed: int, monkeypatch: pytest.MonkeyPatch, most: int
             line_numbers=native.KERNELS.line_numbers,  # type: ignore[union-attr]
             rank_numbers=native.KERNELS.rank_numbers,  # type: ignore[union-attr]
             lane_groups=native.KERNELS.lane_groups,  # type: ignore[union-attr]
+            sources=native.KERNELS.sources,  # type: ignore[union-attr]
         ),
         None,
     ):
@@ -1363,3 +1364,58 @@ def test_lane_groups_under_a_collector_callback_that_empties_the_lists() -> None
             gc.callbacks.remove(empty)
         assert got is None or got == {} or {k: (v[1], v[2]) for k, v in got.items()} == {
             k: (v[1], v[2]) for k, v in want.items()}
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(30))
+def test_sources_are_prefix_and_number(seed: int) -> None:
+    """``lanes._sources``: ``prefix + str(number)`` of the numbers picked in
+    ``numbers[lo:hi]``, the same strings as Python makes (ASCII, exact)."""
+    from itertools import compress
+
+    from dflash_watch.parsers import lanes as lanes_module
+
+    rng = random.Random(seed)
+    n = rng.randrange(0, 200)
+    numbers = [rng.choice([0, 1, 9, 10, rng.randrange(10**6), rng.randrange(2**62), 2**63 - 1]) for _ in range(n)]
+    picks = [rng.random() < 0.6 for _ in range(n)]
+    lo = rng.randrange(0, n + 1)
+    hi = rng.randrange(lo, n + 1)
+    prefix = rng.choice(["train.log:", "", "/runs/a b/x.log:", "[rank3]:"])
+    kernels = native.KERNELS
+    assert kernels is not None
+    for chosen in (picks, None):
+        got = kernels.sources(prefix, numbers, lo, hi, chosen)
+        want = [prefix + str(v) for v in (numbers[lo:hi] if chosen is None else compress(numbers[lo:hi], picks[lo:hi]))]
+        assert got == want
+        assert all(type(s) is str and s.isascii() for s in got)  # type: ignore[union-attr]
+        assert list(lanes_module._sources(prefix, numbers, lo, hi, chosen)) == want
+
+
+@needs_kernels
+def test_what_sources_leaves_to_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dflash_watch.parsers import lanes as lanes_module
+
+    kernels = native.KERNELS
+    assert kernels is not None
+    for prefix, numbers, picks in (
+        ("träin.log:", [1, 2], None),  # a prefix outside ASCII
+        ("a:", [1, -2], None),  # a negative number
+        ("a:", [1, 2**64], None),  # past 64 bits
+        ("a:", [1, 2.0], None),  # not an int
+        ("a:", [1, True], None),  # not exactly an int
+        ("a:", [1, 2], [True, 1]),  # not exactly a bool
+        ("a:", [1, 2], [True]),  # lengths differ
+    ):
+        assert kernels.sources(prefix, numbers, 0, len(numbers), picks) is None
+        # ``_sources`` then makes them in Python: the same strings.
+        want = [prefix + str(v) for v, pick in zip(numbers, picks or [True] * 2) if pick]
+        if len(picks or numbers) == len(numbers):
+            assert list(lanes_module._sources(prefix, numbers, 0, len(numbers), picks)) == want
+    assert kernels.sources("a:", [1, 2], 0, 3, None) is None  # past the end
+    assert kernels.sources("a:", [1, 2], 2, 1, None) is None
+    assert kernels.sources("a:", (1, 2), 0, 2, None) is None  # type: ignore[arg-type]
+    # A number not picked is not read.
+    assert kernels.sources("a:", [1, -5, 3], 0, 3, [True, False, True]) == ["a:1", "a:3"]
+    monkeypatch.setattr(lanes_module, "KERNELS", None)
+    assert list(lanes_module._sources("a:", [7, 8, 9], 1, 3, [True, False, True])) == ["a:9"]
