@@ -42,10 +42,11 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable, Sequence
 from itertools import chain, islice
-from operator import attrgetter, is_
+from operator import is_
 from typing import TypeVar
 
 from ..parsers.events import Progress
+from ..parsers.step_columns import columns_of, read
 
 # Streams (file, rank) remembered, and step lines kept per stream.
 STREAMS_MAX = 256
@@ -60,7 +61,8 @@ PENDING_MAX = 256
 PENDING_PER_STREAM = 4 * LINES_KEEP
 PENDING_MOST = 16 * PENDING_MAX
 
-_TIME = attrgetter("time")
+_WHERE = columns_of("source", "rank")  # what ``_tails`` reads of each line
+_TIMES = columns_of("time")
 
 StreamKey = tuple[str, "int | None"]
 Lines = deque[tuple[int, "int | None", float]]
@@ -111,7 +113,8 @@ class StepLines:
         (``max`` folds left as ``if t > latest`` does, so in any parts)."""
         pending = self._pending
         if len(pending) > self._timed:
-            self._latest = max(chain((self._latest,), map(_TIME, islice(pending, self._timed, None))))
+            times = read(pending if not self._timed else pending[self._timed:], _TIMES)[0]
+            self._latest = max(chain((self._latest,), times))
             self._timed = len(pending)
 
     def add(self, p: Progress) -> None:
@@ -177,10 +180,11 @@ class StepLines:
         newest first until every stream has them; False (nothing done) when
         a stream is new."""
         pending, seen = self._pending, self._seen
-        one = _one_file(pending)
-        if one is not None:
-            return self._tails_of(*one)
-        keys = [(p.source.rpartition(":")[0], p.rank) for p in pending]
+        sources, ranks = read(pending, _WHERE)
+        file = _one_file(sources)
+        if file is not None:
+            return self._tails_of(file, ranks)
+        keys = [(source.rpartition(":")[0], rank) for source, rank in zip(sources, ranks)]
         streams = set(keys)
         if not all(key in seen for key in streams):
             return False
@@ -192,12 +196,20 @@ class StepLines:
                 lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
         return True
 
-    def _tails_of(self, file: str, numbers: list[str]) -> bool:
-        """``_tails`` of lines of one ``file`` (``_one_file``: ``numbers``,
-        what follows it in their sources), told apart by their rank alone:
-        no key is made, nor a source split, for a line that is not kept."""
+    def _tails_of(self, file: str, ranks: list[int | None]) -> bool:
+        """``_tails`` of lines of one ``file`` (``_one_file``; ``ranks``, the
+        lines' ranks), told apart by their rank alone: no key is made, nor
+        a source cut, for a line that is not kept."""
         pending, seen = self._pending, self._seen
-        ranks = [p.rank for p in pending]
+        cut = len(file) + 1  # each source is ``file:`` and its number
+        if ranks.count(ranks[0]) == len(ranks):  # one stream (a log of one rank): its last lines
+            lines = seen.get((file, ranks[0]))
+            if lines is None:
+                return False  # a new stream
+            for p in pending[-LINES_KEEP:]:
+                number = p.source[cut:]
+                lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
+            return True
         streams: dict[int | None, Lines] = {}
         for rank in set(ranks):
             lines = seen.get((file, rank))
@@ -208,7 +220,7 @@ class StepLines:
             lines = streams[rank]
             for i in tail:
                 p = pending[i]
-                number = numbers[i]
+                number = p.source[cut:]
                 lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
         return True
 
@@ -247,24 +259,21 @@ def _last_of_each(keys: list[K], streams: Iterable[K]) -> dict[K, list[int]]:
     return tails
 
 
-def _one_file(steps: Sequence[Progress]) -> tuple[str, list[str]] | None:
-    """(file, what follows it in each source) when every source is
-    ``file:`` and more without a colon, else None: ``where`` of each line
-    (but the ``int``), for the lines of one log of many ranks, in a few
-    passes of C over the sources joined.
+def _one_file(sources: list[str]) -> str | None:
+    """The file when every source is ``file:`` and more without a colon,
+    else None: ``where`` of each line (but the number after it), for the
+    lines of one log, in a few passes of C over the sources joined, with
+    no string made per line.
 
     No source holds a newline (the join has ``n - 1``), so every newline is
-    a join; the text splits at ``newline + file:`` into ``n`` parts, so
-    every join is followed by ``file:``: each source starts with it. None
-    holds a colon past it (the colons count), so ``rpartition`` splits each
-    there."""
-    sources = [p.source for p in steps]
+    a join; ``newline + file:`` is found ``n - 1`` times (as often as
+    splitting there would make ``n`` parts), so every join is followed by
+    ``file:``: each source starts with it. None holds a colon past it (the
+    colons count), so ``rpartition`` splits each there."""
     prefix = sources[0].rpartition(":")[0] + ":"
     n = len(sources)
     text = "\n".join(sources)
-    numbers = text.split("\n" + prefix)
-    if (len(numbers) != n or not text.startswith(prefix) or text.count("\n") != n - 1
+    if (not text.startswith(prefix) or text.count("\n") != n - 1 or text.count("\n" + prefix) != n - 1
             or text.count(":") != n * prefix.count(":")):
         return None
-    numbers[0] = numbers[0][len(prefix):]
-    return prefix[:-1], numbers
+    return prefix[:-1]

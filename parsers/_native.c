@@ -499,6 +499,7 @@ lane_groups(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (ok && (PyList_GET_SIZE(lanes) != n || PyList_GET_SIZE(lines) != n))
         ok = 0;
     Py_ssize_t filled[LANES_MAX] = {0};
+    int order = 0; /* each lane first met in the order found above */
     for (Py_ssize_t i = 0; ok && i < n; i++) {
         PyObject *lane = PyList_GET_ITEM(lanes, i);
         int mine = -1;
@@ -508,7 +509,7 @@ lane_groups(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     mine = j;
                     break;
                 }
-            if (mine < 0 || filled[mine] == counts[mine]) {
+            if (mine < 0 || filled[mine] == counts[mine] || (filled[mine] == 0 && mine != order++)) {
                 ok = 0;
                 break;
             }
@@ -644,8 +645,19 @@ static PyObject *
 newlines(PyObject *self, PyObject *arg)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        /* A buffer that is not contiguous (a strided memoryview): its
+         * bytes copied, as bytes(data) has them. */
+        if (!PyErr_ExceptionMatches(PyExc_BufferError) || !PyObject_CheckBuffer(arg))
+            return NULL;
+        PyErr_Clear();
+        PyObject *flat = PyBytes_FromObject(arg);
+        if (flat == NULL)
+            return NULL;
+        PyObject *count = newlines(self, flat);
+        Py_DECREF(flat);
+        return count;
+    }
     const char *at = view.buf, *stop = (const char *)view.buf + view.len;
     Py_ssize_t count = 0;
     while (at < stop && (at = memchr(at, '\n', (size_t)(stop - at))) != NULL) {

@@ -85,10 +85,9 @@ def test_an_odd_source_is_not_read_as_the_file_s(odd: str) -> None:
     after it as each source has it."""
     steps = [Progress(T0 + i, f"ranks.log:{i + 1}", step=i, rank=i % 3) for i in range(20)]
     steps[7] = Progress(T0 + 7, odd, step=7, rank=1)
-    one = _one_file(steps)
-    if one is not None:
-        file, numbers = one
-        assert [(file, n) for n in numbers] == [
+    file = _one_file([p.source for p in steps])
+    if file is not None:
+        assert [(file, p.source[len(file) + 1:]) for p in steps] == [
             (p.source.rpartition(":")[0], p.source.rpartition(":")[2]) for p in steps]
     lines, plain = StepLines(), _Plain()
     for _ in range(PENDING_MAX // 10):
@@ -133,3 +132,22 @@ def test_the_clock_read_often_folds_every_waiting_line(read_seen: bool) -> None:
         if read_seen and rng.random() < 0.002:
             _same(lines, plain)
     _same(lines, plain)
+
+
+@pytest.mark.parametrize("known", [STREAMS_MAX - 1, STREAMS_MAX])
+def test_a_new_stream_of_one_rank_when_the_streams_are_full(known: int) -> None:
+    """``known`` streams seen (each a log of its own), then many lines of
+    one new one (one file, one rank): the record is the plain one, the
+    oldest stream pushed out where the new one is one too many."""
+    lines, plain = StepLines(), _Plain()
+    first = [Progress(T0 + i, f"log{i}.log:1", step=i, rank=None) for i in range(known)]
+    lines.add_run(first)
+    for p in first:
+        plain.add(p)
+    _same(lines, plain)
+    run = [Progress(T0 + 1000 + i, f"new.log:{i + 1}", step=i, rank=3) for i in range(PENDING_MAX * 2 + 5)]
+    lines.add_run(run)
+    for p in run:
+        plain.add(p)
+    _same(lines, plain)
+    assert len(lines.seen) == min(known + 1, STREAMS_MAX)
