@@ -22,9 +22,11 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from ..parsers.events import Heartbeat, Progress
 from ..parsers.native import KERNELS
+from ..parsers.step_columns import columns_of
 from .steps import sorted_median
 
 # Per rank, per figure: at most this many recent values (a rank that
@@ -91,6 +93,19 @@ class RankRow:
     slow: bool
     hung: bool
     waiting_in: str | None
+
+
+def _slid(values: list[float], old: float, new: float) -> float:
+    """A full cadence window kept sorted, slid in place (the first ``old``
+    out, ``new`` in after its equals), and its median, the mean of its
+    middle two (``sorted_median`` of an even count, inline): in C where
+    built (one call, the items moved in place), else ``bisect``."""
+    median = _SWAP(values, old, new) if _SWAP is not None else None
+    if median is None:
+        del values[bisect_left(values, old)]
+        insort(values, new)
+        median = (values[_MID - 1] + values[_MID]) / 2
+    return median
 
 
 class RankState:
@@ -221,22 +236,9 @@ class RankState:
             # middle two (``sorted_median`` of an even count, inline: on a
             # 64-rank log most step lines come here).
             if old_s != seconds:
-                secs = self._seconds
-                # (In C where built: one call, the items moved in place.)
-                median = _SWAP(secs, old_s, seconds) if _SWAP is not None else None
-                if median is None:
-                    del secs[bisect_left(secs, old_s)]
-                    insort(secs, seconds)
-                    median = (secs[_MID - 1] + secs[_MID]) / 2
-                self.usual_s = median
+                self.usual_s = _slid(self._seconds, old_s, seconds)
             if old_n != steps:
-                steps_ = self._steps
-                middle = _SWAP(steps_, float(old_n), float(steps)) if _SWAP is not None else None
-                if middle is None:
-                    del steps_[bisect_left(steps_, float(old_n))]
-                    insort(steps_, float(steps))
-                    middle = (steps_[_MID - 1] + steps_[_MID]) / 2
-                usual_n = int(middle)
+                usual_n = int(_slid(self._steps, float(old_n), float(steps)))
                 self.usual_n = usual_n if usual_n > 1 else 1
             return
         secs, steps_ = self._seconds, self._steps
@@ -255,6 +257,16 @@ class RankState:
         if self.heartbeat is not None and self.heartbeat.waiting_in:
             return self.heartbeat.waiting_in
         return "a timed-out collective" if self.timed_out else None
+
+
+# What ``take_log_steps`` reads of a line and of a rank's state, for its
+# loop in C (``rank_steps``; the state's fields in the kernel's order).
+_LINE_FIELDS = columns_of("rank", "time", "source", "step", "clocked").at
+_RANK_FIELDS = ("last_seen", "source", "last_step", "last_step_time", "heartbeat", "timed_out", "measured", "series",
+                "intervals", "_seconds", "_steps", "usual_s", "usual_n")
+if KERNELS is not None:  # (and ``_interval`` of a full window, the common case, in C too)
+    KERNELS.set_rank_state(RankState, _RANK_FIELDS, deque, _INTERVALS_KEPT, _slid, RankState._interval)
+_RANK_STEPS = KERNELS.rank_steps if KERNELS is not None else None
 
 
 def take_log_steps(ranks: dict[int, RankState], steps: Sequence[Progress], window_s: float,
@@ -281,7 +293,13 @@ def take_log_steps(ranks: dict[int, RankState], steps: Sequence[Progress], windo
       (``measured``): counted now, and a clocked one prunes the window.
     """
     stepped = advanced = False
-    for p in steps:
+    start = 0
+    if _RANK_STEPS is not None and type(steps) is list:
+        # The loop below in C (``parsers.native``), the same calls and
+        # stores in the same order; it stops before a line it cannot take
+        # whole, and the loop goes on from there.
+        start, stepped, advanced = _RANK_STEPS(ranks, steps, _LINE_FIELDS, window_s, new_rank, rank_of_source)
+    for p in islice(steps, start, None):
         rank = p.rank
         if rank is None:
             rank = rank_of_source(p.source)

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 18
+#define ABI 19
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -1936,6 +1936,418 @@ stall_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* set_rank_state(cls, names) -> None
+ * rank_steps(ranks, steps, fields, window_s, new_rank, rank_of_source)
+ *     -> (index, stepped, advanced)
+ *
+ * ``straggler_ranks.take_log_steps``' loop in C: step lines without
+ * figures, in order, into each rank's ``RankState`` as the Python loop
+ * takes them (the same comparisons, calls and stores, in its order).
+ * ``set_rank_state`` is told the class and the names of the fields the
+ * loop reads and writes (``RANK_FIELDS`` below, in that order); each must
+ * be a plain object slot of it, else the kernel takes nothing. ``fields``:
+ * the places of a line's rank, time, source, step and clocked among
+ * ``Progress``'s fields. The rank state's own methods (``_interval``,
+ * ``_prune``), ``new_rank`` and ``rank_of_source`` are called as Python
+ * calls them. It stops before the first line it cannot take whole (not
+ * exactly a ``Progress``, a state not exactly of the class, an empty
+ * slot, ``measured`` or ``series`` not exactly a dict) and returns where,
+ * with what it found so far: Python reads the rest. */
+enum { RS_LAST_SEEN, RS_SOURCE, RS_LAST_STEP, RS_LAST_STEP_TIME, RS_HEARTBEAT, RS_TIMED_OUT, RS_MEASURED, RS_SERIES,
+       RS_INTERVALS, RS_SECONDS, RS_STEPS, RS_USUAL_S, RS_USUAL_N, RS_FIELDS };
+static PyTypeObject *rank_state_type = NULL;
+static Py_ssize_t rank_offsets[RS_FIELDS];
+/* ``_interval``'s full window: the deque class of ``intervals``, its
+ * length when full, and ``straggler_ranks._slid`` (a sorted window slid
+ * in Python, where ``window_swap`` declines). */
+static PyTypeObject *rank_deque_type = NULL;
+static Py_ssize_t rank_kept = 0;
+static PyObject *rank_slid = NULL;
+/* The class's own ``_interval``: inlined only while the class has it
+ * (a test or a subclass that replaces it is called instead). */
+static PyObject *rank_interval_fn = NULL;
+
+static PyObject *
+set_rank_state(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *names, *deque_type, *slid, *interval;
+    Py_ssize_t kept;
+    if (!PyArg_ParseTuple(args, "O!O!O!nOO", &PyType_Type, &cls, &PyTuple_Type, &names, &PyType_Type, &deque_type,
+                          &kept, &slid, &interval))
+        return NULL;
+    if (kept < 2 || kept % 2 || !PyCallable_Check(slid)) {
+        PyErr_SetString(PyExc_ValueError, "set_rank_state: an even window of two or more, a callable slide");
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(names) != RS_FIELDS) {
+        PyErr_SetString(PyExc_ValueError, "set_rank_state: the fields named in the kernel's order");
+        return NULL;
+    }
+    Py_ssize_t offsets[RS_FIELDS];
+    int direct = ((PyTypeObject *)cls)->tp_itemsize == 0;
+    for (Py_ssize_t i = 0; direct && i < RS_FIELDS; i++) {
+        PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, i));
+        if (d == NULL) {
+            PyErr_Clear();
+            direct = 0;
+            break;
+        }
+        direct = plain_slot(d, (PyTypeObject *)cls, &offsets[i]);
+        Py_DECREF(d);
+    }
+    if (direct) {
+        memcpy(rank_offsets, offsets, sizeof(offsets));
+        Py_INCREF(cls);
+        Py_XSETREF(rank_state_type, (PyTypeObject *)cls);
+        Py_INCREF(deque_type);
+        Py_XSETREF(rank_deque_type, (PyTypeObject *)deque_type);
+        Py_INCREF(slid);
+        Py_XSETREF(rank_slid, slid);
+        Py_INCREF(interval);
+        Py_XSETREF(rank_interval_fn, interval);
+        rank_kept = kept;
+    } else
+        Py_CLEAR(rank_state_type);
+    Py_RETURN_NONE;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* Stores ``value`` in a slot (a new reference; the old one let go after). */
+static void
+set_slot(PyObject *obj, Py_ssize_t off, PyObject *value)
+{
+    PyObject *old = SLOT(obj, off);
+    SLOT(obj, off) = Py_NewRef(value);
+    Py_XDECREF(old);
+}
+
+static PyObject *rs_log_key, *rs_interval_name, *rs_prune_name, *rs_append_name, *rs_series_names[3];
+static PyObject *window_swap(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* The sorted window ``values`` slid (``old`` out, ``new`` in) and its
+ * median: ``window_swap``, else ``straggler_ranks._slid`` in Python. A new
+ * reference, NULL on an error. */
+static PyObject *
+slid_median(PyObject *values, PyObject *old, PyObject *new)
+{
+    PyObject *argv[3] = {values, old, new};
+    PyObject *median = window_swap(NULL, argv, 3);
+    if (median != Py_None)
+        return median;
+    Py_DECREF(median);
+    return PyObject_Vectorcall(rank_slid, argv, 3, NULL);
+}
+
+/* ``RankState._interval`` of a full window (its common case), as the
+ * method does it: the oldest interval leaves as the new one comes, and
+ * each sorted list slides where the value leaving is not the one coming.
+ * 0 (nothing done: the method is called) where ``intervals`` is not
+ * exactly a deque, not full, its oldest not a pair, or a list not exactly
+ * a list; 1 done; -1 an error. */
+static int
+rank_interval(PyObject *state, PyObject *seconds, PyObject *steps)
+{
+    PyObject *intervals = SLOT(state, rank_offsets[RS_INTERVALS]);
+    if (intervals == NULL || Py_TYPE(intervals) != rank_deque_type || Py_SIZE(intervals) != rank_kept)
+        return 0;
+    PyObject *secs = SLOT(state, rank_offsets[RS_SECONDS]), *steps_ = SLOT(state, rank_offsets[RS_STEPS]);
+    if (secs == NULL || steps_ == NULL || !PyList_CheckExact(secs) || !PyList_CheckExact(steps_))
+        return 0;
+    Py_INCREF(intervals);
+    Py_INCREF(secs);
+    Py_INCREF(steps_);
+    int result = 0;
+    PyObject *oldest = PySequence_GetItem(intervals, 0), *pair = NULL, *called = NULL, *old_s = NULL, *old_n = NULL;
+    PyObject *median = NULL, *f_old = NULL, *f_new = NULL, *middle = NULL, *usual = NULL;
+    if (oldest == NULL) {
+        result = -1;
+        goto done;
+    }
+    if (!PyTuple_CheckExact(oldest) || PyTuple_GET_SIZE(oldest) != 2)
+        goto done;
+    old_s = Py_NewRef(PyTuple_GET_ITEM(oldest, 0));
+    old_n = Py_NewRef(PyTuple_GET_ITEM(oldest, 1));
+    result = -1;
+    pair = PyTuple_Pack(2, seconds, steps);
+    called = pair == NULL ? NULL : PyObject_CallMethodOneArg(intervals, rs_append_name, pair);
+    if (called == NULL)
+        goto done;
+    int differs = PyObject_RichCompareBool(old_s, seconds, Py_NE);
+    if (differs < 0)
+        goto done;
+    if (differs) {
+        median = slid_median(secs, old_s, seconds);
+        if (median == NULL)
+            goto done;
+        set_slot(state, rank_offsets[RS_USUAL_S], median);
+    }
+    differs = PyObject_RichCompareBool(old_n, steps, Py_NE);
+    if (differs < 0)
+        goto done;
+    if (differs) {
+        f_old = PyNumber_Float(old_n);
+        f_new = f_old == NULL ? NULL : PyNumber_Float(steps);
+        middle = f_new == NULL ? NULL : slid_median(steps_, f_old, f_new);
+        usual = middle == NULL ? NULL : PyNumber_Long(middle);
+        if (usual == NULL)
+            goto done;
+        PyObject *one = PyLong_FromLong(1);
+        int above = one == NULL ? -1 : PyObject_RichCompareBool(usual, one, Py_GT);
+        if (above < 0) {
+            Py_XDECREF(one);
+            goto done;
+        }
+        set_slot(state, rank_offsets[RS_USUAL_N], above ? usual : one);
+        Py_DECREF(one);
+    }
+    result = 1;
+done:
+    Py_XDECREF(usual);
+    Py_XDECREF(middle);
+    Py_XDECREF(f_new);
+    Py_XDECREF(f_old);
+    Py_XDECREF(median);
+    Py_XDECREF(called);
+    Py_XDECREF(pair);
+    Py_XDECREF(old_n);
+    Py_XDECREF(old_s);
+    Py_XDECREF(oldest);
+    Py_DECREF(steps_);
+    Py_DECREF(secs);
+    Py_DECREF(intervals);
+    return result;
+}
+
+/* One line of ``rank_steps`` (its rank, time, source, step and clocked,
+ * each held by the caller): 0 taken (or passed over, as Python passes it
+ * over), 1 not taken (nothing of it done but what Python would do again
+ * the same: Python reads it), -1 an error. */
+static int
+rank_line(PyObject *ranks, PyObject *rank, PyObject *t, PyObject *source, PyObject *step, PyObject *clocked,
+          PyObject *window_s, PyObject *new_rank, PyObject *rank_of_source, PyTypeObject *cls, int inline_interval,
+          int *stepped, int *advanced)
+{
+    PyObject *found_rank = NULL, *state = NULL, *measured = NULL, *counted = NULL, *last = NULL, *at = NULL;
+    int result = -1;
+    if (rank == Py_None) {
+        found_rank = PyObject_CallOneArg(rank_of_source, source);
+        if (found_rank == NULL)
+            return -1;
+        if (found_rank == Py_None) {
+            Py_DECREF(found_rank);
+            return 0;
+        }
+        rank = found_rank;
+    }
+    state = Py_XNewRef(PyDict_GetItemWithError(ranks, rank));
+    if (state == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        state = PyObject_CallFunctionObjArgs(new_rank, rank, t, NULL);
+        if (state == NULL)
+            goto done;
+        if (state == Py_None) {
+            result = 0;
+            goto done;
+        }
+    }
+    result = 1; /* not taken, unless every slot reads as Python reads it */
+    if (Py_TYPE(state) != cls)
+        goto done;
+    for (int k = 0; k < RS_FIELDS; k++)
+        if (SLOT(state, rank_offsets[k]) == NULL)
+            goto done;
+    if (!PyDict_CheckExact(SLOT(state, rank_offsets[RS_MEASURED])) ||
+        !PyDict_CheckExact(SLOT(state, rank_offsets[RS_SERIES])))
+        goto done;
+    result = -1;
+    PyObject *seen_at = SLOT(state, rank_offsets[RS_LAST_SEEN]);
+    int later = seen_at == Py_None ? 1 : PyObject_RichCompareBool(t, seen_at, Py_GT);
+    if (later < 0)
+        goto done;
+    if (later)
+        set_slot(state, rank_offsets[RS_LAST_SEEN], t);
+    int truthy = PyObject_IsTrue(source);
+    if (truthy < 0)
+        goto done;
+    if (truthy)
+        set_slot(state, rank_offsets[RS_SOURCE], source);
+    if (step == Py_None) {
+        result = 0;
+        goto done;
+    }
+    /* (Slots read again after each call that may have run Python code: one
+     * emptied meanwhile leaves the line to Python, which redoes the two
+     * stores above to the same effect and raises as it does.) */
+    result = 1;
+    measured = Py_XNewRef(SLOT(state, rank_offsets[RS_MEASURED]));
+    if (measured == NULL || !PyDict_CheckExact(measured))
+        goto done;
+    result = -1;
+    *stepped = 1;
+    counted = Py_XNewRef(PyDict_GetItemWithError(measured, rs_log_key)); /* each read held: calls may change it */
+    int fresh = 1;
+    if (counted != NULL)
+        fresh = PyObject_RichCompareBool(step, counted, Py_GT);
+    else if (PyErr_Occurred())
+        goto done;
+    if (fresh < 0)
+        goto done;
+    last = Py_XNewRef(SLOT(state, rank_offsets[RS_LAST_STEP]));
+    if (last == NULL) {
+        result = 1;
+        goto done;
+    }
+    int ahead = last == Py_None ? 1 : PyObject_RichCompareBool(step, last, Py_GT);
+    if (ahead < 0)
+        goto done;
+    int is_clocked = PyObject_IsTrue(clocked);
+    if (is_clocked < 0)
+        goto done;
+    if (ahead) {
+        if (fresh)
+            *advanced = 1;
+        at = Py_XNewRef(SLOT(state, rank_offsets[RS_LAST_STEP_TIME]));
+        if (at == NULL) {
+            result = 1;
+            goto done;
+        }
+        int timed = is_clocked && last != Py_None && at != Py_None;
+        if (timed) {
+            timed = PyObject_RichCompareBool(t, at, Py_GT);
+            if (timed < 0)
+                goto done;
+        }
+        if (timed) {
+            PyObject *seconds = PyNumber_Subtract(t, at);
+            PyObject *steps_n = seconds == NULL ? NULL : PyNumber_Subtract(step, last);
+            int slid = steps_n == NULL ? -1 : inline_interval ? rank_interval(state, seconds, steps_n) : 0;
+            if (slid == 0) { /* not the full window's common case: the method itself */
+                PyObject *called = PyObject_CallMethodObjArgs(state, rs_interval_name, seconds, steps_n, NULL);
+                slid = called == NULL ? -1 : 1;
+                Py_XDECREF(called);
+            }
+            Py_XDECREF(seconds);
+            Py_XDECREF(steps_n);
+            if (slid < 0)
+                goto done;
+        }
+        set_slot(state, rank_offsets[RS_LAST_STEP], step);
+        set_slot(state, rank_offsets[RS_LAST_STEP_TIME], t);
+        set_slot(state, rank_offsets[RS_HEARTBEAT], Py_None);
+        set_slot(state, rank_offsets[RS_TIMED_OUT], Py_False);
+    }
+    if (fresh) {
+        if (PyDict_SetItem(measured, rs_log_key, step) < 0)
+            goto done;
+        if (is_clocked) {
+            PyObject *series = SLOT(state, rank_offsets[RS_SERIES]);
+            if (series == NULL) { /* (emptied by a call above: Python raises here) */
+                PyErr_SetString(PyExc_AttributeError, "'RankState' object has no attribute 'series'");
+                goto done;
+            }
+            Py_INCREF(series);
+            int any = 0;
+            for (int k = 0; any == 0 && k < 3; k++) {
+                PyObject *values = PyObject_GetItem(series, rs_series_names[k]);
+                any = values == NULL ? -1 : PyObject_IsTrue(values);
+                Py_XDECREF(values);
+            }
+            Py_DECREF(series);
+            if (any < 0)
+                goto done;
+            if (any) {
+                PyObject *called = PyObject_CallMethodObjArgs(state, rs_prune_name, t, window_s, NULL);
+                if (called == NULL)
+                    goto done;
+                Py_DECREF(called);
+            }
+        }
+    }
+    result = 0;
+done:
+    Py_XDECREF(at);
+    Py_XDECREF(last);
+    Py_XDECREF(counted);
+    Py_XDECREF(measured);
+    Py_XDECREF(state);
+    Py_XDECREF(found_rank);
+    return result;
+}
+
+static PyObject *
+rank_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyDict_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2]) ||
+        PyTuple_GET_SIZE(args[2]) != 5) {
+        PyErr_SetString(PyExc_TypeError, "rank_steps: ranks, steps, fields and three values");
+        return NULL;
+    }
+    PyObject *ranks = args[0], *window_s = args[3], *new_rank = args[4], *rank_of_source = args[5];
+    int stepped = 0, advanced = 0;
+    if (rank_state_type == NULL || progress_type == NULL || progress_offsets[0] <= 0)
+        return Py_BuildValue("(nOO)", (Py_ssize_t)0, Py_False, Py_False);
+    Py_ssize_t off[5];
+    if (field_offsets(args[2], off, 5, "rank_steps") < 0)
+        return NULL;
+    if (rs_log_key == NULL) {
+        rs_log_key = PyUnicode_InternFromString("log");
+        rs_interval_name = PyUnicode_InternFromString("_interval");
+        rs_prune_name = PyUnicode_InternFromString("_prune");
+        rs_append_name = PyUnicode_InternFromString("append");
+        rs_series_names[0] = PyUnicode_InternFromString("step");
+        rs_series_names[1] = PyUnicode_InternFromString("compute");
+        rs_series_names[2] = PyUnicode_InternFromString("wait");
+        if (rs_log_key == NULL || rs_interval_name == NULL || rs_prune_name == NULL || rs_append_name == NULL ||
+            rs_series_names[0] == NULL ||
+            rs_series_names[1] == NULL || rs_series_names[2] == NULL)
+            return NULL;
+    }
+    /* The lines held, and each line's fields while it is read: the Python
+     * calls may change the caller's list, or anything else. */
+    Py_ssize_t n, i = 0;
+    PyObject **own = hold_items(args[1], &n);
+    if (own == NULL)
+        return NULL;
+    PyTypeObject *cls = (PyTypeObject *)Py_NewRef(rank_state_type); /* a call may set another */
+    PyObject *interval = PyObject_GetAttr((PyObject *)cls, rs_interval_name);
+    if (interval == NULL) {
+        Py_DECREF(cls);
+        release_items(own, n);
+        return NULL;
+    }
+    int inline_interval = interval == rank_interval_fn;
+    Py_DECREF(interval);
+    int status = 0;
+    for (; i < n; i++) {
+        PyObject *p = own[i];
+        if (Py_TYPE(p) != progress_type)
+            break;
+        PyObject *fields[5];
+        int empty = 0;
+        for (int k = 0; k < 5; k++) {
+            fields[k] = SLOT(p, off[k]);
+            empty |= fields[k] == NULL;
+        }
+        if (empty)
+            break;
+        for (int k = 0; k < 5; k++)
+            Py_INCREF(fields[k]);
+        status = rank_line(ranks, fields[0], fields[1], fields[2], fields[3], fields[4], window_s, new_rank,
+                           rank_of_source, cls, inline_interval, &stepped, &advanced);
+        for (int k = 0; k < 5; k++)
+            Py_DECREF(fields[k]);
+        if (status)
+            break;
+    }
+    Py_DECREF(cls);
+    release_items(own, n);
+    if (status < 0)
+        return NULL;
+    return Py_BuildValue("(nOO)", i, stepped ? Py_True : Py_False, advanced ? Py_True : Py_False);
+}
+
 /* columns(steps, which) -> tuple of lists | None
  *
  * The fields ``which`` (their places in ``Progress``'s fields, as
@@ -2012,6 +2424,8 @@ static PyMethodDef methods[] = {
     {"fresh_series", (PyCFunction)(void (*)(void))fresh_series, METH_FASTCALL, "SeriesDeduper.peek of steps all new, picked per series."},
     {"lane_groups", (PyCFunction)(void (*)(void))lane_groups, METH_FASTCALL, "lanes._groups' picking of a run's lines by lane."},
     {"sources", (PyCFunction)(void (*)(void))sources, METH_FASTCALL, "Events' sources of a run: prefix + str(number), written once."},
+    {"set_rank_state", set_rank_state, METH_VARARGS, "rank_steps' class of rank states and its fields."},
+    {"rank_steps", (PyCFunction)(void (*)(void))rank_steps, METH_FASTCALL, "straggler_ranks.take_log_steps' loop in C."},
     {"newlines", newlines, METH_O, "LineSplitter: data.count(b'\\n') of any buffer, newline to newline."},
     {"ascii_view", ascii_view, METH_O, "LogStream._view: '?' for each character outside ASCII."},
     {"metric_names", metric_names, METH_O, "The names of a run's metrics, as a set comprehension adds them."},

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 18
+ABI = 19
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -68,6 +68,16 @@ class Kernels(Protocol):
     def ascii_view(self, text: str, /) -> str: ...
 
     def newlines(self, data: bytes | bytearray, /) -> int: ...
+
+    def set_rank_state(
+        self, cls: type, names: tuple[str, ...], deque_type: type, kept: int,
+        slid: Callable[[list[float], float, float], float], interval: Callable[..., None], /,
+    ) -> None: ...
+
+    def rank_steps(
+        self, ranks: dict[int, Any], steps: list[Any], fields: tuple[int, ...], window_s: float,
+        new_rank: Callable[[int, float], Any], rank_of_source: Callable[[str], int | None], /,
+    ) -> tuple[int, bool, bool]: ...
 
     def sources(self, prefix: str, numbers: list[int], lo: int, hi: int, picks: list[bool] | None, /) -> list[str] | None:
         ...

@@ -23,9 +23,11 @@ import pytest
 
 from dflash_watch.detectors import straggler as straggler_module
 from dflash_watch.detectors import straggler_hung as hung
+from dflash_watch.detectors import straggler_ranks as ranks_module
 from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.detectors.straggler import Straggler
 from dflash_watch.detectors.straggler_ranks import RankState
+from dflash_watch.parsers import native
 from dflash_watch.parsers.events import Heartbeat, Phase, ProbeSample, Progress
 from tests.core.step_runs import snapshot
 from tests.core.test_detector_shortcuts import _plain_find_hung
@@ -71,9 +73,26 @@ def _disturb(rng: random.Random, dets: tuple[Straggler, Straggler], t: float) ->
             det._stopped = True
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "python"])
 @pytest.mark.parametrize("seed", range(6))
-def test_take_log_steps_is_progress_line_by_line(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_take_log_steps_is_progress_line_by_line(seed: int, kernel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of ``take_log_steps``: its loop in C (``rank_steps``, which
+    also slides a full cadence window itself) and in Python."""
     monkeypatch.setattr(straggler_module, "_MAX_RANKS", 9)  # ranks 9.. are not followed once 9 are
+    if kernel and ranks_module._RANK_STEPS is None:
+        pytest.skip(f"no compiled kernels: {native.status()}")
+    taken_lines = [0]
+    if kernel:
+        real = ranks_module._RANK_STEPS
+
+        def counted(*args: object) -> tuple[int, bool, bool]:
+            got = real(*args)  # type: ignore[misc]
+            taken_lines[0] += got[0]
+            return got
+
+        monkeypatch.setattr(ranks_module, "_RANK_STEPS", counted)
+    else:
+        monkeypatch.setattr(ranks_module, "_RANK_STEPS", None)
     rng = random.Random(seed)
     config = DetectorConfig(straggler_window_s=20.0)
     taken, plain = Straggler(config), Straggler(config)
@@ -90,6 +109,8 @@ def test_take_log_steps_is_progress_line_by_line(seed: int, monkeypatch: pytest.
     # The lines reached what they were built for.
     assert any(s.series["wait"] for s in plain.ranks.values()) or any(s.usual_s for s in plain.ranks.values())
     assert sum(len(s.intervals) for s in plain.ranks.values()) > 50
+    assert any(len(s.intervals) == s.intervals.maxlen for s in plain.ranks.values())  # a full window slid
+    assert (taken_lines[0] > 1000) == kernel
 
 
 def test_take_log_steps_clears_what_a_step_ends() -> None:
@@ -178,3 +199,65 @@ def test_the_hang_rules_in_one_pass_are_the_rules_one_by_one(seed: int) -> None:
         assert hit == _plain_find_hung(ranks, config, in_phase, now, _plain_limit)
         found += hit is not None
     assert found > 100  # the rules found hangs of each kind to compare
+
+
+class _OwnLine(Progress):
+    """A line of another class (of the same layout): left to Python too."""
+
+    __slots__ = ()
+
+
+class _OwnState(RankState):
+    """A rank state of another class: the kernel reads only ``RankState``'s
+    own slots, so it leaves such a line to Python."""
+
+    __slots__ = ()
+
+
+@pytest.mark.skipif(native.KERNELS is None, reason=f"no compiled kernels: {native.status()}")
+def test_rank_steps_stops_where_it_cannot_read_and_python_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel stops before a line whose state is not exactly a
+    ``RankState`` (or that is not exactly a ``Progress``); the loop in
+    Python takes the rest; the state is the Python loop's throughout. A
+    replaced ``_interval`` (a test's plain one, a subclass's) is called, not
+    inlined."""
+    kernels = native.KERNELS
+    assert kernels is not None
+    calls: list[tuple[float, int]] = []
+
+    def make(rank: int, t: float) -> RankState:
+        return _OwnState(rank, t) if rank == 2 else RankState(rank, t)
+
+    lines = [Progress(float(i), f"a:{i}", step=i // 3, rank=i % 3) for i in range(120)]
+
+    def run(kernel: bool) -> tuple[object, tuple[bool, bool], int]:
+        ranks: dict[int, RankState] = {}
+        for r in (0, 1):
+            ranks[r] = make(r, 0.0)
+        with monkeypatch.context() as m:
+            if not kernel:
+                m.setattr(ranks_module, "_RANK_STEPS", None)
+            out = ranks_module.take_log_steps(ranks, lines, 60.0, lambda r, t: ranks.setdefault(r, make(r, t)))
+        reached = kernels.rank_steps({r: make(r, 0.0) for r in (0, 1, 2)}, lines, ranks_module._LINE_FIELDS, 60.0,
+                                     make, ranks_module.rank_of_source)[0]
+        return snapshot(ranks), out, reached
+
+    fast, plain = run(True), run(False)
+    assert fast[:2] == plain[:2]
+    assert fast[2] == 2  # it stopped at the first line of rank 2
+    for odd in ("not a line", _OwnLine(2.0, "a:2", step=2, rank=0)):
+        got = kernels.rank_steps({}, [Progress(1.0, "a:1", step=1, rank=0), odd], ranks_module._LINE_FIELDS, 60.0,
+                                 make, ranks_module.rank_of_source)
+        assert got[0] == 1
+
+    real_interval = RankState._interval
+
+    def own_interval(self: RankState, seconds: float, steps: int) -> None:
+        calls.append((seconds, steps))
+        real_interval(self, seconds, steps)
+
+    monkeypatch.setattr(RankState, "_interval", own_interval)
+    ranks = {0: RankState(0, 0.0)}
+    ranks_module.take_log_steps(ranks, [Progress(float(i), f"a:{i}", step=i, rank=0) for i in range(40)], 60.0,
+                                lambda r, t: None)
+    assert len(calls) == 39 and len(ranks[0].intervals) == 16  # each through the method, full windows too
