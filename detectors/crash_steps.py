@@ -46,6 +46,7 @@ from operator import is_
 from typing import TypeVar
 
 from ..parsers.events import Progress
+from ..parsers.native import KERNELS
 from ..parsers.step_columns import columns_of, read
 
 # Streams (file, rank) remembered, and step lines kept per stream.
@@ -216,6 +217,8 @@ class StepLines:
             if lines is None:
                 return False  # a new stream
             streams[rank] = lines
+        if KERNELS is not None and KERNELS.stream_tails(pending, ranks, streams, cut, LINES_KEEP):
+            return True  # the loops below in C (``parsers.native``): the same lines appended
         for rank, tail in _last_of_each(ranks, streams).items():
             lines = streams[rank]
             for i in tail:

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 19
+#define ABI 20
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -2348,6 +2348,194 @@ rank_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nOO)", i, stepped ? Py_True : Py_False, advanced ? Py_True : Py_False);
 }
 
+/* stream_tails(pending, ranks, streams, cut, keep) -> True | None
+ *
+ * ``crash_steps.StepLines._tails_of`` of many streams (one file, told
+ * apart by rank): each stream's last ``keep`` lines of ``pending`` (a
+ * line's stream: its rank, ``ranks[i]``; ``streams``: rank -> its deque of
+ * ``(line, step, time)``), found newest first until every stream has them
+ * (``_last_of_each``), appended oldest first as ``(int(number) if
+ * number.isdigit() else -1, step, time)``, ``number`` the source past
+ * ``cut``. True when done; None (nothing appended: Python does it) for a
+ * line that is not exactly a ``Progress``, a kept source that is not an
+ * ASCII str, a rank not among the streams, or lists of other types or
+ * lengths. */
+static PyObject *
+stream_tails(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "stream_tails: five arguments");
+        return NULL;
+    }
+    PyObject *pending = args[0], *ranks = args[1], *streams = args[2];
+    Py_ssize_t cut = PyLong_AsSsize_t(args[3]), keep = PyLong_AsSsize_t(args[4]);
+    if ((cut == -1 || keep == -1) && PyErr_Occurred())
+        return NULL;
+    if (!PyList_CheckExact(pending) || !PyList_CheckExact(ranks) || !PyDict_CheckExact(streams) || cut < 0 ||
+        keep < 1 || keep > 1024 || progress_type == NULL || progress_offsets[0] <= 0)
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(pending), m = PyDict_GET_SIZE(streams);
+    if (PyList_GET_SIZE(ranks) != n || m == 0 || m > 4096)
+        Py_RETURN_NONE;
+    static Py_ssize_t where[3] = {-1, -1, -1}; /* source, step, time among Progress's fields */
+    if (where[0] < 0) {
+        PyObject *names = progress_names;
+        for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(names); f++) {
+            const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, f));
+            if (name == NULL)
+                return NULL;
+            if (strcmp(name, "source") == 0)
+                where[0] = progress_offsets[f];
+            else if (strcmp(name, "step") == 0)
+                where[1] = progress_offsets[f];
+            else if (strcmp(name, "time") == 0)
+                where[2] = progress_offsets[f];
+        }
+        if (where[0] < 0 || where[1] < 0 || where[2] < 0)
+            Py_RETURN_NONE;
+    }
+    /* Held first: the allocations below may run the collector. */
+    Py_ssize_t held_n, ranks_n;
+    PyObject **own = hold_items(pending, &held_n);
+    if (own == NULL)
+        return NULL;
+    PyObject **own_ranks = hold_items(ranks, &ranks_n);
+    if (own_ranks == NULL) {
+        release_items(own, held_n);
+        return NULL;
+    }
+    PyObject *result = NULL, *index = PyDict_New(), *order = PyList_New(0);
+    Py_ssize_t *picked = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(m * keep)),
+               *count = PyMem_Calloc((size_t)m, sizeof(Py_ssize_t));
+    PyObject **numbers = NULL;
+    Py_ssize_t kept = 0;
+    if (index == NULL || order == NULL || picked == NULL || count == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    /* Each stream's place, in the dict's order (its deques held in ``order``). */
+    {
+        Py_ssize_t at = 0, j = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(streams, &at, &key, &value)) {
+            PyObject *place = PyLong_FromSsize_t(j++);
+            if (place == NULL || PyDict_SetItem(index, key, place) < 0 || PyList_Append(order, value) < 0) {
+                Py_XDECREF(place);
+                goto done;
+            }
+            Py_DECREF(place);
+        }
+        if (j != m || PyList_GET_SIZE(order) != m)
+            goto refuse; /* (changed meanwhile) */
+    }
+    Py_ssize_t short_of = m;
+    for (Py_ssize_t i = (held_n < ranks_n ? held_n : ranks_n) - 1; i >= 0 && short_of; i--) {
+        PyObject *place = PyDict_GetItemWithError(index, own_ranks[i]);
+        if (place == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            goto refuse;
+        }
+        Py_ssize_t j = PyLong_AsSsize_t(place);
+        if (count[j] < keep) {
+            picked[j * keep + count[j]++] = i;
+            if (count[j] == keep)
+                short_of--;
+        }
+    }
+    for (Py_ssize_t j = 0; j < m; j++)
+        kept += count[j];
+    /* Every kept line read before any append: its number, step and time. */
+    numbers = PyMem_Calloc((size_t)(kept > 0 ? kept : 1), sizeof(PyObject *));
+    if (numbers == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        Py_ssize_t k = 0;
+        for (Py_ssize_t j = 0; j < m; j++)
+            for (Py_ssize_t c = 0; c < count[j]; c++, k++) {
+                PyObject *p = own[picked[j * keep + c]];
+                if (Py_TYPE(p) != progress_type)
+                    goto refuse;
+                PyObject *source = SLOT(p, where[0]);
+                if (source == NULL || SLOT(p, where[1]) == NULL || SLOT(p, where[2]) == NULL ||
+                    !PyUnicode_CheckExact(source) || !PyUnicode_IS_ASCII(source))
+                    goto refuse;
+                Py_ssize_t len = PyUnicode_GET_LENGTH(source);
+                const char *digits = (const char *)PyUnicode_1BYTE_DATA(source) + cut;
+                Py_ssize_t nd = len > cut ? len - cut : 0;
+                int all = nd > 0;
+                for (Py_ssize_t d = 0; all && d < nd; d++)
+                    all = digits[d] >= '0' && digits[d] <= '9';
+                if (!all)
+                    numbers[k] = PyLong_FromLong(-1);
+                else if (nd <= 18) {
+                    long long v = 0;
+                    for (Py_ssize_t d = 0; d < nd; d++)
+                        v = v * 10 + (digits[d] - '0');
+                    numbers[k] = PyLong_FromLongLong(v);
+                } else
+                    numbers[k] = PyLong_FromString(digits, NULL, 10); /* (the str's data ends in a NUL) */
+                if (numbers[k] == NULL)
+                    goto done;
+            }
+    }
+    /* Each stream's lines oldest first, onto its deque in one extend. */
+    {
+        Py_ssize_t k = 0;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *rows = PyList_New(count[j]);
+            if (rows == NULL)
+                goto done;
+            for (Py_ssize_t c = 0; c < count[j]; c++) {
+                Py_ssize_t first = k + count[j] - 1 - c; /* picked newest first */
+                PyObject *p = own[picked[j * keep + count[j] - 1 - c]];
+                PyObject *step = SLOT(p, where[1]), *time = SLOT(p, where[2]);
+                if (step == NULL || time == NULL) { /* (emptied meanwhile: Python raises there) */
+                    Py_DECREF(rows);
+                    PyErr_SetString(PyExc_AttributeError, "a step line without its step or time");
+                    goto done;
+                }
+                Py_INCREF(step); /* held across the allocation */
+                Py_INCREF(time);
+                PyObject *row = PyTuple_Pack(3, numbers[first], step, time);
+                Py_DECREF(step);
+                Py_DECREF(time);
+                if (row == NULL) {
+                    Py_DECREF(rows);
+                    goto done;
+                }
+                PyList_SET_ITEM(rows, c, row);
+            }
+            k += count[j];
+            PyObject *called = PyObject_CallMethod(PyList_GET_ITEM(order, j), "extend", "O", rows);
+            Py_DECREF(rows);
+            if (called == NULL)
+                goto done;
+            Py_DECREF(called);
+        }
+    }
+    result = Py_NewRef(Py_True);
+    goto done;
+refuse:
+    result = Py_NewRef(Py_None);
+done:
+    if (numbers != NULL) {
+        for (Py_ssize_t k = 0; k < kept; k++)
+            Py_XDECREF(numbers[k]);
+        PyMem_Free(numbers);
+    }
+    PyMem_Free(picked);
+    PyMem_Free(count);
+    Py_XDECREF(index);
+    Py_XDECREF(order);
+    release_items(own_ranks, ranks_n);
+    release_items(own, held_n);
+    return result;
+}
+
 /* columns(steps, which) -> tuple of lists | None
  *
  * The fields ``which`` (their places in ``Progress``'s fields, as
@@ -2426,6 +2614,7 @@ static PyMethodDef methods[] = {
     {"sources", (PyCFunction)(void (*)(void))sources, METH_FASTCALL, "Events' sources of a run: prefix + str(number), written once."},
     {"set_rank_state", set_rank_state, METH_VARARGS, "rank_steps' class of rank states and its fields."},
     {"rank_steps", (PyCFunction)(void (*)(void))rank_steps, METH_FASTCALL, "straggler_ranks.take_log_steps' loop in C."},
+    {"stream_tails", (PyCFunction)(void (*)(void))stream_tails, METH_FASTCALL, "StepLines._tails_of of many streams."},
     {"newlines", newlines, METH_O, "LineSplitter: data.count(b'\\n') of any buffer, newline to newline."},
     {"ascii_view", ascii_view, METH_O, "LogStream._view: '?' for each character outside ASCII."},
     {"metric_names", metric_names, METH_O, "The names of a run's metrics, as a set comprehension adds them."},

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 19
+ABI = 20
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -68,6 +68,10 @@ class Kernels(Protocol):
     def ascii_view(self, text: str, /) -> str: ...
 
     def newlines(self, data: bytes | bytearray, /) -> int: ...
+
+    def stream_tails(
+        self, pending: list[Any], ranks: list[int | None], streams: dict[int | None, Any], cut: int, keep: int, /,
+    ) -> bool | None: ...
 
     def set_rank_state(
         self, cls: type, names: tuple[str, ...], deque_type: type, kept: int,

@@ -9,6 +9,7 @@ sources look like: odd ones in the same file must not pass for ``file:N``.
 from __future__ import annotations
 
 import random
+import types
 
 import pytest
 
@@ -151,3 +152,37 @@ def test_a_new_stream_of_one_rank_when_the_streams_are_full(known: int) -> None:
         plain.add(p)
     _same(lines, plain)
     assert len(lines.seen) == min(known + 1, STREAMS_MAX)
+
+
+@pytest.mark.parametrize("odd", ["", "ranks.log:\u0663", "ranks.log:12345678901234567890123", "ranks.log:007",
+                                 "ranks.log:1/2", "ranks.log:9a"])
+def test_many_streams_tails_in_c_are_the_plain_record(odd: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The many-streams tails in C (``stream_tails``): the plain record,
+    with line numbers past 64 bits and leading zeros read as ``int`` reads
+    them; a kept source outside ASCII (an Arabic-Indic digit, which
+    ``isdigit`` and ``int`` take) left to Python whole; and the kernel
+    took the common settles."""
+    from dflash_watch.detectors import crash_steps
+    from dflash_watch.parsers import native
+
+    if native.KERNELS is None:
+        pytest.skip(f"no compiled kernels: {native.status()}")
+    real = native.KERNELS.stream_tails
+    answers: list[object] = []
+
+    def spied(*args: object) -> object:
+        answers.append(real(*args))  # type: ignore[arg-type]
+        return answers[-1]
+
+    monkeypatch.setattr(crash_steps, "KERNELS", types.SimpleNamespace(stream_tails=spied))
+    rng = random.Random(7)
+    made = [Progress(T0 + i * 0.1, f"ranks.log:{i + 1}", step=i // 64, rank=rng.randrange(40))
+            for i in range(PENDING_MOST * 3)]
+    if odd:
+        for i in range(PENDING_MOST - 30, len(made), 97):  # among the last lines of some settles
+            made[i] = Progress(made[i].time, odd, step=made[i].step, rank=made[i].rank)
+    lines, plain = _fed(made, random.Random(3))
+    _same(lines, plain)
+    assert True in answers
+    if odd == "ranks.log:\u0663":
+        assert None in answers
