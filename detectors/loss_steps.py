@@ -373,6 +373,16 @@ def _walk_margin(det: LossDetector, s: list[float], smoothed: list[float],
     c = det.config
     margin = c.loss_divergence_margin
     lasts, least = c.loss_divergence_s, c.loss_divergence_min_reports
+    if KERNELS is not None:
+        # The walk below in C (``parsers.native``) where every time and
+        # value is a float; the same answer.
+        walked = KERNELS.margin_walk(list(det._min._points), times, smoothed, det._min.span_s, margin, lasts, least,
+                                     det._above_since, det._above_reports)
+        if walked is None:
+            return None  # it fires
+        if walked is not NotImplemented:
+            ref_c, points_c, since_c, count_c = walked
+            return _DivergenceRun(s, smoothed[-1], ref_c, 0, 0, points_c, since_c, count_c)
     # A copy of the minimum's deque, each add made as ``SlidingMin.add``
     # makes it, on the deque itself (no call per report).
     span = det._min.span_s

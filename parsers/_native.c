@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 20
+#define ABI 21
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -1955,17 +1955,44 @@ stall_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * with what it found so far: Python reads the rest. */
 enum { RS_LAST_SEEN, RS_SOURCE, RS_LAST_STEP, RS_LAST_STEP_TIME, RS_HEARTBEAT, RS_TIMED_OUT, RS_MEASURED, RS_SERIES,
        RS_INTERVALS, RS_SECONDS, RS_STEPS, RS_USUAL_S, RS_USUAL_N, RS_FIELDS };
-static PyTypeObject *rank_state_type = NULL;
-static Py_ssize_t rank_offsets[RS_FIELDS];
-/* ``_interval``'s full window: the deque class of ``intervals``, its
- * length when full, and ``straggler_ranks._slid`` (a sorted window slid
- * in Python, where ``window_swap`` declines). */
-static PyTypeObject *rank_deque_type = NULL;
-static Py_ssize_t rank_kept = 0;
-static PyObject *rank_slid = NULL;
-/* The class's own ``_interval``: inlined only while the class has it
- * (a test or a subclass that replaces it is called instead). */
-static PyObject *rank_interval_fn = NULL;
+/* What ``set_rank_state`` was told: the class, each field's slot (its
+ * descriptor, to check at each call that the class still has it, and its
+ * offset), and for ``_interval``'s full window the deque class of
+ * ``intervals``, its length when full, ``straggler_ranks._slid`` (a
+ * sorted window slid in Python, where ``window_swap`` declines) and the
+ * class's own ``_interval`` (inlined only while the class has it: a test
+ * or a subclass that replaces it is called instead). ``rank_steps`` works
+ * on a copy it holds for the whole call: a call may register another. */
+typedef struct {
+    PyTypeObject *cls, *deque;
+    PyObject *names, *descrs, *slid, *interval_fn;
+    Py_ssize_t off[RS_FIELDS];
+    Py_ssize_t kept;
+} RankCfg;
+static RankCfg rank_reg = {NULL};
+
+static void
+rank_cfg_release(RankCfg *cfg)
+{
+    Py_CLEAR(cfg->cls);
+    Py_CLEAR(cfg->deque);
+    Py_CLEAR(cfg->names);
+    Py_CLEAR(cfg->descrs);
+    Py_CLEAR(cfg->slid);
+    Py_CLEAR(cfg->interval_fn);
+}
+
+static void
+rank_cfg_hold(RankCfg *to, const RankCfg *from)
+{
+    *to = *from;
+    Py_XINCREF(to->cls);
+    Py_XINCREF(to->deque);
+    Py_XINCREF(to->names);
+    Py_XINCREF(to->descrs);
+    Py_XINCREF(to->slid);
+    Py_XINCREF(to->interval_fn);
+}
 
 static PyObject *
 set_rank_state(PyObject *self, PyObject *args)
@@ -1983,8 +2010,11 @@ set_rank_state(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "set_rank_state: the fields named in the kernel's order");
         return NULL;
     }
-    Py_ssize_t offsets[RS_FIELDS];
+    RankCfg cfg = {NULL};
     int direct = ((PyTypeObject *)cls)->tp_itemsize == 0;
+    PyObject *descrs = PyTuple_New(RS_FIELDS);
+    if (descrs == NULL)
+        return NULL;
     for (Py_ssize_t i = 0; direct && i < RS_FIELDS; i++) {
         PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, i));
         if (d == NULL) {
@@ -1992,22 +2022,21 @@ set_rank_state(PyObject *self, PyObject *args)
             direct = 0;
             break;
         }
-        direct = plain_slot(d, (PyTypeObject *)cls, &offsets[i]);
-        Py_DECREF(d);
+        direct = plain_slot(d, (PyTypeObject *)cls, &cfg.off[i]);
+        PyTuple_SET_ITEM(descrs, i, d);
     }
+    rank_cfg_release(&rank_reg);
     if (direct) {
-        memcpy(rank_offsets, offsets, sizeof(offsets));
-        Py_INCREF(cls);
-        Py_XSETREF(rank_state_type, (PyTypeObject *)cls);
-        Py_INCREF(deque_type);
-        Py_XSETREF(rank_deque_type, (PyTypeObject *)deque_type);
-        Py_INCREF(slid);
-        Py_XSETREF(rank_slid, slid);
-        Py_INCREF(interval);
-        Py_XSETREF(rank_interval_fn, interval);
-        rank_kept = kept;
-    } else
-        Py_CLEAR(rank_state_type);
+        cfg.cls = (PyTypeObject *)cls;
+        cfg.deque = (PyTypeObject *)deque_type;
+        cfg.names = names;
+        cfg.descrs = descrs;
+        cfg.slid = slid;
+        cfg.interval_fn = interval;
+        cfg.kept = kept;
+        rank_cfg_hold(&rank_reg, &cfg);
+    }
+    Py_DECREF(descrs);
     Py_RETURN_NONE;
 }
 
@@ -2029,14 +2058,14 @@ static PyObject *window_swap(PyObject *self, PyObject *const *args, Py_ssize_t n
  * median: ``window_swap``, else ``straggler_ranks._slid`` in Python. A new
  * reference, NULL on an error. */
 static PyObject *
-slid_median(PyObject *values, PyObject *old, PyObject *new)
+slid_median(const RankCfg *cfg, PyObject *values, PyObject *old, PyObject *new)
 {
     PyObject *argv[3] = {values, old, new};
     PyObject *median = window_swap(NULL, argv, 3);
     if (median != Py_None)
         return median;
     Py_DECREF(median);
-    return PyObject_Vectorcall(rank_slid, argv, 3, NULL);
+    return PyObject_Vectorcall(cfg->slid, argv, 3, NULL);
 }
 
 /* ``RankState._interval`` of a full window (its common case), as the
@@ -2046,12 +2075,12 @@ slid_median(PyObject *values, PyObject *old, PyObject *new)
  * exactly a deque, not full, its oldest not a pair, or a list not exactly
  * a list; 1 done; -1 an error. */
 static int
-rank_interval(PyObject *state, PyObject *seconds, PyObject *steps)
+rank_interval(const RankCfg *cfg, PyObject *state, PyObject *seconds, PyObject *steps)
 {
-    PyObject *intervals = SLOT(state, rank_offsets[RS_INTERVALS]);
-    if (intervals == NULL || Py_TYPE(intervals) != rank_deque_type || Py_SIZE(intervals) != rank_kept)
+    PyObject *intervals = SLOT(state, cfg->off[RS_INTERVALS]);
+    if (intervals == NULL || Py_TYPE(intervals) != cfg->deque || Py_SIZE(intervals) != cfg->kept)
         return 0;
-    PyObject *secs = SLOT(state, rank_offsets[RS_SECONDS]), *steps_ = SLOT(state, rank_offsets[RS_STEPS]);
+    PyObject *secs = SLOT(state, cfg->off[RS_SECONDS]), *steps_ = SLOT(state, cfg->off[RS_STEPS]);
     if (secs == NULL || steps_ == NULL || !PyList_CheckExact(secs) || !PyList_CheckExact(steps_))
         return 0;
     Py_INCREF(intervals);
@@ -2077,10 +2106,10 @@ rank_interval(PyObject *state, PyObject *seconds, PyObject *steps)
     if (differs < 0)
         goto done;
     if (differs) {
-        median = slid_median(secs, old_s, seconds);
+        median = slid_median(cfg, secs, old_s, seconds);
         if (median == NULL)
             goto done;
-        set_slot(state, rank_offsets[RS_USUAL_S], median);
+        set_slot(state, cfg->off[RS_USUAL_S], median);
     }
     differs = PyObject_RichCompareBool(old_n, steps, Py_NE);
     if (differs < 0)
@@ -2088,7 +2117,7 @@ rank_interval(PyObject *state, PyObject *seconds, PyObject *steps)
     if (differs) {
         f_old = PyNumber_Float(old_n);
         f_new = f_old == NULL ? NULL : PyNumber_Float(steps);
-        middle = f_new == NULL ? NULL : slid_median(steps_, f_old, f_new);
+        middle = f_new == NULL ? NULL : slid_median(cfg, steps_, f_old, f_new);
         usual = middle == NULL ? NULL : PyNumber_Long(middle);
         if (usual == NULL)
             goto done;
@@ -2098,7 +2127,7 @@ rank_interval(PyObject *state, PyObject *seconds, PyObject *steps)
             Py_XDECREF(one);
             goto done;
         }
-        set_slot(state, rank_offsets[RS_USUAL_N], above ? usual : one);
+        set_slot(state, cfg->off[RS_USUAL_N], above ? usual : one);
         Py_DECREF(one);
     }
     result = 1;
@@ -2122,11 +2151,14 @@ done:
 /* One line of ``rank_steps`` (its rank, time, source, step and clocked,
  * each held by the caller): 0 taken (or passed over, as Python passes it
  * over), 1 not taken (nothing of it done but what Python would do again
- * the same: Python reads it), -1 an error. */
+ * the same: Python reads it; ``rank_of_source`` and ``new_rank`` may have
+ * been asked already, and ``new_rank`` is asked again only where it did
+ * not keep the state it made, which ``Straggler._state`` always does),
+ * -1 an error. */
 static int
-rank_line(PyObject *ranks, PyObject *rank, PyObject *t, PyObject *source, PyObject *step, PyObject *clocked,
-          PyObject *window_s, PyObject *new_rank, PyObject *rank_of_source, PyTypeObject *cls, int inline_interval,
-          int *stepped, int *advanced)
+rank_line(const RankCfg *cfg, PyObject *ranks, PyObject *rank, PyObject *t, PyObject *source, PyObject *step,
+          PyObject *clocked, PyObject *window_s, PyObject *new_rank, PyObject *rank_of_source, int *stepped,
+          int *advanced)
 {
     PyObject *found_rank = NULL, *state = NULL, *measured = NULL, *counted = NULL, *last = NULL, *at = NULL;
     int result = -1;
@@ -2153,26 +2185,27 @@ rank_line(PyObject *ranks, PyObject *rank, PyObject *t, PyObject *source, PyObje
         }
     }
     result = 1; /* not taken, unless every slot reads as Python reads it */
-    if (Py_TYPE(state) != cls)
+    if (Py_TYPE(state) != cfg->cls)
         goto done;
     for (int k = 0; k < RS_FIELDS; k++)
-        if (SLOT(state, rank_offsets[k]) == NULL)
+        if (SLOT(state, cfg->off[k]) == NULL)
             goto done;
-    if (!PyDict_CheckExact(SLOT(state, rank_offsets[RS_MEASURED])) ||
-        !PyDict_CheckExact(SLOT(state, rank_offsets[RS_SERIES])))
+    if (!PyDict_CheckExact(SLOT(state, cfg->off[RS_MEASURED])) ||
+        !PyDict_CheckExact(SLOT(state, cfg->off[RS_SERIES])))
         goto done;
     result = -1;
-    PyObject *seen_at = SLOT(state, rank_offsets[RS_LAST_SEEN]);
+    PyObject *seen_at = Py_NewRef(SLOT(state, cfg->off[RS_LAST_SEEN])); /* held: the compare may run code */
     int later = seen_at == Py_None ? 1 : PyObject_RichCompareBool(t, seen_at, Py_GT);
+    Py_DECREF(seen_at);
     if (later < 0)
         goto done;
     if (later)
-        set_slot(state, rank_offsets[RS_LAST_SEEN], t);
+        set_slot(state, cfg->off[RS_LAST_SEEN], t);
     int truthy = PyObject_IsTrue(source);
     if (truthy < 0)
         goto done;
     if (truthy)
-        set_slot(state, rank_offsets[RS_SOURCE], source);
+        set_slot(state, cfg->off[RS_SOURCE], source);
     if (step == Py_None) {
         result = 0;
         goto done;
@@ -2181,20 +2214,20 @@ rank_line(PyObject *ranks, PyObject *rank, PyObject *t, PyObject *source, PyObje
      * emptied meanwhile leaves the line to Python, which redoes the two
      * stores above to the same effect and raises as it does.) */
     result = 1;
-    measured = Py_XNewRef(SLOT(state, rank_offsets[RS_MEASURED]));
+    measured = Py_XNewRef(SLOT(state, cfg->off[RS_MEASURED]));
     if (measured == NULL || !PyDict_CheckExact(measured))
         goto done;
     result = -1;
     *stepped = 1;
     counted = Py_XNewRef(PyDict_GetItemWithError(measured, rs_log_key)); /* each read held: calls may change it */
     int fresh = 1;
-    if (counted != NULL)
+    if (counted != NULL && counted != Py_None)
         fresh = PyObject_RichCompareBool(step, counted, Py_GT);
     else if (PyErr_Occurred())
         goto done;
     if (fresh < 0)
         goto done;
-    last = Py_XNewRef(SLOT(state, rank_offsets[RS_LAST_STEP]));
+    last = Py_XNewRef(SLOT(state, cfg->off[RS_LAST_STEP]));
     if (last == NULL) {
         result = 1;
         goto done;
@@ -2202,18 +2235,19 @@ rank_line(PyObject *ranks, PyObject *rank, PyObject *t, PyObject *source, PyObje
     int ahead = last == Py_None ? 1 : PyObject_RichCompareBool(step, last, Py_GT);
     if (ahead < 0)
         goto done;
-    int is_clocked = PyObject_IsTrue(clocked);
-    if (is_clocked < 0)
-        goto done;
     if (ahead) {
         if (fresh)
             *advanced = 1;
-        at = Py_XNewRef(SLOT(state, rank_offsets[RS_LAST_STEP_TIME]));
+        at = Py_XNewRef(SLOT(state, cfg->off[RS_LAST_STEP_TIME]));
         if (at == NULL) {
             result = 1;
             goto done;
         }
-        int timed = is_clocked && last != Py_None && at != Py_None;
+        /* (``clocked``'s truth asked where Python asks it, each time) */
+        int timed = PyObject_IsTrue(clocked);
+        if (timed < 0)
+            goto done;
+        timed = timed && last != Py_None && at != Py_None;
         if (timed) {
             timed = PyObject_RichCompareBool(t, at, Py_GT);
             if (timed < 0)
@@ -2222,7 +2256,12 @@ rank_line(PyObject *ranks, PyObject *rank, PyObject *t, PyObject *source, PyObje
         if (timed) {
             PyObject *seconds = PyNumber_Subtract(t, at);
             PyObject *steps_n = seconds == NULL ? NULL : PyNumber_Subtract(step, last);
-            int slid = steps_n == NULL ? -1 : inline_interval ? rank_interval(state, seconds, steps_n) : 0;
+            /* Inlined while the class's ``_interval`` is its own (looked up at
+             * each interval: a call may replace it). */
+            int slid = steps_n == NULL ? -1
+                       : _PyType_Lookup(cfg->cls, rs_interval_name) == cfg->interval_fn
+                           ? rank_interval(cfg, state, seconds, steps_n)
+                           : 0;
             if (slid == 0) { /* not the full window's common case: the method itself */
                 PyObject *called = PyObject_CallMethodObjArgs(state, rs_interval_name, seconds, steps_n, NULL);
                 slid = called == NULL ? -1 : 1;
@@ -2233,16 +2272,19 @@ rank_line(PyObject *ranks, PyObject *rank, PyObject *t, PyObject *source, PyObje
             if (slid < 0)
                 goto done;
         }
-        set_slot(state, rank_offsets[RS_LAST_STEP], step);
-        set_slot(state, rank_offsets[RS_LAST_STEP_TIME], t);
-        set_slot(state, rank_offsets[RS_HEARTBEAT], Py_None);
-        set_slot(state, rank_offsets[RS_TIMED_OUT], Py_False);
+        set_slot(state, cfg->off[RS_LAST_STEP], step);
+        set_slot(state, cfg->off[RS_LAST_STEP_TIME], t);
+        set_slot(state, cfg->off[RS_HEARTBEAT], Py_None);
+        set_slot(state, cfg->off[RS_TIMED_OUT], Py_False);
     }
     if (fresh) {
         if (PyDict_SetItem(measured, rs_log_key, step) < 0)
             goto done;
+        int is_clocked = PyObject_IsTrue(clocked);
+        if (is_clocked < 0)
+            goto done;
         if (is_clocked) {
-            PyObject *series = SLOT(state, rank_offsets[RS_SERIES]);
+            PyObject *series = SLOT(state, cfg->off[RS_SERIES]);
             if (series == NULL) { /* (emptied by a call above: Python raises here) */
                 PyErr_SetString(PyExc_AttributeError, "'RankState' object has no attribute 'series'");
                 goto done;
@@ -2286,7 +2328,7 @@ rank_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *ranks = args[0], *window_s = args[3], *new_rank = args[4], *rank_of_source = args[5];
     int stepped = 0, advanced = 0;
-    if (rank_state_type == NULL || progress_type == NULL || progress_offsets[0] <= 0)
+    if (rank_reg.cls == NULL || progress_type == NULL || progress_offsets[0] <= 0 || !PyDict_CheckExact(ranks))
         return Py_BuildValue("(nOO)", (Py_ssize_t)0, Py_False, Py_False);
     Py_ssize_t off[5];
     if (field_offsets(args[2], off, 5, "rank_steps") < 0)
@@ -2300,25 +2342,29 @@ rank_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         rs_series_names[1] = PyUnicode_InternFromString("compute");
         rs_series_names[2] = PyUnicode_InternFromString("wait");
         if (rs_log_key == NULL || rs_interval_name == NULL || rs_prune_name == NULL || rs_append_name == NULL ||
-            rs_series_names[0] == NULL ||
-            rs_series_names[1] == NULL || rs_series_names[2] == NULL)
+            rs_series_names[0] == NULL || rs_series_names[1] == NULL || rs_series_names[2] == NULL)
             return NULL;
+    }
+    /* What was registered, held for the call (a call may register another);
+     * taken only while the class still stores each field in its own slot
+     * and sets attributes as any object does. */
+    RankCfg cfg;
+    rank_cfg_hold(&cfg, &rank_reg);
+    int usable = cfg.cls->tp_setattro == PyObject_GenericSetAttr;
+    for (Py_ssize_t k = 0; usable && k < RS_FIELDS; k++)
+        usable = _PyType_Lookup(cfg.cls, PyTuple_GET_ITEM(cfg.names, k)) == PyTuple_GET_ITEM(cfg.descrs, k);
+    if (!usable) {
+        rank_cfg_release(&cfg);
+        return Py_BuildValue("(nOO)", (Py_ssize_t)0, Py_False, Py_False);
     }
     /* The lines held, and each line's fields while it is read: the Python
      * calls may change the caller's list, or anything else. */
     Py_ssize_t n, i = 0;
     PyObject **own = hold_items(args[1], &n);
-    if (own == NULL)
-        return NULL;
-    PyTypeObject *cls = (PyTypeObject *)Py_NewRef(rank_state_type); /* a call may set another */
-    PyObject *interval = PyObject_GetAttr((PyObject *)cls, rs_interval_name);
-    if (interval == NULL) {
-        Py_DECREF(cls);
-        release_items(own, n);
+    if (own == NULL) {
+        rank_cfg_release(&cfg);
         return NULL;
     }
-    int inline_interval = interval == rank_interval_fn;
-    Py_DECREF(interval);
     int status = 0;
     for (; i < n; i++) {
         PyObject *p = own[i];
@@ -2334,14 +2380,14 @@ rank_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         for (int k = 0; k < 5; k++)
             Py_INCREF(fields[k]);
-        status = rank_line(ranks, fields[0], fields[1], fields[2], fields[3], fields[4], window_s, new_rank,
-                           rank_of_source, cls, inline_interval, &stepped, &advanced);
+        status = rank_line(&cfg, ranks, fields[0], fields[1], fields[2], fields[3], fields[4], window_s, new_rank,
+                           rank_of_source, &stepped, &advanced);
         for (int k = 0; k < 5; k++)
             Py_DECREF(fields[k]);
         if (status)
             break;
     }
-    Py_DECREF(cls);
+    rank_cfg_release(&cfg);
     release_items(own, n);
     if (status < 0)
         return NULL;
@@ -2536,6 +2582,169 @@ done:
     return result;
 }
 
+/* margin_walk(points, times, smoothed, span, margin, lasts, least, since, count)
+ *     -> (ref, points, since, count) | None | NotImplemented
+ *
+ * ``loss_steps._walk_margin``'s loop: the run's smoothed losses judged one
+ * by one (``within_margin`` of the sliding minimum before each add; a rise
+ * above it counted from ``since`` and fires once it lasts ``lasts``
+ * seconds and ``least`` reports) on a copy of the minimum's deque (the
+ * list ``points`` of ``(time, value)`` pairs), each add made as
+ * ``SlidingMin.add`` makes it. None where one fires; else the last
+ * minimum read (None: none), the deque after as a list (the pairs kept,
+ * the same objects, and a new pair of each add that stays), and the rise.
+ * NotImplemented (Python walks) unless every time and value is a float,
+ * ``since`` a float or None, ``least`` and ``count`` ints within 62 bits.
+ * The bound is rounded as Python rounds it: the product first, no fused
+ * multiply-add. */
+static PyObject *
+margin_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "margin_walk: three lists and six values");
+        return NULL;
+    }
+    PyObject *since_obj = args[7];
+    if (!PyFloat_CheckExact(args[3]) || !PyFloat_CheckExact(args[4]) || !PyFloat_CheckExact(args[5]) ||
+        !PyLong_CheckExact(args[6]) || !PyLong_CheckExact(args[8]) ||
+        !(since_obj == Py_None || PyFloat_CheckExact(since_obj)))
+        Py_RETURN_NOTIMPLEMENTED;
+    double span = PyFloat_AS_DOUBLE(args[3]), margin = PyFloat_AS_DOUBLE(args[4]), lasts = PyFloat_AS_DOUBLE(args[5]);
+    int overflow = 0;
+    long long least = PyLong_AsLongLongAndOverflow(args[6], &overflow);
+    if (overflow || least >= WALK_LIM || least <= -WALK_LIM) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    long long count = PyLong_AsLongLongAndOverflow(args[8], &overflow);
+    if (overflow || count >= WALK_LIM || count < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    /* Every object read held first (the allocations below may run the
+     * collector), then only C until the answer is built. */
+    Py_ssize_t np, n, n2;
+    PyObject **pts = hold_items(args[0], &np);
+    if (pts == NULL)
+        return NULL;
+    PyObject **ts = hold_items(args[1], &n);
+    if (ts == NULL) {
+        release_items(pts, np);
+        return NULL;
+    }
+    PyObject **vs = hold_items(args[2], &n2);
+    if (vs == NULL) {
+        release_items(ts, n);
+        release_items(pts, np);
+        return NULL;
+    }
+    Py_INCREF(since_obj);
+    PyObject *result = NULL;
+    Py_ssize_t cap = np + n;
+    double *T = PyMem_Malloc(sizeof(double) * (size_t)(cap > 0 ? cap : 1));
+    double *V = PyMem_Malloc(sizeof(double) * (size_t)(cap > 0 ? cap : 1));
+    Py_ssize_t *src = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(cap > 0 ? cap : 1));
+    if (T == NULL || V == NULL || src == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (n2 != n)
+        goto not_mine;
+    for (Py_ssize_t k = 0; k < np; k++) {
+        PyObject *pair = pts[k];
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyFloat_CheckExact(PyTuple_GET_ITEM(pair, 0)) || !PyFloat_CheckExact(PyTuple_GET_ITEM(pair, 1)))
+            goto not_mine;
+        T[k] = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(pair, 0));
+        V[k] = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(pair, 1));
+        src[k] = k; /* >= 0: a pair kept; < 0: the add of report -1 - src */
+    }
+    for (Py_ssize_t j = 0; j < n; j++)
+        if (!PyFloat_CheckExact(ts[j]) || !PyFloat_CheckExact(vs[j]))
+            goto not_mine;
+    Py_ssize_t head = 0, tail = np;
+    int have_since = since_obj != Py_None;
+    double since = have_since ? PyFloat_AS_DOUBLE(since_obj) : 0.0;
+    Py_ssize_t since_at = -1; /* the report whose time ``since`` is (-1: the one given) */
+    int have_ref = 0;
+    double ref = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double t = PyFloat_AS_DOUBLE(ts[j]), v = PyFloat_AS_DOUBLE(vs[j]);
+        have_ref = tail > head;
+        if (have_ref)
+            ref = V[head];
+        while (tail > head && V[tail - 1] >= v)
+            tail--;
+        T[tail] = t;
+        V[tail] = v;
+        src[tail++] = -1 - j;
+        double cut = t - span;
+        while (tail > head && T[head] < cut)
+            head++;
+        if (have_ref) {
+            volatile double scaled = margin * fabs(ref); /* (rounded: no fused multiply-add) */
+            double bound = ref + scaled;
+            bound = bound + 1e-12;
+            if (!(v <= bound)) {
+                if (!have_since) {
+                    have_since = 1;
+                    since = t;
+                    since_at = j;
+                }
+                count += 1;
+                if (!(t - since < lasts || count < least)) {
+                    result = Py_NewRef(Py_None); /* it fires */
+                    goto done;
+                }
+                continue;
+            }
+        }
+        have_since = 0;
+        since_at = -1;
+        count = 0;
+    }
+    {
+        PyObject *kept = PyList_New(tail - head);
+        if (kept == NULL)
+            goto done;
+        for (Py_ssize_t k = head; k < tail; k++) {
+            PyObject *pair;
+            if (src[k] >= 0)
+                pair = Py_NewRef(pts[src[k]]);
+            else {
+                Py_ssize_t j = -1 - src[k];
+                pair = PyTuple_Pack(2, ts[j], vs[j]);
+                if (pair == NULL) {
+                    Py_DECREF(kept);
+                    goto done;
+                }
+            }
+            PyList_SET_ITEM(kept, k - head, pair);
+        }
+        PyObject *ref_obj = have_ref ? PyFloat_FromDouble(ref) : Py_NewRef(Py_None);
+        PyObject *since_out = !have_since ? Py_NewRef(Py_None) : since_at >= 0 ? Py_NewRef(ts[since_at])
+                                                                                 : Py_NewRef(since_obj);
+        if (ref_obj != NULL)
+            result = Py_BuildValue("(NNNL)", ref_obj, kept, since_out, count);
+        else {
+            Py_DECREF(kept);
+            Py_DECREF(since_out);
+        }
+    }
+    goto done;
+not_mine:
+    result = Py_NewRef(Py_NotImplemented);
+done:
+    PyMem_Free(T);
+    PyMem_Free(V);
+    PyMem_Free(src);
+    Py_DECREF(since_obj);
+    release_items(vs, n2);
+    release_items(ts, n);
+    release_items(pts, np);
+    return result;
+}
+
 /* columns(steps, which) -> tuple of lists | None
  *
  * The fields ``which`` (their places in ``Progress``'s fields, as
@@ -2615,6 +2824,7 @@ static PyMethodDef methods[] = {
     {"set_rank_state", set_rank_state, METH_VARARGS, "rank_steps' class of rank states and its fields."},
     {"rank_steps", (PyCFunction)(void (*)(void))rank_steps, METH_FASTCALL, "straggler_ranks.take_log_steps' loop in C."},
     {"stream_tails", (PyCFunction)(void (*)(void))stream_tails, METH_FASTCALL, "StepLines._tails_of of many streams."},
+    {"margin_walk", (PyCFunction)(void (*)(void))margin_walk, METH_FASTCALL, "loss_steps._walk_margin's loop in C."},
     {"newlines", newlines, METH_O, "LineSplitter: data.count(b'\\n') of any buffer, newline to newline."},
     {"ascii_view", ascii_view, METH_O, "LogStream._view: '?' for each character outside ASCII."},
     {"metric_names", metric_names, METH_O, "The names of a run's metrics, as a set comprehension adds them."},

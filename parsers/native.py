@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 20
+ABI = 21
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -68,6 +68,11 @@ class Kernels(Protocol):
     def ascii_view(self, text: str, /) -> str: ...
 
     def newlines(self, data: bytes | bytearray, /) -> int: ...
+
+    def margin_walk(
+        self, points: list[tuple[float, float]], times: list[float], smoothed: list[float], span: float,
+        margin: float, lasts: float, least: int, since: float | None, count: int, /,
+    ) -> Any: ...
 
     def stream_tails(
         self, pending: list[Any], ranks: list[int | None], streams: dict[int | None, Any], cut: int, keep: int, /,

@@ -1430,3 +1430,104 @@ def test_what_sources_leaves_to_python(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kernels.sources("a:", [1, -5, 3], 0, 3, [True, False, True]) == ["a:1", "a:3"]
     monkeypatch.setattr(lanes_module, "KERNELS", None)
     assert list(lanes_module._sources("a:", [7, 8, 9], 1, 3, [True, False, True])) == ["a:9"]
+
+
+def _walk_both(monkeypatch: pytest.MonkeyPatch, points: list[tuple[float, float]], times: list[float],
+               smoothed: list[float], since: float | None, count: int, span: float) -> tuple[object, object]:
+    """``loss_steps._walk_margin`` with the kernel and in Python, on a
+    detector whose sliding minimum holds ``points``."""
+    from collections import deque
+
+    from dflash_watch.detectors.config import DetectorConfig
+    from dflash_watch.detectors.loss import LossDetector
+
+    def one() -> object:
+        det = LossDetector(DetectorConfig())
+        det._min.span_s = span
+        det._min._points = deque(points)
+        det._above_since, det._above_reports = since, count
+        run = loss_steps._walk_margin(det, [], list(smoothed), list(times))
+        if run is None:
+            return None
+        return [repr(x) for x in (run.smoothed, run.recent_min, run.lo, run.hi, run.new, run.above_since,
+                                  run.above_reports)]
+
+    fast = one()
+    with monkeypatch.context() as m:
+        m.setattr(loss_steps, "KERNELS", None)
+        plain = one()
+    return fast, plain
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(60))
+def test_margin_walk_is_the_python_walk(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 1.0, 1.2, 1.21, 2.0, 1e-12, math.inf, -math.inf, math.nan] if seed % 3 == 0 else None
+
+    def value() -> float:
+        return rng.choice(pool) if pool is not None and rng.random() < 0.3 else rng.uniform(0.5, 3.0)
+
+    t = 1000.0
+    points = []
+    for _ in range(rng.randrange(0, 12)):
+        t += rng.uniform(0.0, 5.0)
+        points.append((t, value()))
+    times, smoothed = [], []
+    for _ in range(rng.randrange(1, 80)):
+        t += rng.choice([0.0, 0.5, 1.0, 7.0, -1.0])
+        times.append(t if rng.random() > 0.02 else math.nan)
+        smoothed.append(value())
+    since = rng.choice([None, None, t - 100.0, times[0]])
+    count = rng.choice([0, 0, 3, 10**6])
+    fast, plain = _walk_both(monkeypatch, points, times, smoothed, since, count, rng.choice([10.0, 60.0, 600.0]))
+    assert fast == plain
+
+
+@needs_kernels
+def test_margin_walk_leaves_odd_kinds_to_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernels = native.KERNELS
+    assert kernels is not None
+    ok = ([(1.0, 2.0)], [2.0], [2.5], 60.0, 0.2, 30.0, 5, None, 0)
+    assert kernels.margin_walk(*ok) is not NotImplemented
+    for i, odd in ((0, [(1.0, 2)]), (0, [(1.0, 2.0, 3.0)]), (1, [2]), (2, [True]), (7, 1), (8, 2**70), (6, 2**70),
+                   (8, -1), (3, 60), (2, [2.5, 3.0])):
+        args = list(ok)
+        args[i] = odd
+        assert kernels.margin_walk(*args) is NotImplemented
+    # With an int among the smoothed losses, ``_walk_margin`` walks in Python: the same answer.
+    fast, plain = _walk_both(monkeypatch, [(1.0, 2.0)], [2.0, 3.0], [2.5, 3], None, 0, 60.0)
+    assert fast == plain
+
+
+@needs_kernels
+def test_margin_walk_at_its_edges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value exactly at the bound (quiet: ``<=``, with the 1e-12), one
+    just above it; a rise that lasts exactly the seconds it needs (``<``:
+    it fires) and one report short; a first add to an empty minimum (no
+    minimum read: None)."""
+    from dflash_watch.detectors.config import DetectorConfig
+
+    c = DetectorConfig()
+    ref = 2.0
+    bound = ref + c.loss_divergence_margin * abs(ref) + 1e-12
+    above = math.nextafter(bound, math.inf)
+    cases = [
+        ([(0.0, ref)], [1.0], [bound], None, 0),
+        ([(0.0, ref)], [1.0], [above], None, 0),
+        ([(0.0, ref)], [1.0], [ref + c.loss_divergence_margin * abs(ref)], None, 0),
+        ([], [1.0], [3.0], None, 0),
+        ([(0.0, ref)], [float(100 + i) for i in range(c.loss_divergence_min_reports)], [above * 1.5] * c.loss_divergence_min_reports,
+         100.0 - c.loss_divergence_s + 0.0, 0),
+        ([(0.0, ref)], [100.0, 100.0 + c.loss_divergence_s], [above * 1.5] * 2, 100.0, c.loss_divergence_min_reports),
+        ([(0.0, ref)], [100.0, math.nextafter(100.0 + c.loss_divergence_s, 0.0)], [above * 1.5] * 2, 100.0,
+         c.loss_divergence_min_reports),
+    ]
+    answers = []
+    for points, times, smoothed, since, count in cases:
+        fast, plain = _walk_both(monkeypatch, points, times, smoothed, since, count, 3600.0)
+        assert fast == plain
+        answers.append(fast)
+    assert answers[0][-2:] == ["None", "0"] and answers[1][-2:] == ["1.0", "1"]  # type: ignore[index]
+    assert answers[3][1] == "None"  # type: ignore[index]
+    assert answers[5] is None and answers[6] is not None  # fires at exactly the seconds, not a hair before

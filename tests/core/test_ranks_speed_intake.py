@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import random
+from collections import deque
+from collections.abc import Callable
 
 import pytest
 
@@ -261,3 +263,104 @@ def test_rank_steps_stops_where_it_cannot_read_and_python_goes_on(monkeypatch: p
     ranks_module.take_log_steps(ranks, [Progress(float(i), f"a:{i}", step=i, rank=0) for i in range(40)], 60.0,
                                 lambda r, t: None)
     assert len(calls) == 39 and len(ranks[0].intervals) == 16  # each through the method, full windows too
+
+
+def _both_ways(run: Callable[[], object], monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    """``run`` with the kernel (where built) and with the Python loop."""
+    fast = run()
+    with monkeypatch.context() as m:
+        m.setattr(ranks_module, "_RANK_STEPS", None)
+        plain = run()
+    return fast, plain
+
+
+@pytest.mark.skipif(native.KERNELS is None, reason=f"no compiled kernels: {native.status()}")
+def test_rank_steps_under_callbacks_that_change_things(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a review of the kernel found, each as Python's loop has it:
+    a time whose comparison replaces the rank's ``last_seen`` (the old one
+    held while compared: no use after free); a ``measured["log"]`` of None
+    (fresh, as ``is None`` reads it); ``_interval`` replaced by a call in
+    the middle of a run (called from then on, not inlined); the class
+    registered again by a call in the middle of a run (the call goes on
+    with what it started with)."""
+    state = RankState(0, 0.0)
+
+    class Time(float):
+        def __gt__(self, other: object) -> bool:
+            state.last_seen = None  # the old value's one reference was the slot
+            return NotImplemented
+
+    def compare() -> object:
+        out = []
+        for i in range(50):
+            state.last_seen = float(i) + 0.5 + 1e-9 * i
+            try:
+                ranks_module.take_log_steps({0: state}, [Progress(Time(5.0), "a", step=None, rank=0)], 60.0,
+                                            lambda r, t: None)
+            except TypeError as e:
+                out.append(str(e))
+        return out
+
+    fast, plain = _both_ways(compare, monkeypatch)
+    assert fast == plain
+
+    def none_counted() -> object:
+        s = RankState(0, 0.0)
+        s.measured["log"] = None  # type: ignore[assignment]
+        flags = ranks_module.take_log_steps({0: s}, [Progress(1.0, "a", step=3, rank=0)], 60.0, lambda r, t: None)
+        return flags, s.last_step, s.measured
+
+    fast, plain = _both_ways(none_counted, monkeypatch)
+    assert fast == plain == ((True, True), 3, {"log": 3})
+
+    original = RankState._interval
+
+    def replaced_midway() -> object:
+        s = RankState(0, 0.0)
+        for i in range(20):  # a full window
+            s.add(float(i), step=i, window_s=60.0, kind="log")
+        calls: list[tuple[float, int]] = []
+
+        def spy(self: RankState, seconds: float, steps: int) -> None:
+            calls.append((seconds, steps))
+            original(self, seconds, steps)
+
+        def new_rank(rank: int, t: float) -> None:
+            monkeypatch.setattr(RankState, "_interval", spy)
+            return None
+
+        lines = [Progress(100.0, "a", step=1, rank=9)]
+        lines += [Progress(100.0 + 3 * i, "a", step=100 + i, rank=0) for i in range(1, 4)]
+        ranks_module.take_log_steps({0: s}, lines, 60.0, new_rank)
+        monkeypatch.setattr(RankState, "_interval", original)
+        return calls, snapshot(s)
+
+    fast, plain = _both_ways(replaced_midway, monkeypatch)
+    assert fast == plain and len(fast[0]) == 3  # type: ignore[index, arg-type]
+
+    kernels = native.KERNELS
+    assert kernels is not None
+
+    class Other:
+        __slots__ = (*ranks_module._RANK_FIELDS, "a1", "a2", "a3", "n_pad")
+
+        def _interval(self, seconds: float, steps: int) -> None:
+            pass
+
+    def registered_midway() -> object:
+        ranks = {0: RankState(0, 0.0)}
+
+        def new_rank(rank: int, t: float) -> RankState:
+            kernels.set_rank_state(Other, ranks_module._RANK_FIELDS, deque, 16, ranks_module._slid, Other._interval)
+            made = ranks[rank] = RankState(rank, t)
+            return made
+
+        lines = [Progress(1.0, "a", step=1, rank=1)] + [Progress(2.0 + i, "b", step=2 + i, rank=0) for i in range(20)]
+        try:
+            return ranks_module.take_log_steps(ranks, lines, 60.0, new_rank), snapshot(ranks)
+        finally:
+            kernels.set_rank_state(RankState, ranks_module._RANK_FIELDS, deque, ranks_module._INTERVALS_KEPT,
+                                   ranks_module._slid, original)
+
+    fast, plain = _both_ways(registered_midway, monkeypatch)
+    assert fast == plain
