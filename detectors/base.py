@@ -92,6 +92,12 @@ Handler = Callable[[Any], "list[Alert]"]
 # interleave, and nothing outside a detector reads its state mid-run, so the
 # alerts and states are those of the per-event path.
 StepCommit = Callable[[], None]
+# After a refusal, ``refused_at(steps)`` may say where the run turns for
+# the detector that refused it: the place of the first step it could not
+# prove quiet (the steps before it it could, on their own). A hint for
+# where to cut the run, nothing more: the set offers the part before it to
+# every detector again and feeds that step one at a time, so a wrong hint
+# costs time, never an alert. None: it cannot tell (the run is halved).
 # Every event type a detector can be sent; the default of ``accepts``.
 EVENT_TYPES: tuple[type[Event], ...] = (
     Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery,
@@ -207,6 +213,10 @@ class Detector(Protocol):
         """A run of step lines taken at once, if provably quiet (``StepCommit``)."""
         ...
 
+    def refused_at(self, steps: Sequence[Progress], /) -> int | None:
+        """Where a run it refused turns (see ``StepCommit``'s hint), or None."""
+        ...
+
 
 class DetectorBase:
     """The defaults of ``Detector``: sees every event, may have a deadline,
@@ -246,6 +256,10 @@ class DetectorBase:
     def quiet_steps(self, steps: Sequence[Progress], /) -> StepCommit | None:
         """None: this detector takes step lines one at a time (the default;
         see ``StepCommit`` for what a detector that batches them must prove)."""
+        return None
+
+    def refused_at(self, steps: Sequence[Progress], /) -> int | None:
+        """No hint where a refused run turns (the default: it is halved)."""
         return None
 
 

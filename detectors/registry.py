@@ -204,6 +204,15 @@ class DetectorSet:
             self._reread(timed)
         return True
 
+    def refused_at(self, steps: Sequence[Progress]) -> int | None:
+        """After ``take_steps`` refused ``steps``: where the detector that
+        refused them says the run turns (``base.StepCommit``'s hint), or None.
+        (``take_steps`` moved that detector to the front of the ask order.)"""
+        route = self._step_route
+        if not route:
+            return None
+        return route[self._ask_order[0]].refused_at(steps)
+
     def refresh(self) -> None:
         """Re-read every deadline (after a detector was changed directly)."""
         self._deadlines = [_inf_if_none(d.deadline()) for d in self._timed]

@@ -4,8 +4,10 @@
 detectors can take runs: runs of consecutive step lines are offered to
 ``DetectorSet.take_steps`` at once, which commits them where every detector
 of their route proves them quiet (``detectors.base.StepCommit``); a refused
-run is halved and offered again, a short one and every other event go one
-at a time, through the Monitor's own per-event handlers. What the Monitor
+run is cut where the detector that refused it says it turns (the step
+there fed on its own), else halved, and the parts offered again; a short
+one and every other event go one at a time, through the Monitor's own
+per-event handlers. What the Monitor
 keeps of each step (its clock, counters, charts) is the same either way:
 ``tests/shell/test_step_runs.py`` holds it to the per-event path.
 """
@@ -24,6 +26,10 @@ from dflash_watch.parsers.events import Event, Progress
 # ones are cut, so that one step near a threshold refuses only its part.
 MIN_RUN = 8
 _MAX_RUN = 256
+# The parts of a refused run cut where it turns (``DetectorSet.refused_at``)
+# are offered again from this length: a step fed on its own costs the
+# detectors some ten times what a step of a run costs them.
+_PART_MIN = 2
 
 
 class StepRuns:
@@ -92,9 +98,11 @@ class StepRuns:
 
     def _offer(self, steps: list[Progress], out: list[Alert]) -> list[Alert]:
         """``_run`` after the clock came to its first step (``out``: the
-        alerts of the ticks on the way). A refused run is halved and each
-        half offered again, so one step near a threshold costs the per-step
-        path only around it; a short one goes one at a time."""
+        alerts of the ticks on the way). A refused run is cut where the
+        detector that refused it says it turns (``DetectorSet.refused_at``:
+        a crash held until a time inside it), else halved, and the parts
+        offered again, so one step near a threshold costs the per-step path
+        only around it; a short one goes one at a time."""
         if self._detectors.take_steps(steps):
             # What ``_arrive`` and ``_keep_step`` do step by step, for the run.
             latest = max([e.time for e in steps])
@@ -110,10 +118,28 @@ class StepRuns:
             return out
         n = len(steps)
         if n >= 2 * MIN_RUN:
+            turn = self._detectors.refused_at(steps)
+            if turn is not None and 0 <= turn < n:
+                # Where the run turns for the detector that refused it: the
+                # steps before offered again (or fed, if few), that step fed
+                # on its own, the rest offered again.
+                out = self._offer(steps[:turn], out) if turn >= _PART_MIN else self._feed(steps[:turn + 1], out)
+                if turn >= _PART_MIN:
+                    out.extend(self._handle_progress(steps[turn]))
+                rest = steps[turn + 1:]
+                if len(rest) >= _PART_MIN:
+                    out.extend(self._offer(rest, self._arrive(rest[0].time)))
+                elif rest:
+                    out.extend(self._feed(rest, self._arrive(rest[0].time)))
+                return out
             half = n // 2
             out = self._offer(steps[:half], out)
             out.extend(self._offer(steps[half:], self._arrive(steps[half].time)))
             return out
+        return self._feed(steps, out)
+
+    def _feed(self, steps: list[Progress], out: list[Alert]) -> list[Alert]:
+        """Steps one at a time (the first after the clock came to it)."""
         out = self._step(steps[0], out)
         progress = self._handle_progress  # (converting again changes nothing)
         for event in steps[1:]:

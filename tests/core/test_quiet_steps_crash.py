@@ -367,3 +367,21 @@ def test_speed_logs_runs_are_taken(shape: str) -> None:
     offered, taken = compare_runs(_Pair, events, seed=7, label=shape)
     assert offered > 50
     assert taken >= 0.9 * offered, (offered, taken)
+
+
+@pytest.mark.parametrize("eps", [-1, 0, 1])
+def test_where_a_refused_run_turns(eps: int) -> None:
+    """``refused_at``: the first step at or past the held incident's bound
+    (where ``quiet_steps`` refuses), the steps before it quiet on their own;
+    nothing held: no hint."""
+    base: list[Event] = [*_steps(20, T0), _tb(T0 + 20.0, 21, detector="fx_tracing")]
+    pair = _fed(base)
+    bound = pair.fx.deadline()
+    assert bound is not None
+    run = [*_steps(5, T0 + 20.5, 20, 22, every=0.5), Progress(_at(bound, eps), "train.log:40", step=30, rank=0),
+           *_steps(3, bound + 1.0, 31, 41)]
+    turn = 5 if eps >= 0 else 6
+    assert pair.fx.refused_at(run) == turn
+    assert pair.fx.quiet_steps(run[:turn]) is not None
+    assert (pair.fx.quiet_steps(run[:turn + 1]) is None) == (turn < len(run))
+    assert _fed(_steps(3, T0)).fx.refused_at(_steps(3, T0 + 4.0)) is None

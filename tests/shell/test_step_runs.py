@@ -140,3 +140,34 @@ def test_a_run_with_one_loud_step_is_halved_around_it(oracle: Oracle, monkeypatc
     assert oracle.taken >= 2 and oracle.offered > oracle.taken, (oracle.offered, oracle.taken)
     assert _picture(batched) == _picture(plain)
 
+
+
+@pytest.mark.parametrize("shape", ["progress", "ranks"])
+def test_a_refused_run_turns_where_its_detector_says(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run refused around a traceback held (``crash``) is cut where that
+    detector says it turns (``refused_at``), not halved down to steps fed
+    one at a time: the same alerts and Monitor, and far fewer steps fed on
+    their own."""
+    path = speed_log(shape, 60000)
+
+    def run() -> tuple[list[str], int, Monitor]:
+        monitor = Monitor(keep_lines=0)
+        fed = [0]
+        step = monitor._step
+
+        def counted(event: Progress, out: list[object]) -> list[object]:
+            fed[0] += 1
+            return step(event, out)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(monitor, "_step", counted)
+        alerts = [a.to_json() for a in replay_module.replay([str(path)], monitor=monitor).alerts]
+        return alerts, fed[0], monitor
+
+    turned = run()
+    with monkeypatch.context() as m:
+        m.setattr(DetectorSet, "refused_at", lambda self, steps: None)
+        halved = run()
+    assert turned[0] == halved[0]
+    assert _picture(turned[2]) == _picture(halved[2])
+    # (ranks: the straggler's refusals, a judgement or a hang, are still halved)
+    assert turned[1] < {"progress": 0.5, "ranks": 0.8}[shape] * halved[1], (turned[1], halved[1])
