@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from ..parsers.events import Progress
 from ..parsers.native import KERNELS
+from ..parsers.step_columns import columns_of, read
 from .base import StepCommit
 from .loss_reports import Extra, Reports, follow_lane, read_nan_reports, read_reports
 from .loss_robust import within_margin
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 # Up to this many reports of the lane in a run go through the detector's
 # own judges at the commit (fewer passes than the bulk); more, in bulk.
 REPLAYED = 4
+_STEPS = columns_of("step")  # ``_count``'s column
 
 
 def quiet_loss_steps(det: LossDetector, steps: Sequence[Progress]) -> StepCommit | None:
@@ -430,13 +432,15 @@ def _count(det: LossDetector, events: Sequence[Progress], extras: list[Extra] | 
     if extras is None and last is not None:
         # Each step against the one before: a copy of it is not counted
         # (one at a time below), a step back counts one iteration.
-        steps = [e.step for e in events]
+        steps = read(events, _STEPS)[0]
         try:
             diffs: list[int] = list(map(sub, steps, [last, *steps[:-1]]))
         except TypeError:
             diffs = [0]  # a line without a step: one at a time below
         if 0 not in diffs:
-            return _Counted([d if d > 0 else 1 for d in diffs], steps[-1], sw._last_skipped_total, [])
+            if min(diffs) < 0:  # (most runs only go up: no new list)
+                diffs = [d if d > 0 else 1 for d in diffs]
+            return _Counted(diffs, steps[-1], sw._last_skipped_total, [])
     iterations: list[int] = []
     total = sw._last_skipped_total
     scales: list[float] = []
