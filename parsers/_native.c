@@ -1556,6 +1556,9 @@ static Py_ssize_t progress_required = 0;
  * object's slot directly, as that descriptor's setter would store it in an
  * empty slot, without a call per field. -1 at [0]: through the descriptors. */
 static Py_ssize_t progress_offsets[32] = {-1};
+/* ``stream_tails``' offsets of source, step and time, found at its first
+ * call after each ``set_progress`` (which resets them: another class). */
+static Py_ssize_t tails_where[3] = {-1, -1, -1};
 
 static int
 plain_slot(PyObject *d, PyTypeObject *cls, Py_ssize_t *offset)
@@ -1608,6 +1611,7 @@ set_progress(PyObject *self, PyObject *args)
     Py_XSETREF(progress_descrs, descrs);
     Py_XSETREF(progress_defaults, defaults);
     progress_required = required;
+    tails_where[0] = tails_where[1] = tails_where[2] = -1;
     Py_RETURN_NONE;
 }
 
@@ -2333,16 +2337,22 @@ rank_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t off[5];
     if (field_offsets(args[2], off, 5, "rank_steps") < 0)
         return NULL;
-    if (rs_log_key == NULL) {
-        rs_log_key = PyUnicode_InternFromString("log");
-        rs_interval_name = PyUnicode_InternFromString("_interval");
-        rs_prune_name = PyUnicode_InternFromString("_prune");
-        rs_append_name = PyUnicode_InternFromString("append");
-        rs_series_names[0] = PyUnicode_InternFromString("step");
-        rs_series_names[1] = PyUnicode_InternFromString("compute");
-        rs_series_names[2] = PyUnicode_InternFromString("wait");
-        if (rs_log_key == NULL || rs_interval_name == NULL || rs_prune_name == NULL || rs_append_name == NULL ||
+    if (rs_log_key == NULL) { /* (set last, once every other name is: all or none) */
+        if (rs_interval_name == NULL)
+            rs_interval_name = PyUnicode_InternFromString("_interval");
+        if (rs_prune_name == NULL)
+            rs_prune_name = PyUnicode_InternFromString("_prune");
+        if (rs_append_name == NULL)
+            rs_append_name = PyUnicode_InternFromString("append");
+        const char *series[3] = {"step", "compute", "wait"};
+        for (int k = 0; k < 3; k++)
+            if (rs_series_names[k] == NULL)
+                rs_series_names[k] = PyUnicode_InternFromString(series[k]);
+        if (rs_interval_name == NULL || rs_prune_name == NULL || rs_append_name == NULL ||
             rs_series_names[0] == NULL || rs_series_names[1] == NULL || rs_series_names[2] == NULL)
+            return NULL;
+        rs_log_key = PyUnicode_InternFromString("log");
+        if (rs_log_key == NULL)
             return NULL;
     }
     /* What was registered, held for the call (a call may register another);
@@ -2423,8 +2433,9 @@ stream_tails(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t n = PyList_GET_SIZE(pending), m = PyDict_GET_SIZE(streams);
     if (PyList_GET_SIZE(ranks) != n || m == 0 || m > 4096)
         Py_RETURN_NONE;
-    static Py_ssize_t where[3] = {-1, -1, -1}; /* source, step, time among Progress's fields */
-    if (where[0] < 0) {
+    Py_ssize_t *where = tails_where;
+    if (where[0] < 0 || where[1] < 0 || where[2] < 0) {
+        where[0] = where[1] = where[2] = -1;
         PyObject *names = progress_names;
         for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(names); f++) {
             const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, f));
@@ -2465,12 +2476,15 @@ stream_tails(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t at = 0, j = 0;
         PyObject *key, *value;
         while (PyDict_Next(streams, &at, &key, &value)) {
+            Py_INCREF(key); /* held: hashing the key may run code that changes the dict */
+            Py_INCREF(value);
             PyObject *place = PyLong_FromSsize_t(j++);
-            if (place == NULL || PyDict_SetItem(index, key, place) < 0 || PyList_Append(order, value) < 0) {
-                Py_XDECREF(place);
+            int bad = place == NULL || PyDict_SetItem(index, key, place) < 0 || PyList_Append(order, value) < 0;
+            Py_XDECREF(place);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            if (bad)
                 goto done;
-            }
-            Py_DECREF(place);
         }
         if (j != m || PyList_GET_SIZE(order) != m)
             goto refuse; /* (changed meanwhile) */

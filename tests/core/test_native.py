@@ -1531,3 +1531,74 @@ def test_margin_walk_at_its_edges(monkeypatch: pytest.MonkeyPatch) -> None:
     assert answers[0][-2:] == ["None", "0"] and answers[1][-2:] == ["1.0", "1"]  # type: ignore[index]
     assert answers[3][1] == "None"  # type: ignore[index]
     assert answers[5] is None and answers[6] is not None  # fires at exactly the seconds, not a hair before
+
+
+@needs_kernels
+def test_stream_tails_after_another_class_is_registered() -> None:
+    """``stream_tails`` finds the places of source, step and time again
+    after ``set_progress`` registers another class (the test above does):
+    it reads that class's own slots, not ``Progress``'s (past a smaller
+    object's end)."""
+    from collections import deque
+
+    from dflash_watch.parsers import events
+    from dflash_watch.parsers.events import Progress
+
+    kernels = native.KERNELS
+    assert kernels is not None
+    first = {0: deque(), 1: deque()}  # type: ignore[var-annotated]
+    assert kernels.stream_tails([Progress(0.0, "f:1", step=0, rank=0), Progress(0.0, "f:2", step=1, rank=1)], [0, 1],
+                                first, 2, 16)
+
+    class Other:
+        __slots__ = ("source", "time", "step")  # the same names, another layout, a smaller object
+
+    kernels.set_progress(Other, ("source", "time", "step"), (Other.source, Other.time, Other.step), (None, None, None),
+                         3)
+    try:
+        lines = []
+        for source, time, step in (("f:7", 12.0, 3), ("f:8", 99.0, 4)):
+            o = Other()
+            o.source, o.time, o.step = source, time, step
+            lines.append(o)
+        got = {0: deque(), 1: deque()}  # type: ignore[var-annotated]
+        assert kernels.stream_tails(lines, [0, 1], got, 2, 16)
+        assert {k: list(v) for k, v in got.items()} == {0: [(7, 3, 12.0)], 1: [(8, 4, 99.0)]}
+    finally:
+        events._compiled_builder()  # Progress again, for every later test
+
+
+@needs_kernels
+def test_stream_tails_when_a_rank_s_hash_drops_its_stream() -> None:
+    """A rank whose ``__hash__`` empties the streams while ``stream_tails``
+    indexes them (ranks are ints in a log; any hashable here): the deque is
+    held, nothing is freed under it, and the answer is None or done."""
+    import gc
+    from collections import deque
+
+    from dflash_watch.parsers.events import Progress
+
+    kernels = native.KERNELS
+    assert kernels is not None
+    streams: dict[object, deque[tuple[int, int, float]]] = {}
+
+    class Rank:
+        armed = False
+
+        def __hash__(self) -> int:
+            if Rank.armed:
+                Rank.armed = False
+                streams.clear()  # the deque's and the key's last references
+            return 1
+
+        def __eq__(self, other: object) -> bool:
+            return self is other
+
+    rank = Rank()
+    streams[rank] = deque([(1, 2, 3.0)] * 3, maxlen=16)
+    ranks = [rank]
+    del rank
+    Rank.armed = True
+    for _ in range(3):
+        assert kernels.stream_tails([Progress(0.0, "f:1", step=0, rank=None)], ranks, streams, 2, 16) in (None, True)
+        gc.collect()
