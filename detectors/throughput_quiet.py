@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import islice, repeat
-from operator import add, itemgetter, lt, sub
+from operator import add, is_not, itemgetter, lt, sub
 from statistics import median
 from typing import TYPE_CHECKING
 
@@ -189,7 +189,7 @@ def quiet_run(det: ThroughputDrop, steps: Sequence[Progress]) -> StepCommit | No
         _, _, _, step_col, time_col, elapsed, ranks, totals = read(valid, _COLUMNS)
     if det._start is None:
         return None  # the first rate sets the unit and starts the run (no unit before)
-    series_col = [e is not None for e in elapsed]  # ``series_of``
+    series_col = list(map(is_not, elapsed, repeat(None)))  # ``series_of``, in C
     seen = det._dedupe.peek(step_col, time_col, ranks, series_col)
     kept = seen.new
     if len(kept) < len(step_col):
@@ -240,7 +240,11 @@ def _steady(det: ThroughputDrop, seen: SeenSeries, values: Sequence[float], step
     elif any(map(lambda series, n: n != last_total[series], series_col, totals)):
         return None
     offset = clock.offset
-    ts = list(map(add, time_col, repeat(offset)))  # x + offset of each, in C
+    # x + offset of each, in C; with no offset, the times themselves, no
+    # float made (x + 0.0 is x for every float above 0, and a NaN stays a
+    # NaN; a time at or below 0, -0.0 among them, makes the least one not
+    # above 0).
+    ts = list(time_col) if offset == 0.0 and min(time_col) > 0.0 else list(map(add, time_col, repeat(offset)))
     # The warm-up's last seconds: its steps are counted, not learned nor
     # judged. Past ``throughput_warmup_events`` (above) only its time is
     # left, and times are in order (checked below): a first part of the run.

@@ -491,3 +491,17 @@ def test_speed_logs_are_mostly_taken(shape: str, least: int) -> None:
     offered, taken = compare_runs(_make, events, seed=4, label=shape)
     assert offered > least
     assert taken >= 0.9 * offered, (offered, taken)
+
+
+@pytest.mark.parametrize("back", [3600.0, 7.5])
+def test_steady_training_after_a_clock_set_back(back: float) -> None:
+    """A clock set back (a DST fall-back, an NTP step) while training goes
+    on steadily: the timeline's offset then moves every later stamp, and the
+    runs after it are taken in columns with it (the window, the cadence and
+    the judging times on the moved times), as one at a time reads them."""
+    before = _learned(600)
+    after = _steady(900, t0=before[-1].time + 1.0 - back, step0=600, jitter=0.02, seed=3)
+    offered, taken = _both_ways([*before, *after])
+    assert taken > 0.6 * offered
+    det = _fed([*before, *after])
+    assert det._clock.offset > 0.0 and det._clock.jumps == 1
