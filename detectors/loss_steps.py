@@ -91,9 +91,13 @@ def quiet_loss_steps(det: LossDetector, steps: Sequence[Progress]) -> StepCommit
     divergence = None
     if judged:
         s, smoothed, first = _smoothed(det, judged)
-        if _under_margin(det, smoothed):
-            divergence = _slide(det, s, smoothed, times[first:])
-        else:  # some may be above: judged one by one (refused only where one fires)
+        if not smoothed or (KERNELS is None and _under_margin(det, smoothed)):
+            divergence = _slide(det, s, smoothed, times[first:])  # (none: the window still filling)
+        else:
+            # Some may be above: judged one by one (refused only where one
+            # fires). Where the walk is in C (``margin_walk``) it is also the
+            # cheaper way to the sliding minimum of a run all under it: the
+            # same state as ``_slide``'s, add by add.
             divergence = _walk_margin(det, s, smoothed, times[first:])
         if divergence is None:
             return None
