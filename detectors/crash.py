@@ -267,37 +267,35 @@ class CrashDetector(DetectorBase):
         the clock of step lines is kept there, ``_now``)."""
         if self._steps.recorded(steps):
             return None  # a line recorded before: one at a time, as ``add`` dedupes
-        if self._held:
-            bound = self._run_bound()
-            for p in steps:
-                if not p.time < bound:  # (a NaN time too: the set would tick before it)
-                    return None
+        if self._held and self._past_bound(steps) is not None:
+            return None
         if self.name == "crash" and (self._held or self._watch):
             return functools.partial(self._commit_steps, steps)
         return functools.partial(self._steps.add_run, steps)
 
-    def _run_bound(self) -> float:
-        """The time every step of a run must come before, with incidents
-        held: the earliest held deadline, or the end of a merge hold (where
-        a proof of survival in the run would move that deadline)."""
+    def _past_bound(self, steps: Sequence[Progress]) -> int | None:
+        """With incidents held, the first step at or past the time every
+        step of a run must come before (the earliest held deadline, or the
+        end of a merge hold, where a proof of survival in the run would move
+        that deadline); a NaN time counts as past (the set would tick
+        before it). None: every step comes before it."""
         bound = self._due
         if self.name == "crash":
             hold = self.config.crash_hold_s
             for inc in self._held:
                 if inc.survived is None and inc.survivable(self.name):
                     bound = min(bound, inc.arrival + hold)
-        return bound
-
-    def refused_at(self, steps: Sequence[Progress], /) -> int | None:
-        """The first step at or past ``_run_bound``: where a run refused
-        for it turns (no hint for a line recorded before)."""
-        if not self._held or self._steps.recorded(steps):
-            return None
-        bound = self._run_bound()
         for i, p in enumerate(steps):
             if not p.time < bound:
                 return i
         return None
+
+    def refused_at(self, steps: Sequence[Progress], /) -> int | None:
+        """Where a run refused for a held incident turns (``_past_bound``);
+        no hint for a line recorded before."""
+        if not self._held or self._steps.recorded(steps):
+            return None
+        return self._past_bound(steps)
 
     def _commit_steps(self, steps: Sequence[Progress]) -> None:
         """``_on_progress`` of each of ``steps`` in turn, proved quiet, for

@@ -70,6 +70,12 @@ Lines = deque[tuple[int, "int | None", float]]
 K = TypeVar("K", bound=Hashable)
 
 
+def _row(number: str, p: Progress) -> tuple[int, int | None, float]:
+    """What a stream keeps of a step line: its line (``number``, the text
+    after its file in its source; -1: none), step and data time."""
+    return int(number) if number.isdigit() else -1, p.step, p.time
+
+
 def where(p: Progress) -> tuple[StreamKey, int]:
     """The stream (file, rank) and line number of a step line (-1: none)."""
     file, _, number = p.source.rpartition(":")
@@ -194,7 +200,7 @@ class StepLines:
             for i in tail:
                 p = pending[i]
                 number = p.source.rpartition(":")[2]
-                lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
+                lines.append(_row(number, p))
         return True
 
     def _tails_of(self, file: str, ranks: list[int | None]) -> bool:
@@ -209,7 +215,7 @@ class StepLines:
                 return False  # a new stream
             for p in pending[-LINES_KEEP:]:
                 number = p.source[cut:]
-                lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
+                lines.append(_row(number, p))
             return True
         streams: dict[int | None, Lines] = {}
         for rank in set(ranks):
@@ -224,7 +230,7 @@ class StepLines:
             for i in tail:
                 p = pending[i]
                 number = p.source[cut:]
-                lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
+                lines.append(_row(number, p))
         return True
 
     def _walk(self) -> None:
@@ -239,7 +245,7 @@ class StepLines:
                 lines = seen[key] = deque(maxlen=LINES_KEEP)
                 if len(seen) > STREAMS_MAX:
                     seen.popitem(last=False)
-            lines.append((int(number) if number.isdigit() else -1, p.step, p.time))
+            lines.append(_row(number, p))
 
 
 def _last_of_each(keys: list[K], streams: Iterable[K]) -> dict[K, list[int]]:

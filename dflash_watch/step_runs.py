@@ -123,9 +123,11 @@ class StepRuns:
                 # Where the run turns for the detector that refused it: the
                 # steps before offered again (or fed, if few), that step fed
                 # on its own, the rest offered again.
-                out = self._offer(steps[:turn], out) if turn >= _PART_MIN else self._feed(steps[:turn + 1], out)
                 if turn >= _PART_MIN:
+                    out = self._offer(steps[:turn], out)
                     out.extend(self._handle_progress(steps[turn]))
+                else:
+                    out = self._feed(steps[:turn + 1], out)
                 rest = steps[turn + 1:]
                 if len(rest) >= _PART_MIN:
                     out.extend(self._offer(rest, self._arrive(rest[0].time)))
