@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 21
+#define ABI 22
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -991,26 +991,25 @@ zone_or_digit(Py_UCS4 c)
     return c == 'Z' || c == '+' || c == '-' || (c >= '0' && c <= '9');
 }
 
-static PyObject *
-last_minute(PyObject *self, PyObject *args)
+/* ``last_minute``'s reading into ``*out``: 1 where the line is read so, 0
+ * where it is not (the caller reads the lines in Python). ``text`` and
+ * ``key`` are str. */
+static int
+last_minute_at(PyObject *text, Py_ssize_t lo, Py_ssize_t hi, PyObject *key, double base, Py_ssize_t frac_len,
+               double *out)
 {
-    PyObject *text, *key;
-    Py_ssize_t lo, hi, frac_len;
-    double base;
-    if (!PyArg_ParseTuple(args, "UnnUdn", &text, &lo, &hi, &key, &base, &frac_len))
-        return NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     if (frac_len < 0 || frac_len > 9 || !PyUnicode_IS_ASCII(key) || PyUnicode_GET_LENGTH(key) != 16 || lo < 0 ||
         hi > n || hi <= lo)
-        Py_RETURN_NONE;
+        return 0;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     const char *k = (const char *)PyUnicode_DATA(key);
     if (!((k[0] >= '0' && k[0] <= '9') || k[0] == '{'))
-        Py_RETURN_NONE; /* a stamp ``latest`` reads on (``_DATED_FIRST``) */
+        return 0; /* a stamp ``latest`` reads on (``_DATED_FIRST``) */
     Py_ssize_t end = PyUnicode_READ(kind, data, hi - 1) == '\n' ? hi - 1 : hi;
     if (end < lo)
-        Py_RETURN_NONE;
+        return 0;
     Py_ssize_t start = lo;
     for (Py_ssize_t i = end - 1; i >= lo; i--) {
         if (PyUnicode_READ(kind, data, i) == '\n') {
@@ -1020,35 +1019,50 @@ last_minute(PyObject *self, PyObject *args)
     }
     Py_ssize_t len = end - start;
     if (len < 19)
-        Py_RETURN_NONE;
+        return 0;
     for (Py_ssize_t i = 0; i < 16; i++) {
         if (PyUnicode_READ(kind, data, start + i) != (Py_UCS4)(unsigned char)k[i])
-            Py_RETURN_NONE;
+            return 0;
     }
     Py_UCS4 colon = PyUnicode_READ(kind, data, start + 16);
     Py_UCS4 s0 = PyUnicode_READ(kind, data, start + 17);
     Py_UCS4 s1 = PyUnicode_READ(kind, data, start + 18);
     if (colon != ':' || s0 < '0' || s0 > '5' || s1 < '0' || s1 > '9')
-        Py_RETURN_NONE;
+        return 0;
     int seconds = (int)((s0 - '0') * 10 + (s1 - '0'));
     Py_UCS4 mark = len > 19 ? PyUnicode_READ(kind, data, start + 19) : 0;
     if (mark == '.' || mark == ',') {
         if (frac_len == 0 || len < 20 + frac_len)
-            Py_RETURN_NONE;
+            return 0;
         long long frac = 0;
         for (Py_ssize_t f = 0; f < frac_len; f++) {
             Py_UCS4 c = PyUnicode_READ(kind, data, start + 20 + f);
             if (c < '0' || c > '9')
-                Py_RETURN_NONE;
+                return 0;
             frac = frac * 10 + (long long)(c - '0');
         }
         if (len > 20 + frac_len && zone_or_digit(PyUnicode_READ(kind, data, start + 20 + frac_len)))
-            Py_RETURN_NONE;
-        return PyFloat_FromDouble(minute_value(base, seconds, frac, frac_len));
+            return 0;
+        *out = minute_value(base, seconds, frac, frac_len);
+        return 1;
     }
     if (mark != 0 && zone_or_digit(mark))
+        return 0;
+    *out = minute_value(base, seconds, 0, 0);
+    return 1;
+}
+
+static PyObject *
+last_minute(PyObject *self, PyObject *args)
+{
+    PyObject *text, *key;
+    Py_ssize_t lo, hi, frac_len;
+    double base, value;
+    if (!PyArg_ParseTuple(args, "UnnUdn", &text, &lo, &hi, &key, &base, &frac_len))
+        return NULL;
+    if (!last_minute_at(text, lo, hi, key, base, frac_len, &value))
         Py_RETURN_NONE;
-    return PyFloat_FromDouble(minute_value(base, seconds, 0, 0));
+    return PyFloat_FromDouble(value);
 }
 
 /* line_numbers(view, pos, number, starts) -> list[int] | None
@@ -1098,6 +1112,173 @@ line_numbers(PyObject *self, PyObject *args)
         pos = start;
     }
     return out;
+}
+
+/* The attribute names ``in_order``'s own clocks read (interned at import). */
+static PyObject *n_stamp, *n_base, *n_elapsed, *n_step, *n_min_key, *n_min_val, *n_frac_len, *n_min_ym, *n_year,
+    *n_month;
+
+/* An int attribute value ``*out`` may hold exactly and subtract without
+ * overflow (None: ``*none`` set); 0 where it is neither (Python reads on). */
+static int
+exact_int(PyObject *v, long long *out, int *none)
+{
+    *none = v == Py_None;
+    if (*none)
+        return 1;
+    if (!PyLong_CheckExact(v))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (x > (1LL << 53) || x < -(1LL << 53))
+        return 0;
+    *out = x;
+    return 1;
+}
+
+/* ``StepClock.unstamped(time, step, seconds)`` on ``clk`` (a
+ * ``StepClock``), its four slots read and written as the method does:
+ * the time in ``*out`` (a new reference) and its ``clocked`` in
+ * ``*clocked``, 1; 0 with nothing changed where a value is not of the
+ * kinds it reads (a float time and stamps, int steps, float or None step
+ * seconds): the caller calls the method; -1 on an error. Python's float
+ * operations in its order: the same values (``max(DRIFT_MIN_S, x)`` is
+ * x only where x is greater). */
+static int
+step_unstamped(PyObject *clk, PyObject *time, PyObject *step, PyObject *seconds, double drift_min,
+               double drift_share, PyObject **out, int *clocked)
+{
+    PyObject *stamp = NULL, *base = NULL, *elapsed = NULL, *last = NULL;
+    int done = 0;
+    if (!PyFloat_CheckExact(time) || (seconds != Py_None && !PyFloat_CheckExact(seconds)))
+        return 0;
+    long long step_v = 0, last_v = 0;
+    int step_none, last_none;
+    if (!exact_int(step, &step_v, &step_none))
+        return 0;
+    stamp = PyObject_GetAttr(clk, n_stamp);
+    base = stamp == NULL ? NULL : PyObject_GetAttr(clk, n_base);
+    elapsed = base == NULL ? NULL : PyObject_GetAttr(clk, n_elapsed);
+    last = elapsed == NULL ? NULL : PyObject_GetAttr(clk, n_step);
+    if (last == NULL) {
+        done = -1;
+        goto out;
+    }
+    if ((stamp != Py_None && !PyFloat_CheckExact(stamp)) || !PyFloat_CheckExact(base) ||
+        !PyFloat_CheckExact(elapsed) || !exact_int(last, &last_v, &last_none))
+        goto out; /* done 0: the method reads them */
+    double t = PyFloat_AS_DOUBLE(time), b = PyFloat_AS_DOUBLE(base), e = PyFloat_AS_DOUBLE(elapsed);
+    PyObject *new_stamp = stamp, *new_base = base, *new_last = last;
+    int started = 0;
+    if (stamp == Py_None) {
+        started = 1;
+    } else if (t != PyFloat_AS_DOUBLE(stamp)) {
+        new_stamp = time;
+        double ahead = t - (b + e), limit = drift_min, share = drift_share * e;
+        if (share > limit)
+            limit = share;
+        if (ahead < 0 || ahead > limit || (!step_none && !last_none && step_v < last_v))
+            started = 1;
+    }
+    if (started) {
+        new_stamp = new_base = time;
+        b = t;
+        e = 0.0;
+        new_last = Py_None;
+        last_none = 1;
+    }
+    int run = !(seconds == Py_None || PyFloat_AS_DOUBLE(seconds) <= 0 || step_none);
+    if (run) {
+        double s = PyFloat_AS_DOUBLE(seconds);
+        if (last_none)
+            e += s * 1.0;
+        else if (step_v > last_v)
+            e += s * (double)(step_v - last_v);
+        else if (step_v < last_v)
+            e += s;
+        new_last = step;
+    }
+    PyObject *e_obj = started || run ? PyFloat_FromDouble(e) : Py_NewRef(elapsed);
+    if (e_obj == NULL) {
+        done = -1;
+        goto out;
+    }
+    int failed = (new_stamp != stamp && PyObject_SetAttr(clk, n_stamp, new_stamp) < 0) ||
+                 (new_base != base && PyObject_SetAttr(clk, n_base, new_base) < 0) ||
+                 ((started || run) && PyObject_SetAttr(clk, n_elapsed, e_obj) < 0) ||
+                 (new_last != last && PyObject_SetAttr(clk, n_step, new_last) < 0);
+    Py_DECREF(e_obj);
+    if (failed) {
+        done = -1;
+        goto out;
+    }
+    if (run || e != 0.0) {
+        *out = PyFloat_FromDouble(b + e);
+        if (*out == NULL) {
+            done = -1;
+            goto out;
+        }
+    } else {
+        *out = Py_NewRef(time);
+    }
+    *clocked = run;
+    done = 1;
+out:
+    Py_XDECREF(stamp);
+    Py_XDECREF(base);
+    Py_XDECREF(elapsed);
+    Py_XDECREF(last);
+    return done;
+}
+
+/* ``TimeParser.last_in_minute(text, lo, hi)`` on ``times`` (a
+ * ``TimeParser``) as that method reads it: the value in ``*out`` and the
+ * year and month of the minute set as it sets them, 1; 0 where it reads
+ * nothing so (or its slots are not what it reads: the caller calls
+ * ``latest``, which looks again); -1 on an error. */
+static int
+times_last_in_minute(PyObject *times, PyObject *text, Py_ssize_t lo, Py_ssize_t hi, double *out)
+{
+    PyObject *key = PyObject_GetAttr(times, n_min_key);
+    PyObject *val = key == NULL ? NULL : PyObject_GetAttr(times, n_min_val);
+    PyObject *fl = val == NULL ? NULL : PyObject_GetAttr(times, n_frac_len);
+    int done = 0;
+    if (fl == NULL) {
+        done = -1;
+        goto out;
+    }
+    if (!PyUnicode_CheckExact(key) || !PyFloat_CheckExact(val) || !PyLong_CheckExact(fl))
+        goto out;
+    Py_ssize_t frac_len = PyLong_AsSsize_t(fl);
+    if (frac_len == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        goto out;
+    }
+    if (!last_minute_at(text, lo, hi, key, PyFloat_AS_DOUBLE(val), frac_len, out))
+        goto out;
+    PyObject *ym = PyObject_GetAttr(times, n_min_ym);
+    if (ym == NULL) {
+        done = -1;
+        goto out;
+    }
+    if (!PyTuple_CheckExact(ym) || PyTuple_GET_SIZE(ym) != 2) {
+        Py_DECREF(ym);
+        goto out; /* (nothing set yet: ``latest`` reads it) */
+    }
+    done = PyObject_SetAttr(times, n_year, PyTuple_GET_ITEM(ym, 0)) < 0 ||
+                   PyObject_SetAttr(times, n_month, PyTuple_GET_ITEM(ym, 1)) < 0
+               ? -1
+               : 1;
+    Py_DECREF(ym);
+out:
+    Py_XDECREF(key);
+    Py_XDECREF(val);
+    Py_XDECREF(fl);
+    return done;
 }
 
 /* ``EventClock.hold``'s dating of a line at ``time`` against ``*floor``
@@ -1184,12 +1365,28 @@ in_order(PyObject *self, PyObject *args)
 {
     Py_ssize_t i;
     PyObject *lanes, *made, *lines, *starts, *ends, *events, *state, *text, *fallback, *latest, *minute_for,
-        *minute_entered, *stamped_cb, *unstamped, *jitter;
-    if (!PyArg_ParseTuple(args, "nO!O!O!O!O!O!O!UOOOOOOO", &i, &PyList_Type, &lanes, &PyDict_Type, &made,
+        *minute_entered, *stamped_cb, *unstamped, *jitter, *clocks = Py_None;
+    if (!PyArg_ParseTuple(args, "nO!O!O!O!O!O!O!UOOOOOOO|O", &i, &PyList_Type, &lanes, &PyDict_Type, &made,
                           &PyList_Type, &lines, &PyList_Type, &starts, &PyList_Type, &ends, &PyList_Type, &events,
                           &PyList_Type, &state, &text, &fallback, &latest, &minute_for, &minute_entered,
-                          &stamped_cb, &unstamped, &jitter))
+                          &stamped_cb, &unstamped, &jitter, &clocks))
         return NULL;
+    /* ``clocks``: None, or (the time parser, the step clock or None, DRIFT_MIN_S,
+     * DRIFT_SHARE), whose methods behind ``latest`` and ``unstamped`` are read here. */
+    PyObject *times_obj = NULL, *steps_obj = NULL;
+    double drift_min = 0.0, drift_share = 0.0;
+    if (clocks != Py_None) {
+        if (!PyTuple_Check(clocks) || PyTuple_GET_SIZE(clocks) != 4) {
+            PyErr_SetString(PyExc_TypeError, "in_order: clocks is (times, steps, drift_min, drift_share) or None");
+            return NULL;
+        }
+        times_obj = PyTuple_GET_ITEM(clocks, 0);
+        steps_obj = PyTuple_GET_ITEM(clocks, 1) == Py_None ? NULL : PyTuple_GET_ITEM(clocks, 1);
+        drift_min = PyFloat_AsDouble(PyTuple_GET_ITEM(clocks, 2));
+        drift_share = PyFloat_AsDouble(PyTuple_GET_ITEM(clocks, 3));
+        if (PyErr_Occurred())
+            return NULL;
+    }
     if (PyList_GET_SIZE(state) != 9) {
         PyErr_SetString(PyExc_ValueError, "in_order: the state holds 9 items");
         return NULL;
@@ -1280,8 +1477,15 @@ in_order(PyObject *self, PyObject *args)
                         Py_XDECREF(hi);
                         goto done;
                     }
-                    PyObject *call[3] = {text, lo, hi};
-                    PyObject *value = PyObject_Vectorcall(latest, call, 3, NULL);
+                    PyObject *value = NULL;
+                    double seen;
+                    int got = times_obj == NULL ? 0 : times_last_in_minute(times_obj, text, covered, start, &seen);
+                    if (got > 0) {
+                        value = PyFloat_FromDouble(seen);
+                    } else if (got == 0) {
+                        PyObject *call[3] = {text, lo, hi};
+                        value = PyObject_Vectorcall(latest, call, 3, NULL);
+                    }
                     Py_DECREF(lo);
                     Py_DECREF(hi);
                     if (value == NULL)
@@ -1311,18 +1515,34 @@ in_order(PyObject *self, PyObject *args)
                     goto done;
                 }
                 PyObject *call[3] = {bare, PyList_GET_ITEM(lane_steps, k), PyList_GET_ITEM(lane_seconds, k)};
-                PyObject *got = PyObject_Vectorcall(unstamped, call, 3, NULL);
-                if (got == NULL)
-                    goto done;
-                if (!PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 2) {
-                    Py_DECREF(got);
-                    PyErr_SetString(PyExc_TypeError, "in_order: unstamped gives (time, clocked)");
-                    goto done;
+                PyObject *time = NULL, *was = NULL;
+                int run_on = 0;
+                /* (the step and its time held: the clock's slots are set in between) */
+                Py_INCREF(call[0]);
+                Py_INCREF(call[1]);
+                Py_INCREF(call[2]);
+                int ran = steps_obj == NULL ? 0
+                                            : step_unstamped(steps_obj, call[0], call[1], call[2], drift_min,
+                                                             drift_share, &time, &run_on);
+                if (ran > 0) {
+                    was = Py_NewRef(run_on ? Py_True : Py_False);
+                } else if (ran == 0) {
+                    PyObject *got = PyObject_Vectorcall(unstamped, call, 3, NULL);
+                    if (got != NULL && (!PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 2)) {
+                        Py_CLEAR(got);
+                        PyErr_SetString(PyExc_TypeError, "in_order: unstamped gives (time, clocked)");
+                    }
+                    if (got != NULL) {
+                        time = Py_NewRef(PyTuple_GET_ITEM(got, 0));
+                        was = Py_NewRef(PyTuple_GET_ITEM(got, 1));
+                        Py_DECREF(got);
+                    }
                 }
-                PyObject *time = PyTuple_GET_ITEM(got, 0), *was = PyTuple_GET_ITEM(got, 1);
-                Py_INCREF(time);
-                Py_INCREF(was);
-                Py_DECREF(got);
+                Py_DECREF(call[0]);
+                Py_DECREF(call[1]);
+                Py_DECREF(call[2]);
+                if (time == NULL)
+                    goto done;
                 PyObject *held;
                 int kept = hold_time(&floor, time, jitter, &held);
                 Py_DECREF(time);
@@ -2866,6 +3086,16 @@ PyInit__native(void)
     if (PyModule_AddIntConstant(m, "ABI", ABI) < 0) {
         Py_DECREF(m);
         return NULL;
+    }
+    PyObject **names[] = {&n_stamp, &n_base, &n_elapsed, &n_step, &n_min_key, &n_min_val, &n_frac_len, &n_min_ym,
+                          &n_year, &n_month};
+    const char *texts[] = {"_stamp", "_base", "_elapsed", "_step", "_min_key", "_min_val", "_frac_len", "_min_ym",
+                           "_year", "_month"};
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        if (*names[k] == NULL && (*names[k] = PyUnicode_InternFromString(texts[k])) == NULL) {
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     return m;
 }

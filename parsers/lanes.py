@@ -21,6 +21,7 @@ from .native import KERNELS
 from .one_line import body_shape, read_padding, read_progress
 from .progress import ProgressPattern, column_plan, value_columns
 from .ranks import rank_span
+from .step_clock import DRIFT_MIN_S, DRIFT_SHARE, StepClock
 from .timestamps import TimeParser
 
 # Lane lines in a row below this are read one by one when their lane's
@@ -262,13 +263,22 @@ def _read_in_order(
     state: list[Any] = []
     minute_for, minute_entered = times.minute_for, times.minute_entered
     stamped_now = None if final is None else final.steps.stamped
+    # The kernel reads the time parser and the step clock behind ``latest``
+    # and ``unstamped`` itself (their slots, as the methods do) where they
+    # are the classes it knows; else it calls them.
+    clocks = (
+        (times, None if final is None else final.steps, DRIFT_MIN_S, DRIFT_SHARE)
+        if type(dating) is LineTimes and type(times) is TimeParser
+        and (final is None or type(final.steps) is StepClock)
+        else None
+    )
     i = 0
     while i < total:
         if in_order is not None and not alone:
             state[:] = (prev, clock, covered, floor, stamped, own, minute, base, entering)
             i = in_order(
                 i, lanes, made, lines, starts, ends, events, state, text, fallback, latest, minute_for,
-                minute_entered, stamped_now, unstamped, JITTER_S,
+                minute_entered, stamped_now, unstamped, JITTER_S, clocks,
             )
             was = prev
             prev, clock, covered, floor, stamped, own, minute, base, entering = state

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 21
+ABI = 22
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -56,7 +56,8 @@ class Kernels(Protocol):
         ends: list[int], events: list[Any], state: list[Any], text: str, fallback: float,
         latest: Callable[[str, int, int], float | None], minute_for: Callable[[int], tuple[str, float] | None],
         minute_entered: Callable[[], None], stamped: Callable[[], None] | None,
-        unstamped: Callable[[float, int | None, float | None], tuple[float, bool]] | None, jitter: float, /,
+        unstamped: Callable[[float, int | None, float | None], tuple[float, bool]] | None, jitter: float,
+        clocks: tuple[Any, Any, float, float] | None = None, /,
     ) -> int: ...
 
     def rank_numbers(self, lines: list[str], i: int, prefixes: list[Ranked], /) -> list[int] | None: ...

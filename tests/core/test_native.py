@@ -674,11 +674,83 @@ def test_last_minute_dates_the_bars_of_the_progress_shape(tmp_path: Path, monkey
         return value
 
     monkeypatch.setattr(timestamps, "KERNELS", types.SimpleNamespace(last_minute=counted))
+    _without_clocks(monkeypatch)  # (else ``in_order`` reads the time parser itself: below)
     events = LogStream("log", replay=True).feed(log.read_text(encoding="utf-8"), 1, 1_700_000_000.0)
     bars = sum(type(e).__name__ == "Progress" and e.elapsed_s is not None for e in events)  # type: ignore[attr-defined]
     assert bars > 500
     # (a bar right after a step line needs no look back: the step dated it)
     assert len(asked) >= bars / 2 and sum(asked) >= len(asked) * 0.9, (bars, len(asked), sum(asked))
+
+
+def _without_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lanes``' kernels with ``in_order`` given no clocks: it calls
+    ``latest`` and ``unstamped`` for every bar, as before it read them."""
+    from dflash_watch.parsers import lanes as lanes_module
+
+    kernel = native.KERNELS.in_order  # type: ignore[union-attr]
+
+    def no_clocks(*args: object) -> int:
+        return kernel(*args[:16])  # type: ignore[arg-type]
+
+    names = ("line_numbers", "rank_numbers", "lane_groups", "sources")
+    kernels = types.SimpleNamespace(in_order=no_clocks, **{n: getattr(native.KERNELS, n) for n in names})
+    monkeypatch.setattr(lanes_module, "KERNELS", kernels)
+
+
+@needs_kernels
+@pytest.mark.parametrize("shape", ["progress", "nan"])
+def test_in_order_reads_the_clocks_behind_latest_and_unstamped(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given the stream's time parser and step clock, ``in_order`` dates a
+    bar after a stamped line of the minute held and runs it on itself (its
+    slots, as ``last_in_minute`` and ``unstamped`` read and set them), the
+    methods called only where it cannot: the same events, times and
+    ``clocked`` as when it calls them for every bar, and as the Python loop."""
+    import sys
+
+    from dflash_watch.parsers import lanes as lanes_module
+    from dflash_watch.parsers.line_times import LineTimes
+    from dflash_watch.parsers.step_clock import StepClock
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        from speed_logs import write_log
+    finally:
+        sys.path.pop(0)
+    log = tmp_path / f"{shape}.log"
+    write_log(log, 20_000, shape, seed=5)
+    calls = {"latest": 0, "unstamped": 0}
+    latest, unstamped = LineTimes.latest, StepClock.unstamped
+
+    def latest_counted(self: LineTimes, *args: object) -> float | None:
+        calls["latest"] += 1
+        return latest(self, *args)  # type: ignore[arg-type]
+
+    def unstamped_counted(self: StepClock, *args: object) -> tuple[float, bool]:
+        calls["unstamped"] += 1
+        return unstamped(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LineTimes, "latest", latest_counted)
+    monkeypatch.setattr(StepClock, "unstamped", unstamped_counted)
+    outs = []
+    for how in ("clocks", "callbacks", "python"):
+        calls.update(latest=0, unstamped=0)
+        with monkeypatch.context() as m:
+            if how == "callbacks":
+                _without_clocks(m)
+            elif how == "python":
+                m.setattr(lanes_module, "KERNELS", None)
+            outs.append((_fed(log, 11, 300), dict(calls)))
+    (own, by_clocks), (called, by_calls), (python, _) = outs
+    assert own == called == python
+    bars = sum(1 for line in own[0] if line.startswith("Progress(") and "elapsed_s=None" not in line)
+    assert bars > 500
+    assert by_calls["latest"] >= bars / 2 and by_calls["unstamped"] >= bars / 2, (bars, by_calls)
+    # (``latest`` still reads a bar after a line of another minute, or unstamped)
+    assert by_clocks["latest"] <= by_calls["latest"] / 5 and by_clocks["unstamped"] <= by_calls["unstamped"] / 10, (
+        by_clocks, by_calls,
+    )
 
 
 @needs_kernels
@@ -838,7 +910,8 @@ def _fed(log: Path, seed: int, most: int) -> tuple[list[str], tuple[object, ...]
     """``stream_events`` of ``log``, and what the stream's reading left
     behind after each chunk: its stamped lines counted, its time parser's
     minute, year and month (glog lines take them), and the calls made to
-    ``TimeParser.minute_entered`` and ``StepClock.stamped`` so far."""
+    ``TimeParser.minute_entered`` and ``StepClock.stamped`` so far, and the
+    step clock's state."""
     from dflash_watch import ingest
 
     rng = random.Random(seed)
@@ -851,7 +924,11 @@ def _fed(log: Path, seed: int, most: int) -> tuple[list[str], tuple[object, ...]
         n = rng.randrange(1, most)
         out.extend(map(repr, stream.feed("".join(lines[at : at + n]), at + 1, 1_700_000_000.0)))
         times = stream._times
-        after.append((stream._dating.own_count, times._min_key, times._year, times._month, tuple(_CALLS)))
+        steps = stream._steps
+        after.append((
+            stream._dating.own_count, times._min_key, times._year, times._month, tuple(_CALLS),
+            steps._stamp, steps._base, steps._elapsed, steps._step,
+        ))
         at += n
     out.extend(map(repr, stream.flush(1_700_000_000.0)))
     return out, tuple(after)
@@ -960,6 +1037,82 @@ def test_in_order_reads_stamped_lines_wide_past_their_stamp(tmp_path: Path, monk
     assert compiled == python
     steps = text.count("\u2713")
     assert read >= steps, (read, steps)
+
+
+def _bars_through_in_order(
+    times: list[float], steps: list[object], seconds: list[object], own_clock: bool
+) -> tuple[list[object], list[object], tuple[object, ...], int]:
+    """One run of bars (one ``Bare`` lane, a gap before each line, so each
+    is dated by ``latest``: ``times`` in turn) through ``in_order`` with the
+    stream's clocks (``own_clock``: the step clock's slots read in C) or
+    with ``unstamped`` called for each; the stamps, clocked, the step
+    clock's slots after, and the calls to ``unstamped``."""
+    from dflash_watch.parsers.step_clock import DRIFT_MIN_S, DRIFT_SHARE, StepClock
+    from dflash_watch.parsers.timestamps import TimeParser
+
+    clock = StepClock()
+    calls = [0]
+
+    def unstamped(*args: object) -> tuple[float, bool]:
+        calls[0] += 1
+        return clock.unstamped(*args)  # type: ignore[arg-type]
+
+    dated = iter(times)
+    n = len(times)
+    lane = object()
+    stamps: list[object] = []
+    clocked: list[object] = []
+    made = {id(lane): (stamps, iter(range(n)), None, 0, 1, clocked, steps, seconds)}
+    state = [None, None, 0, 0.0, False, 0, None, 0.0, False]
+    starts = [10 * k + 5 for k in range(n)]
+    ends = [start + 3 for start in starts]
+    text = "x" * (10 * n + 10)
+    clocks = (TimeParser(), clock, DRIFT_MIN_S, DRIFT_SHARE) if own_clock else None  # (no minute read: ``latest``)
+    stop = native.KERNELS.in_order(  # type: ignore[union-attr]
+        0, [lane] * n, made, ["bar"] * n, starts, ends, [], state, text, 0.0, lambda *a: next(dated),
+        None, None, lambda: None, unstamped, 2.0, clocks,
+    )
+    assert stop == n
+    return stamps, clocked, (clock._stamp, clock._base, clock._elapsed, clock._step), calls[0]
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(40))
+def test_in_order_runs_the_step_clock_as_unstamped_does(seed: int) -> None:
+    """The step clock's slots read and set in C against ``StepClock.unstamped``
+    called for each bar: stamps that repeat, drift ahead a little or a lot,
+    fall behind; steps that go on, skip, repeat, go back or are missing;
+    step times missing, zero, negative; a stamp or step of another type
+    (an int time, a huge step: the method is called for those)."""
+    rng = random.Random(seed)
+    n = rng.randrange(1, 120)
+    times: list[float] = []
+    steps: list[object] = []
+    seconds: list[object] = []
+    t, step = 1000.0, 0
+    for _ in range(n):
+        roll = rng.random()
+        if roll < 0.3:
+            pass  # the same stamp again
+        elif roll < 0.6:
+            t += rng.choice([1.0, 5.0, 30.0, 59.0, 61.0, 300.0, 4000.0])
+        elif roll < 0.75:
+            t -= rng.choice([0.5, 10.0, 100.0])
+        else:
+            t += rng.random() * 10
+        times.append(int(t) if rng.random() < 0.03 else t)
+        roll = rng.random()
+        if roll < 0.6:
+            step += rng.choice([1, 1, 1, 2, 7])
+        elif roll < 0.7:
+            step -= rng.choice([1, 3, 50])
+        steps.append(None if rng.random() < 0.07 else (2**70 if rng.random() < 0.02 else step))
+        seconds.append(rng.choice([None, 0.0, -1.0, 0.25, 1.5, 13.0, 120.0, 3]) if rng.random() < 0.3 else 1.5)
+    own = _bars_through_in_order(times, steps, seconds, own_clock=True)
+    called = _bars_through_in_order(times, steps, seconds, own_clock=False)
+    assert own[:3] == called[:3]
+    # (called for a line of other types, and while the clock holds one)
+    assert called[3] == n and (own[3] <= n / 2 or n < 6), (own[3], n)
 
 
 @needs_kernels
