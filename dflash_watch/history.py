@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from functools import reduce
 from operator import add
@@ -196,33 +196,35 @@ class SeriesHistory:
         skip = max(0, n - cap)  # overwritten within this batch: never written
         head = (tier.head + skip) % cap
         m = n - skip
-        # The rows interleaved in C, written in at most two slices (the ring wraps).
-        rows = [0.0] * (_FIELDS * m)
-        rows[0::_FIELDS] = times[skip:]
-        kept = values[skip:]
-        rows[1::_FIELDS] = kept
-        rows[2::_FIELDS] = kept
-        rows[3::_FIELDS] = kept
+        # Each field's column written into the ring's rows in C (a strided
+        # slice of the array), in at most two parts (the ring wraps).
+        kept_t = array("d", times[skip:] if skip else times)
+        kept_v = array("d", values[skip:] if skip else values)
         first = min(m, cap - head)
-        d[head * _FIELDS : (head + first) * _FIELDS] = array("d", rows[: first * _FIELDS])
-        if first < m:
-            d[0 : (m - first) * _FIELDS] = array("d", rows[first * _FIELDS :])
+        for lo, a, b in ((head, 0, first), (0, first, m)):
+            if a == b:
+                continue
+            at, stop = lo * _FIELDS, (lo + b - a) * _FIELDS
+            col = kept_v[a:b]
+            d[at:stop:_FIELDS] = kept_t[a:b]
+            d[at + 1:stop:_FIELDS] = col
+            d[at + 2:stop:_FIELDS] = col
+            d[at + 3:stop:_FIELDS] = col
         tier.head = (head + m) % cap
         tier.size = min(cap, tier.size + n)
 
     @staticmethod
     def _extend_buckets(tier: _Tier, times: list[float], values: list[float]) -> None:
         width = tier.width
-        keys = [t // width for t in times]
-        n = len(keys)
+        n = len(times)
         if n >= 64:
             # Whole buckets found in C (the times are in order, so their
-            # keys are): their ends by bisection, their min, max and sum
-            # over a slice, added in the loop's order (``reduce``, not
-            # ``sum``, which compensates from Python 3.12 on).
+            # keys ``t // width`` are): their ends by bisection, their min,
+            # max and sum over a slice, added in the loop's order
+            # (``reduce``, not ``sum``, which compensates from Python 3.12 on).
             i = 0
-            if keys[0] == tier.key:  # the open bucket goes on
-                i = bisect_right(keys, tier.key)
+            if times[0] // width == tier.key:  # the open bucket goes on
+                i = _bucket_end(times, 0, tier.key, width)
                 seg = values[:i]
                 tier.o_min = min(tier.o_min, min(seg))
                 tier.o_max = max(tier.o_max, max(seg))
@@ -234,8 +236,8 @@ class SeriesHistory:
                 tier.push(tier.o_t, tier.o_min, tier.o_max, tier.o_sum / tier.o_n)
             push = tier.push
             while True:
-                k = keys[i]
-                j = bisect_right(keys, k, i)
+                k = times[i] // width
+                j = _bucket_end(times, i, k, width)
                 seg = values[i:j]
                 if j == n:
                     tier.key = k
@@ -305,6 +307,23 @@ class SeriesHistory:
     def nbytes(self) -> int:
         """Bytes of the ring buffers: fixed at construction."""
         return sum(t.data.itemsize * len(t.data) for t in self._tiers)
+
+
+def _bucket_end(times: list[float], i: int, key: float, width: float) -> int:
+    """The end of the bucket ``key`` whose first sample is ``times[i]``
+    (times in order): the first index past it whose ``t // width`` is
+    another. Found by bisecting the times for the bucket's end, then checked
+    on the two samples at the cut, which settles it (the keys only grow); a
+    time whose division lands across a float's rounding there (at or past
+    ``(key + 1) * width`` rounded, yet still of ``key``) is bisected by its
+    key instead. (The check of the last sample before the cut guards the
+    other way round, which no search here has found: ``q * width <= t``
+    held for every ``q = t // width`` tried.) Two divisions a bucket, not
+    one a sample."""
+    j = bisect_left(times, (key + 1) * width, i)
+    if j > i and times[j - 1] // width == key and (j == len(times) or times[j] // width != key):
+        return j
+    return bisect_right(times, key, i, key=lambda t: t // width)
 
 
 class GpuHistory:

@@ -162,3 +162,35 @@ def test_extend_is_append_for_each_pair(seed: int) -> None:
             one.append(t, value)
         many.extend(flat)
         assert _state(many) == _state(one)
+
+
+@pytest.mark.parametrize("width", [0.1, 0.3, 7.7])
+def test_extend_finds_bucket_ends_where_the_division_rounds_across(width: float) -> None:
+    """A width no float holds exactly: times a few ulps around each bucket's
+    edge, where ``t // width`` and ``t < (k + 1) * width`` disagree (the
+    bucket's end is bisected, then checked on the samples at the cut): the
+    same buckets as appends."""
+    rng = random.Random(int(width * 10))
+    times: list[float] = []
+    k = 1_000_003.0
+    while len(times) < 3000:
+        edge = (k + 1) * width
+        for _ in range(rng.randrange(1, 6)):
+            t = edge
+            for _ in range(rng.randrange(0, 4)):
+                t = math.nextafter(t, -math.inf if rng.random() < 0.5 else math.inf)
+            times.append(t)
+        k += rng.choice((1.0, 1.0, 2.0))
+    times.sort()
+    assert any(t >= (t // width + 1) * width for t in times)  # the division rounds across an edge
+    tiers = ((0.0, 100), (width, 500), (width * 3, 500))
+    one, many = SeriesHistory(tiers), SeriesHistory(tiers)
+    flat: list[float] = []
+    for i, t in enumerate(times):
+        flat += (t, float(i % 17))
+        one.append(t, float(i % 17))
+        if len(flat) >= 2 * 300:
+            many.extend(flat)
+            flat = []
+    many.extend(flat)
+    assert _state(many) == _state(one)
