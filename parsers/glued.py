@@ -46,7 +46,7 @@ def glued_at(line: str) -> int:
     clear) and it is no bar; blanks before it skipped. 0 when there is none
     (no ``'\\r'``, nothing but blanks after the bar, a dict, a rank prefix)."""
     last = line.rfind("\r")
-    if last < 0 or split_line(line)[0] is not None:
+    if last < 0:
         return 0
     m = BAR.search(line, last + 1)
     if m is not None:
@@ -60,5 +60,8 @@ def glued_at(line: str) -> int:
     while at < n and (line[at] == " " or line[at] == "\t"):
         at += 1
     if at == n or line[at] == "{":
+        return 0
+    # (asked last: a bar redrawn to the line's end, the common case, needs no look for a prefix)
+    if split_line(line)[0] is not None:
         return 0
     return at

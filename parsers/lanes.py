@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, compress, islice, repeat
-from operator import eq, is_not
+from operator import eq, is_, is_not
 from typing import Any, cast
 
 from .clock import JITTER_S
@@ -94,16 +94,17 @@ def one_state(cur: Cursor) -> None:
     where the columns leave it); the others as plain progress lines. In
     place, before the run is read."""
     lines, lanes, whole = cur.run_lines, cur.run_lanes, cur.redrawn
-    for i, lane in enumerate(lanes):
-        if type(lane) is Redrawn:
-            line = lines[i]
-            last = line[line.rfind("\r") + 1 :]
-            if line == "\r".join([last] * (line.count("\r") + 1)):
-                whole[i] = line
-                lines[i] = last
-                lanes[i] = lane.lane
-            else:
-                lanes[i] = lane.shape
+    # (the run's Redrawn lines found in C: the others, most of it, are not walked)
+    for i in compress(range(len(lanes)), map(is_, map(type, lanes), repeat(Redrawn))):
+        lane = cast("Redrawn", lanes[i])
+        line = lines[i]
+        last = line[line.rfind("\r") + 1 :]
+        if line == "\r".join([last] * (line.count("\r") + 1)):
+            whole[i] = line
+            lines[i] = last
+            lanes[i] = lane.lane
+        else:
+            lanes[i] = lane.shape
 
 
 def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) -> None:
