@@ -41,6 +41,7 @@ from dflash_watch.parsers.events import (
     Recompile,
     Tick,
 )
+from dflash_watch.parsers.step_columns import columns_of, read
 
 from .alertbook import AlertBook
 from .baseline.figures import ALLOC_RETRIES_KEY, PADDING_KEY, RECOMPILES_KEY, figures_of
@@ -63,6 +64,8 @@ SUSPECT_DETECTORS = frozenset({"throughput_drop", "memory_volatility"})
 
 # Rate units from the most telling: a chart keeps the best one the run prints.
 _UNIT_RANK = {TOK_S: 3, SAMPLES_S: 2, IT_S: 1}
+# ``_remember_steps``' columns of a run.
+_REMEMBERED = columns_of("time", "rate", "step", "rate_unit", "loss")
 
 # ``Monitor.gpu_unavailable`` when the user turned sampling off (not a
 # failure): views offer the matching fix.
@@ -308,11 +311,28 @@ class Monitor(Ingest, RecentLines, StepRuns):
 
     def _remember_steps(self, steps: list[Progress]) -> None:
         """``_remember_step`` of each of a run of steps, in order: the common
-        step (a rate in the chart's unit, a finite loss) appended inline."""
+        step (a rate in the chart's unit, a finite loss) appended inline;
+        a run of only such steps in columns (a catch-up's)."""
         unit = self.throughput_unit
         rates = self._rates
         losses = self._losses
         isfinite = math.isfinite
+        times, rate_col, step_col, units, loss_col = read(steps, _REMEMBERED)
+        n = len(times)
+        in_unit = units.count(unit) + (units.count(None) if unit == TOK_S else 0) == n
+        if in_unit and None not in rate_col and None not in step_col and None not in loss_col:
+            try:
+                finite = isfinite(sum(loss_col))  # (NaN, Inf, or a sum too large to tell: one at a time)
+            except TypeError:
+                finite = False
+            if finite:
+                flat: list[Any] = [None] * (2 * n)
+                flat[0::2] = times
+                flat[1::2] = rate_col
+                rates += flat
+                flat[1::2] = loss_col
+                losses += flat
+                return
         for event in steps:
             t = event.time
             rate = event.rate

@@ -1471,23 +1471,20 @@ in_order(PyObject *self, PyObject *args)
             entry = bare_entry;
             if (covered <= start) {
                 if (covered < start) {
-                    PyObject *lo = PyLong_FromSsize_t(covered), *hi = PyLong_FromSsize_t(start);
-                    if (lo == NULL || hi == NULL) {
-                        Py_XDECREF(lo);
-                        Py_XDECREF(hi);
-                        goto done;
-                    }
                     PyObject *value = NULL;
                     double seen;
                     int got = times_obj == NULL ? 0 : times_last_in_minute(times_obj, text, covered, start, &seen);
                     if (got > 0) {
                         value = PyFloat_FromDouble(seen);
                     } else if (got == 0) {
-                        PyObject *call[3] = {text, lo, hi};
-                        value = PyObject_Vectorcall(latest, call, 3, NULL);
+                        PyObject *lo = PyLong_FromSsize_t(covered), *hi = PyLong_FromSsize_t(start);
+                        if (lo != NULL && hi != NULL) {
+                            PyObject *call[3] = {text, lo, hi};
+                            value = PyObject_Vectorcall(latest, call, 3, NULL);
+                        }
+                        Py_XDECREF(lo);
+                        Py_XDECREF(hi);
                     }
-                    Py_DECREF(lo);
-                    Py_DECREF(hi);
                     if (value == NULL)
                         goto done;
                     if (value != Py_None)

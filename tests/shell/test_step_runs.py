@@ -171,3 +171,32 @@ def test_a_refused_run_turns_where_its_detector_says(shape: str, monkeypatch: py
     assert _picture(turned[2]) == _picture(halved[2])
     # (ranks: the straggler's refusals, a judgement or a hang, are still halved)
     assert turned[1] < {"progress": 0.5, "ranks": 0.8}[shape] * halved[1], (turned[1], halved[1])
+
+
+@pytest.mark.parametrize("odd", ["no loss", "no step", "nan loss", "another unit"])
+def test_runs_of_steps_with_gaps_keep_the_charts_as_one_at_a_time(
+    odd: str, tmp_path: Path, oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs taken whole whose lines now and then lack a loss or a step, hold
+    a NaN loss or a rate in another unit: the throughput and loss charts'
+    series (``Monitor._remember_steps``, in columns where every line has
+    both and a finite loss) as the steps one at a time leave them."""
+    lines = []
+    for i in range(3000):
+        stamp = f"2026-11-29 10:{i // 600:02d}:{i // 10 % 60:02d},{i % 10}00"
+        step, loss, rate = f"step {i}/100000 | ", f"loss {2 + (i % 7) / 10:.3f} | ", f"{20 + i % 5}.0 Ktok/s"
+        if i % 97 == 13:
+            if odd == "no loss":
+                loss = ""
+            elif odd == "no step":
+                step = ""
+            elif odd == "nan loss":
+                loss = "loss nan | "
+            else:
+                rate = f"{3 + i % 2}.5 samples/s"
+        lines.append(f"{stamp} - INFO - train - {step}{loss}{rate}\n")
+    path = tmp_path / "gaps.log"
+    path.write_text("".join(lines), encoding="utf-8")
+    _check(path, monkeypatch)
+    # (runs with an odd line in them are taken: but a NaN loss alerts, and its run is cut around it)
+    assert oracle.taken and (max(oracle.sizes) >= 97 or odd == "nan loss"), (oracle.taken, oracle.sizes)
