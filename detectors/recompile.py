@@ -18,14 +18,20 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from itertools import islice, repeat
+from operator import lt
 from typing import Any
 
 from ..parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
+from ..parsers.step_columns import columns_of, read
 from .base import Alert, DetectorBase, Episode, StepCommit
 from .config import DetectorConfig, fmt_duration
 from .recompile_rate import RecompileRate
 
 NAME = "recompile"
+
+
+_TIMES = columns_of("time")  # ``quiet_steps``' column
 
 
 def _unchanged() -> None:
@@ -66,19 +72,26 @@ class RecompileDetector(DetectorBase):
         them as one at a time would (a look a minute: cheap)."""
         if self.episode.active:
             return None
-        check = self.rate.next_check
-        for p in steps:
-            if not p.time < check:
-                break
-        else:
+        rate = self.rate
+        times = read(steps, _TIMES)[0]
+        if all(map(lt, times, repeat(rate.next_check))):  # (each ``p.time < check``, in C)
             return _unchanged
-        if not self.rate.silent():
+        if not rate.silent():
             return None
         update = self.update
 
         def commit() -> None:
-            for p in steps:
-                update(p)
+            # ``update`` of each step, but for those before the rate's next
+            # look, which its first line returns from at once (no episode
+            # opens here): each look's step found in C, then fed.
+            i, n = 0, len(times)
+            while i < n:
+                before = list(map(lt, islice(times, i, None), repeat(rate.next_check)))
+                if all(before):
+                    return
+                i += before.index(False)
+                update(steps[i])
+                i += 1
 
         return commit
 

@@ -1194,12 +1194,13 @@ step_unstamped(PyObject *clk, PyObject *time, PyObject *step, PyObject *seconds,
     int run = !(seconds == Py_None || PyFloat_AS_DOUBLE(seconds) <= 0 || step_none);
     if (run) {
         double s = PyFloat_AS_DOUBLE(seconds);
-        if (last_none)
-            e += s * 1.0;
-        else if (step_v > last_v)
-            e += s * (double)(step_v - last_v);
-        else if (step_v < last_v)
+        if (last_none || step_v > last_v) {
+            /* The product rounded on its own, as Python rounds it: no fused multiply-add. */
+            volatile double inc = s * (last_none ? 1.0 : (double)(step_v - last_v));
+            e += inc;
+        } else if (step_v < last_v) {
             e += s;
+        }
         new_last = step;
     }
     PyObject *e_obj = started || run ? PyFloat_FromDouble(e) : Py_NewRef(elapsed);
@@ -1335,7 +1336,7 @@ take_event(PyObject *progress, PyObject *events)
 
 /* in_order(i, lanes, made, lines, starts, ends, events, state, text,
  *          fallback, latest, minute_for, minute_entered, stamped,
- *          unstamped, jitter) -> i
+ *          unstamped, jitter[, clocks]) -> i
  *
  * ``lanes._read_in_order``'s loop over its common lines, from line ``i``,
  * as that loop reads them: a stamped lane line whose stamp repeats the
@@ -1359,7 +1360,12 @@ take_event(PyObject *progress, PyObject *events)
  * read here line by line: the loop dates them all (``bare_times``), then
  * runs each on; here each is dated, then run on. ``latest`` reads the
  * time parser, ``stamped`` and ``unstamped`` the step clock: the same
- * values either way (tests/core/test_native.py counts the calls too). */
+ * values either way (tests/core/test_native.py counts the calls too).
+ * Given ``clocks`` (the time parser, the step clock or None, DRIFT_MIN_S,
+ * DRIFT_SHARE), it reads their slots itself first, as
+ * ``TimeParser.last_in_minute`` and ``StepClock.unstamped`` do
+ * (``times_last_in_minute``, ``step_unstamped``), and calls ``latest``
+ * and ``unstamped`` only where those refuse. */
 static PyObject *
 in_order(PyObject *self, PyObject *args)
 {

@@ -1039,6 +1039,28 @@ def test_in_order_reads_stamped_lines_wide_past_their_stamp(tmp_path: Path, monk
     assert read >= steps, (read, steps)
 
 
+def _exact(value: object) -> object:
+    """``value`` with each float as its hex digits and each item's type:
+    equal only where every bit is (``==`` takes -0.0 for 0.0, never a NaN)."""
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, *map(_exact, value)]
+    if isinstance(value, float):
+        return ("float", value.hex())
+    return (type(value).__name__, value)
+
+
+@needs_kernels
+def test_in_order_runs_the_step_clock_with_python_s_rounding() -> None:
+    """Step times that a fused multiply-add (one rounding for the product
+    and the sum, where a compiler merges them) would add up otherwise than
+    Python (two): 81.00000000000001 after these, not 81.0."""
+    steps: list[object] = [3, 4, 11, 18, 25, 32]
+    own = _bars_through_in_order([1000.0] * 6, steps, [2.7] * 6, own_clock=True)
+    called = _bars_through_in_order([1000.0] * 6, steps, [2.7] * 6, own_clock=False)
+    assert _exact(own[:3]) == _exact(called[:3])
+    assert own[2][2] == 2.7 + 2.7 * 1 + 2.7 * 7 + 2.7 * 7 + 2.7 * 7 + 2.7 * 7
+
+
 def _bars_through_in_order(
     times: list[float], steps: list[object], seconds: list[object], own_clock: bool
 ) -> tuple[list[object], list[object], tuple[object, ...], int]:
@@ -1107,10 +1129,14 @@ def test_in_order_runs_the_step_clock_as_unstamped_does(seed: int) -> None:
         elif roll < 0.7:
             step -= rng.choice([1, 3, 50])
         steps.append(None if rng.random() < 0.07 else (2**70 if rng.random() < 0.02 else step))
-        seconds.append(rng.choice([None, 0.0, -1.0, 0.25, 1.5, 13.0, 120.0, 3]) if rng.random() < 0.3 else 1.5)
+        seconds.append(
+            rng.choice([None, 0.0, -0.0, -1.0, 0.25, 1.5, 2.7, 13.0, 120.0, 3, math.nan, math.inf])
+            if rng.random() < 0.3 else rng.choice([1.5, 2.7, 0.1])
+        )
     own = _bars_through_in_order(times, steps, seconds, own_clock=True)
     called = _bars_through_in_order(times, steps, seconds, own_clock=False)
-    assert own[:3] == called[:3]
+    # Each value and its type as written (a float's every bit, NaN and -0.0 alike).
+    assert _exact(own[:3]) == _exact(called[:3])
     # (called for a line of other types, and while the clock holds one)
     assert called[3] == n and (own[3] <= n / 2 or n < 6), (own[3], n)
 
