@@ -15,11 +15,16 @@ keeps of each step (its clock, counters, charts) is the same either way:
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice, repeat
+from operator import is_
 from typing import cast
 
 from dflash_watch.detectors.base import Alert
 from dflash_watch.detectors.registry import DetectorSet
 from dflash_watch.parsers.events import Event, Progress
+from dflash_watch.parsers.step_columns import columns_of, read
+
+_TIMES = columns_of("time")  # ``_offer``'s column of a run taken
 
 # Runs of consecutive step lines offered to the detectors at once (issue
 # 20's batching contract): shorter ones are not worth the asking; longer
@@ -73,10 +78,10 @@ class StepRuns:
                     out.extend(alerts)
                 i += 1
                 continue
-            j = i + 1
             end = min(n, i + _MAX_RUN)
-            while j < end and type(events[j]) is Progress:
-                j += 1
+            # The run's end: the first event after it that is no step line, found in C.
+            steps_next = list(map(is_, map(type, islice(events, i + 1, end)), repeat(Progress)))
+            j = end if all(steps_next) else i + 1 + steps_next.index(False)
             if j - i < MIN_RUN:
                 for k in range(i, j):
                     alerts = progress(cast(Progress, events[k]))
@@ -105,7 +110,7 @@ class StepRuns:
         only around it; a short one goes one at a time."""
         if self._detectors.take_steps(steps):
             # What ``_arrive`` and ``_keep_step`` do step by step, for the run.
-            latest = max([e.time for e in steps])
+            latest = max(read(steps, _TIMES)[0])  # (the times' column, in C)
             if self.now is None or latest > self.now:
                 self.now = latest
             last = steps[-1]

@@ -200,3 +200,19 @@ def test_runs_of_steps_with_gaps_keep_the_charts_as_one_at_a_time(
     _check(path, monkeypatch)
     # (runs with an odd line in them are taken: but a NaN loss alerts, and its run is cut around it)
     assert oracle.taken and (max(oracle.sizes) >= 97 or odd == "nan loss"), (oracle.taken, oracle.sizes)
+
+
+def test_a_run_taken_moves_the_clock_to_its_latest_step_not_its_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks' lines a little out of order: a run taken whole leaves the
+    Monitor's clock at its latest time, as one at a time does (not at its
+    last line's)."""
+    times = [1000.0 + i + (0.5 if i == 14 else 0.0) - (0.8 if i == 15 else 0.0) for i in range(16)]
+    steps = [Progress(t, f"l:{i}", step=i, tokens_per_s=20000.0, rank=i % 2) for i, t in enumerate(times)]
+    pictures = []
+    for runs in (True, False):
+        monkeypatch.setattr(Monitor, "step_runs", runs)
+        monkeypatch.setattr(DetectorSet, "take_steps", lambda self, steps: True)
+        monitor = Monitor(keep_lines=0)
+        monitor.feed_events(list(steps))
+        pictures.append((monitor.now, monitor.last_event_time))
+    assert pictures[0] == pictures[1] == (max(times), times[-1])
