@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, compress, islice, repeat
-from operator import eq, is_, is_not
+from operator import eq, getitem, is_, is_not, itemgetter
 from typing import Any, cast
 
 from .clock import JITTER_S
@@ -28,6 +28,8 @@ from .timestamps import TimeParser
 # columns were not read for the whole run: columns of a stretch this short
 # cost more (benchmarks/bench_replay.py, the quiet shape).
 _COLUMNS_MIN = 2
+# A ``Ranked``'s lane and cut (``read_lanes``: a run of ranked lines read in C).
+_LANE, _CUT = itemgetter(0), itemgetter(1)
 
 
 def lane_of(
@@ -148,8 +150,14 @@ def read_lanes(cur: Cursor, dating: LineTimes, pattern: ProgressPattern | None) 
     if Ranked in kinds:
         # Ranked lines go by the lane of their text: all ranks together.
         # (No ``Redrawn`` is left: ``one_state`` resolved them above.)
-        lanes = cast("list[Lane | Bare | bytes]", [lane.lane if isinstance(lane, Ranked) else lane for lane in ranked])
-        bodies = [line[p.cut :] if isinstance(p, Ranked) else line for line, p in zip(lines, ranked)]
+        if len(kinds) == 1:  # every line ranked (a many-rank log): in C, each ``lane.lane`` and ``line[p.cut:]``
+            lanes = cast("list[Lane | Bare | bytes]", list(map(_LANE, ranked)))
+            bodies = list(map(getitem, lines, map(slice, map(_CUT, ranked), repeat(None))))
+        else:
+            lanes = cast(
+                "list[Lane | Bare | bytes]", [lane.lane if isinstance(lane, Ranked) else lane for lane in ranked]
+            )
+            bodies = [line[p.cut :] if isinstance(p, Ranked) else line for line, p in zip(lines, ranked)]
     groups = _groups(bodies, lanes)
     # Every run line's number at once: newlines counted between them in C.
     numbers = None if KERNELS is None else KERNELS.line_numbers(cur.view, cur.count_pos, cur.count_no, starts)

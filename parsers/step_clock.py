@@ -36,6 +36,8 @@ so events stay in the order the log wrote them.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from .clock import at_time
 from .events import Event, Progress
 
@@ -63,8 +65,11 @@ class StepClock:
 
     def apply(self, events: list[Event]) -> list[Event]:
         """``events`` of one chunk, in log order; retimed in place and returned."""
-        if self._stamp is None and not any(type(e) is Progress and not e.clocked for e in events):
-            return events  # the common case: every progress line has its own stamp
+        # The common case: every progress line has its own stamp. Each
+        # event's ``clocked`` in C (True for an event without one: another
+        # kind that says False only sends it to the loop below, which is exact).
+        if self._stamp is None and all(map(getattr, events, repeat("clocked"), repeat(True))):
+            return events
         for i, e in enumerate(events):
             if type(e) is Progress:
                 if e.clocked:
