@@ -165,14 +165,19 @@ class LineSplitter:
         if last < 0:
             self._hold(data)
             return self._result(out, cuts)
-        body = data[: last + 1]
-        first_nl = body.find(b"\n")
+        first_nl = data.find(b"\n")
         pending = self.pending
         if len(pending) + first_nl <= self.max_line and last - first_nl <= self.max_line:
             # No line can be over-long: the common case, no per-line work.
-            out.append(pending + body if pending else body)
+            # The complete lines copied once: onto the pending line's start,
+            # else sliced off (not at all where the data ends a line).
+            if pending:
+                pending += memoryview(data)[: last + 1]
+                out.append(pending)
+            else:
+                out.append(data if last + 1 == len(data) else data[: last + 1])
         else:
-            out.extend(self._split_long(bytes(pending) + body, self.lineno + len(out), cuts))
+            out.extend(self._split_long(bytes(pending) + data[: last + 1], self.lineno + len(out), cuts))
         self.pending = bytearray()
         self._hold(data[last + 1 :])
         return self._result(out, cuts)
