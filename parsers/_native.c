@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 22
+#define ABI 23
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -333,6 +333,64 @@ ascii_view(PyObject *self, PyObject *text)
             dst[i] = src[i] < 128 ? (Py_UCS1)src[i] : '?';
     }
     return out;
+}
+
+/* ascii_bytes(text) -> memoryview
+ *
+ * The bytes of an ASCII ``text``, read-only, without a copy: a memoryview
+ * of the string's own characters (one byte each), which it keeps alive.
+ * ``HyperscanScanner.ends`` scans a chunk's view so, where it made
+ * ``text.encode("ascii")`` (a copy of every byte of a replayed log) before.
+ * A str that is not ASCII (or a subclass) is a ValueError (TypeError for
+ * no str). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner; /* the exact, ASCII str whose characters are the bytes */
+} AsciiBytes;
+
+static int
+ascii_bytes_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    PyObject *owner = ((AsciiBytes *)self)->owner;
+    return PyBuffer_FillInfo(view, self, (void *)PyUnicode_DATA(owner), PyUnicode_GET_LENGTH(owner), 1, flags);
+}
+
+static void
+ascii_bytes_dealloc(PyObject *self)
+{
+    Py_XDECREF(((AsciiBytes *)self)->owner);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs ascii_bytes_buffer = {ascii_bytes_getbuffer, NULL};
+
+static PyTypeObject AsciiBytesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dflash_watch.parsers._native.AsciiBytes",
+    .tp_basicsize = sizeof(AsciiBytes),
+    .tp_dealloc = ascii_bytes_dealloc,
+    .tp_as_buffer = &ascii_bytes_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An ASCII str's characters as a read-only buffer (ascii_bytes).",
+};
+
+static PyObject *
+ascii_bytes(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_bytes: a str");
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(text) || !PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "ascii_bytes: an ASCII str");
+        return NULL;
+    }
+    AsciiBytes *owner = PyObject_New(AsciiBytes, &AsciiBytesType);
+    if (owner == NULL)
+        return NULL;
+    owner->owner = Py_NewRef(text);
+    PyObject *view = PyMemoryView_FromObject((PyObject *)owner);
+    Py_DECREF(owner); /* (the memoryview holds it) */
+    return view;
 }
 
 /* fresh_series(steps, times, ranks, bars, known0, known1)
@@ -3048,6 +3106,7 @@ python:
 
 static PyMethodDef methods[] = {
     {"take_run", take_run, METH_VARARGS, "LogStream._scan's walk over lines it only sets aside."},
+    {"ascii_bytes", ascii_bytes, METH_O, "An ASCII str's characters as a read-only memoryview, no copy."},
     {"slide_median", slide_median, METH_VARARGS, "A sliding window's median after each new value."},
     {"series_tops", series_tops, METH_VARARGS, "throughput_quiet._steady's walk over a run's steps."},
     {"minute_stamps", minute_stamps, METH_VARARGS, "TimeParser._minute_run's fast path over a run of lines."},
@@ -3087,6 +3146,10 @@ PyInit__native(void)
     if (m == NULL)
         return NULL;
     if (PyModule_AddIntConstant(m, "ABI", ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyType_Ready(&AsciiBytesType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

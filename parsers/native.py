@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 22
+ABI = 23
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -67,6 +67,8 @@ class Kernels(Protocol):
     def window_swap(self, window: list[float], leaving: float, value: float, /) -> float | None: ...
 
     def ascii_view(self, text: str, /) -> str: ...
+
+    def ascii_bytes(self, text: str, /) -> memoryview: ...
 
     def newlines(self, data: bytes | bytearray, /) -> int: ...
 

@@ -22,6 +22,8 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
+from .native import KERNELS
+
 # Rough frequency (per mille) of characters in training logs, measured on the
 # real-world corpus. Characters not listed count as rare.
 _FREQ: dict[str, float] = {
@@ -150,7 +152,8 @@ class HyperscanScanner:
         if self._db is None:
             return []
         if text.isascii():
-            data = text.encode("ascii")
+            # The str's own bytes where the kernels are (no copy of the chunk), else a copy.
+            data = text.encode("ascii") if KERNELS is None or type(text) is not str else KERNELS.ascii_bytes(text)
         elif self._placeholder_safe:
             # Each other character becomes one '?': offsets stay character
             # offsets, and no literal (none holds a '?') can match where it
@@ -160,9 +163,9 @@ class HyperscanScanner:
             return self._wide_ends(text)
         return self._scan(data)
 
-    def _scan(self, data: bytes) -> list[int]:
+    def _scan(self, data: bytes | memoryview) -> list[int]:
         if data[-1:] != b"\n":
-            data += b"\n"  # the last line ends at len(text), as the regexes say
+            data = bytes(data) + b"\n"  # the last line ends at len(text), as the regexes say
         ends: list[int] = []
         append = ends.append
 

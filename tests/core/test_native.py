@@ -1781,3 +1781,39 @@ def test_stream_tails_when_a_rank_s_hash_drops_its_stream() -> None:
     for _ in range(3):
         assert kernels.stream_tails([Progress(0.0, "f:1", step=0, rank=None)], ranks, streams, 2, 16) in (None, True)
         gc.collect()
+
+
+@needs_kernels
+def test_ascii_bytes_is_the_str_s_own_bytes_kept_alive_read_only() -> None:
+    """``ascii_bytes``: the bytes ``encode("ascii")`` gives, no copy, the
+    str kept alive by the view (its name gone, the view still reads it),
+    never writable; a str outside ASCII, a subclass or no str refused."""
+    import gc
+
+    text = "".join(f"line {i} tok/s\n" for i in range(1000))
+    want = text.encode("ascii")
+    view = native.KERNELS.ascii_bytes(text)  # type: ignore[union-attr]
+    del text
+    gc.collect()
+    assert bytes(view) == want and view.readonly and len(view) == len(want)
+    assert view[-1:] == b"\n" and bytes(view[5:9]) == want[5:9]
+    with pytest.raises(TypeError):
+        view[0] = 65
+    for bad, error in (("caf\u00e9\n", ValueError), (type("S", (str,), {})("x"), ValueError), (b"x", TypeError)):
+        with pytest.raises(error):
+            native.KERNELS.ascii_bytes(bad)  # type: ignore[union-attr,arg-type]
+
+
+@needs_kernels
+@pytest.mark.parametrize("text", ["a Traceback here\nnothing\nloss 2.0 tok/s 3\n", "no newline at the end tok/s", ""])
+def test_hyperscan_finds_the_same_lines_in_the_str_s_own_bytes(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scanner over ``ascii_bytes`` and over ``encode("ascii")`` (no
+    kernels): the same line ends, a last line without its newline too."""
+    pytest.importorskip("hyperscan")
+    from dflash_watch.parsers import scanner as scanner_module
+
+    literals = ["Traceback", "tok/s", "loss"]
+    own = scanner_module.make_scanner(literals, engine="hyperscan").ends(text)
+    monkeypatch.setattr(scanner_module, "KERNELS", None)
+    copied = scanner_module.make_scanner(literals, engine="hyperscan").ends(text)
+    assert own == copied == scanner_module.make_scanner(literals, engine="re").ends(text)
