@@ -71,6 +71,10 @@ def main() -> None:
     reference = args.reference.resolve()
     if not (reference / "dflash_watch").is_dir():
         sys.exit(f"{reference}: not a checkout of this project")
+    for tree in (ROOT, reference):
+        # (a tree without its kernels replays in pure Python: a ratio of two paths, not two trees)
+        if not list((tree / "parsers").glob("_native*.so")):
+            sys.exit(f"{tree}: its kernels are not built (python setup.py build_ext --inplace there)")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from speed_logs import write_log
 
