@@ -17,7 +17,7 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 23
+#define ABI 24
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -40,9 +40,28 @@
  * Python loop reads it: its text, its UTF-8 (surrogatepass) for the
  * shape, and the text handed to ``glued_at``. A tqdm bar drawn with
  * block characters is such a line on every redraw. */
+/* ``take_run``'s shapes remembered within one call: the few a run of
+ * progress lines alternates between (a step line, a bar). */
+#define TR_RECENT 4
+#define TR_NORM_MAX 1024
+
+static PyObject *take_run_walk(PyObject *args, PyObject **recent);
+
 static PyObject *
 take_run(PyObject *self, PyObject *args)
 {
+    PyObject *recent[TR_RECENT] = {NULL};
+    PyObject *out = take_run_walk(args, recent);
+    for (int r = 0; r < TR_RECENT; r++)
+        Py_XDECREF(recent[r]);
+    return out;
+}
+
+static PyObject *
+take_run_walk(PyObject *args, PyObject **recent)
+{
+    int next_recent = 0, fresh = 0;
+    char norm[TR_NORM_MAX];
     PyObject *view, *text, *ends, *cache, *lines, *starts, *ends_out, *lanes, *glued;
     Py_ssize_t k, pos, shape_max;
     int wide, has_cr, fast;
@@ -122,7 +141,30 @@ take_run(PyObject *self, PyObject *args)
             }
         }
         PyObject *shape;
-        if (own == NULL) {
+        int normalized = 0; /* the shape's digits made 0 already (``norm``) */
+        if (own == NULL && len <= TR_NORM_MAX) {
+            /* line_shape into ``norm``; a shape this call saw lately is that
+             * very bytes object (its hash kept: the cache's lookup hashes
+             * nothing), else a new one, remembered below once the cache
+             * knows it. Equal bytes either way. */
+            for (Py_ssize_t i = 0; i < len; i++) {
+                char c = line[i];
+                norm[i] = c >= '1' && c <= '9' ? '0' : c;
+            }
+            shape = NULL;
+            for (int r = 0; r < TR_RECENT; r++) {
+                PyObject *known = recent[r];
+                if (known != NULL && PyBytes_GET_SIZE(known) == len && memcmp(PyBytes_AS_STRING(known), norm, (size_t)len) == 0) {
+                    shape = Py_NewRef(known);
+                    break;
+                }
+            }
+            if (shape == NULL) {
+                shape = PyBytes_FromStringAndSize(norm, len);
+                fresh = 1;
+            }
+            normalized = 1;
+        } else if (own == NULL) {
             shape = PyBytes_FromStringAndSize(line, len);
         } else {
             /* line_shape: its UTF-8, surrogatepass (a lone surrogate encodes). */
@@ -138,13 +180,21 @@ take_run(PyObject *self, PyObject *args)
             Py_XDECREF(own);
             return NULL;
         }
-        char *sd = PyBytes_AS_STRING(shape);
-        Py_ssize_t shape_len = PyBytes_GET_SIZE(shape);
-        for (Py_ssize_t i = 0; i < shape_len; i++) {
-            if (sd[i] >= '1' && sd[i] <= '9')
-                sd[i] = '0';
+        if (!normalized) {
+            char *sd = PyBytes_AS_STRING(shape);
+            Py_ssize_t shape_len = PyBytes_GET_SIZE(shape);
+            for (Py_ssize_t i = 0; i < shape_len; i++) {
+                if (sd[i] >= '1' && sd[i] <= '9')
+                    sd[i] = '0';
+            }
         }
         PyObject *entry = PyDict_GetItemWithError(cache, shape); /* borrowed */
+        if (entry != NULL && fresh) {
+            /* A shape the cache knows: remembered for the lines after (the oldest let go). */
+            Py_XSETREF(recent[next_recent], Py_NewRef(shape));
+            next_recent = (next_recent + 1) % TR_RECENT;
+        }
+        fresh = 0;
         if (entry == NULL) {
             Py_DECREF(shape);
             Py_XDECREF(own);

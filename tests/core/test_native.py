@@ -217,6 +217,42 @@ def test_take_run_takes_what_python_sets_aside_and_stops_before_the_rest(
 
 
 @needs_kernels
+@pytest.mark.parametrize("seed", range(12))
+def test_take_run_remembers_recent_shapes_and_gives_python_s_shapes(seed: int) -> None:
+    """The shapes a call saw lately are reused (``TR_RECENT``): over lines of
+    more shapes than it keeps, shapes of one length that differ in one
+    byte, lines past its buffer (1024) up to the cache's limit (2048), each
+    plain progress line's lane is the bytes ``line_shape`` makes of it; a
+    shape the cache does not hold stops the walk at its first line."""
+    rng = random.Random(seed)
+    templates = [
+        "step {} loss {}", "step {} lass {}", "eval {} loss {}", "  {}%|  | {}/9 [00:01, 1.5it/s]",
+        "x" * 1100 + " {} {}", "y" * 1500 + " {}/{}", "a {} b {} c", "tok/s {} {}", "z {}{}", "{} {}",
+    ]
+    lines = []
+    for _ in range(400):
+        template = rng.choice(templates[: rng.choice([2, 5, 10])])
+        lines.append(template.format(rng.randrange(0, 10**rng.randrange(1, 6)), rng.randrange(0, 99)))
+    view = "".join(line + "\n" for line in lines)
+    ends = list(itertools.accumulate(len(line) + 1 for line in lines))
+    ends = [e - 1 for e in ends]
+    shapes = [line.encode("ascii").translate(_DIGITS_0) for line in lines]
+    cache: dict[bytes, tuple[int, object]] = {shape: (1, None) for shape in shapes}
+    missing = rng.choice(shapes[50:])
+    if seed % 3 == 0:
+        del cache[missing]
+    lanes: list[object] = []
+    taken: list[str] = []
+    at = native.KERNELS.take_run(  # type: ignore[union-attr]
+        view, view, ends, 0, 0, cache, taken, [], [], lanes, False, False, True, 2048, 1, glued_at,
+    )
+    stop = shapes.index(missing) if seed % 3 == 0 else len(lines)
+    assert at[0] == stop
+    assert taken == lines[:stop] and lanes == shapes[:stop]
+    assert all(type(lane) is bytes for lane in lanes)
+
+
+@needs_kernels
 def test_take_run_refuses_a_view_that_is_not_ascii() -> None:
     with pytest.raises(ValueError):
         native.KERNELS.take_run("é\n", "é\n", [1], 0, 0, {}, [], [], [], [], False, False, True, 2048, 1, glued_at)  # type: ignore[union-attr]
