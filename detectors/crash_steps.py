@@ -47,7 +47,7 @@ from typing import TypeVar
 
 from ..parsers.events import Progress
 from ..parsers.native import KERNELS
-from ..parsers.step_columns import columns_of, read
+from ..parsers.step_columns import TIMES, columns_of, read
 
 # Streams (file, rank) remembered, and step lines kept per stream.
 STREAMS_MAX = 256
@@ -63,7 +63,6 @@ PENDING_PER_STREAM = 4 * LINES_KEEP
 PENDING_MOST = 16 * PENDING_MAX
 
 _WHERE = columns_of("source", "rank")  # what ``_tails`` reads of each line
-_TIMES = columns_of("time")
 
 StreamKey = tuple[str, "int | None"]
 Lines = deque[tuple[int, "int | None", float]]
@@ -120,7 +119,7 @@ class StepLines:
         (``max`` folds left as ``if t > latest`` does, so in any parts)."""
         pending = self._pending
         if len(pending) > self._timed:
-            times = read(pending if not self._timed else pending[self._timed:], _TIMES)[0]
+            times = read(pending if not self._timed else pending[self._timed:], TIMES)[0]
             self._latest = max(chain((self._latest,), times))
             self._timed = len(pending)
 

@@ -23,15 +23,12 @@ from operator import lt
 from typing import Any
 
 from ..parsers.events import Event, ProbeSample, ProcessExit, Progress, Recompile, Tick
-from ..parsers.step_columns import columns_of, read
+from ..parsers.step_columns import TIMES, read
 from .base import Alert, DetectorBase, Episode, StepCommit
 from .config import DetectorConfig, fmt_duration
 from .recompile_rate import RecompileRate
 
 NAME = "recompile"
-
-
-_TIMES = columns_of("time")  # ``quiet_steps``' column
 
 
 def _unchanged() -> None:
@@ -73,7 +70,7 @@ class RecompileDetector(DetectorBase):
         if self.episode.active:
             return None
         rate = self.rate
-        times = read(steps, _TIMES)[0]
+        times = read(steps, TIMES)[0]
         if all(map(lt, times, repeat(rate.next_check))):  # (each ``p.time < check``, in C)
             return _unchanged
         if not rate.silent():

@@ -22,9 +22,7 @@ from typing import cast
 from dflash_watch.detectors.base import Alert
 from dflash_watch.detectors.registry import DetectorSet
 from dflash_watch.parsers.events import Event, Progress
-from dflash_watch.parsers.step_columns import columns_of, read
-
-_TIMES = columns_of("time")  # ``_offer``'s column of a run taken
+from dflash_watch.parsers.step_columns import TIMES, read
 
 # Runs of consecutive step lines offered to the detectors at once (issue
 # 20's batching contract): shorter ones are not worth the asking; longer
@@ -110,7 +108,7 @@ class StepRuns:
         only around it; a short one goes one at a time."""
         if self._detectors.take_steps(steps):
             # What ``_arrive`` and ``_keep_step`` do step by step, for the run.
-            latest = max(read(steps, _TIMES)[0])  # (the times' column, in C)
+            latest = max(read(steps, TIMES)[0])  # (the times' column, in C)
             if self.now is None or latest > self.now:
                 self.now = latest
             last = steps[-1]

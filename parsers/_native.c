@@ -1226,25 +1226,31 @@ line_numbers(PyObject *self, PyObject *args)
 static PyObject *n_stamp, *n_base, *n_elapsed, *n_step, *n_min_key, *n_min_val, *n_frac_len, *n_min_ym, *n_year,
     *n_month;
 
-/* An int attribute value ``*out`` may hold exactly and subtract without
- * overflow (None: ``*none`` set); 0 where it is neither (Python reads on). */
+#define WALK_LIM (((long long)1) << 62)
+
+/* An int value within 2**62 (two of them subtract without overflow) into
+ * ``*v``, or None (``*none``); 0 for anything else (the caller's Python
+ * reads it). ``step_unstamped`` and ``stall_walk`` read steps so. */
 static int
-exact_int(PyObject *v, long long *out, int *none)
+small_int(PyObject *o, int *none, long long *v)
 {
-    *none = v == Py_None;
-    if (*none)
+    if (o == Py_None) {
+        *none = 1;
+        *v = 0;
         return 1;
-    if (!PyLong_CheckExact(v))
+    }
+    if (!PyLong_CheckExact(o))
         return 0;
     int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
         PyErr_Clear();
         return 0;
     }
-    if (x > (1LL << 53) || x < -(1LL << 53))
+    if (x >= WALK_LIM || x <= -WALK_LIM)
         return 0;
-    *out = x;
+    *none = 0;
+    *v = x;
     return 1;
 }
 
@@ -1266,7 +1272,7 @@ step_unstamped(PyObject *clk, PyObject *time, PyObject *step, PyObject *seconds,
         return 0;
     long long step_v = 0, last_v = 0;
     int step_none, last_none;
-    if (!exact_int(step, &step_v, &step_none))
+    if (!small_int(step, &step_none, &step_v))
         return 0;
     stamp = PyObject_GetAttr(clk, n_stamp);
     base = stamp == NULL ? NULL : PyObject_GetAttr(clk, n_base);
@@ -1277,7 +1283,7 @@ step_unstamped(PyObject *clk, PyObject *time, PyObject *step, PyObject *seconds,
         goto out;
     }
     if ((stamp != Py_None && !PyFloat_CheckExact(stamp)) || !PyFloat_CheckExact(base) ||
-        !PyFloat_CheckExact(elapsed) || !exact_int(last, &last_v, &last_none))
+        !PyFloat_CheckExact(elapsed) || !small_int(last, &last_none, &last_v))
         goto out; /* done 0: the method reads them */
     double t = PyFloat_AS_DOUBLE(time), b = PyFloat_AS_DOUBLE(base), e = PyFloat_AS_DOUBLE(elapsed);
     PyObject *new_stamp = stamp, *new_base = base, *new_last = last;
@@ -2090,31 +2096,6 @@ release_items(PyObject **held, Py_ssize_t n)
  * clocked a bool; ``last_t`` a float or None; ``bars`` an int), else it
  * gives NotImplemented and Python walks. None: a line comes after its
  * deadline. Else ``walk_steps``' tuple. */
-#define WALK_LIM (((long long)1) << 62)
-
-static int
-small_int(PyObject *o, int *none, long long *v)
-{
-    if (o == Py_None) {
-        *none = 1;
-        *v = 0;
-        return 1;
-    }
-    if (!PyLong_CheckExact(o))
-        return 0;
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (x >= WALK_LIM || x <= -WALK_LIM)
-        return 0;
-    *none = 0;
-    *v = x;
-    return 1;
-}
-
 static PyObject *
 stall_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {

@@ -46,6 +46,10 @@ def columns_of(*names: str) -> Columns:
     return Columns(at, namespace["read"])
 
 
+# The times of a run: the column most readers want (one home, one generated reader).
+TIMES = columns_of("time")
+
+
 def read(steps: Sequence[Progress], which: Columns) -> tuple[list[Any], ...]:
     """One list per field of ``which``, in its order: each the field of every
     step, in order."""
