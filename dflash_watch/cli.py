@@ -221,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["watch"])
+    from .code_cache import install
+
+    install()  # before the command's modules: their classes' code is read, not compiled
     module = importlib.import_module(f"dflash_watch.commands.{args.command}")
     if args.command in _STATE_COMMANDS:
         from .commands.common import state_dir_problem
