@@ -31,7 +31,7 @@ from .gc_policy import bulk_read
 from .ingest import log_stream
 from .monitor import Monitor
 from .sources.chunks import emit
-from .sources.lines import LineSplitter, MiB
+from .sources.lines import LineSplitter, MiB, decoded
 from .sources.logtail import Chunk, TailNotice
 from .sources.probes import ProbeParser, read_probe_file
 from .sources.samples import SampleParser, read_sample_file
@@ -121,7 +121,7 @@ def _log_chunks(path: str) -> Iterator[Chunk | TailNotice]:
         while data := fh.read(MiB):
             yield from emit(path, 0, splitter.feed(data), MiB)
             for states in splitter.take_states():
-                yield Chunk(path, str(states, "utf-8", "replace") + "\n", splitter.lineno, 0)
+                yield Chunk(path, decoded(states) + "\n", splitter.lineno, 0)
         yield from emit(path, 0, splitter.finish(), MiB)
 
 

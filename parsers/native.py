@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 24
+ABI = 25
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -71,6 +71,7 @@ class Kernels(Protocol):
     def ascii_bytes(self, text: str, /) -> memoryview: ...
 
     def newlines(self, data: bytes | bytearray, /) -> int: ...
+    def utf8_text(self, data: bytes | bytearray, /) -> str | None: ...
 
     def margin_walk(
         self, points: list[tuple[float, float]], times: list[float], smoothed: list[float], span: float,

@@ -1853,3 +1853,75 @@ def test_hyperscan_finds_the_same_lines_in_the_str_s_own_bytes(text: str, monkey
     monkeypatch.setattr(scanner_module, "KERNELS", None)
     copied = scanner_module.make_scanner(literals, engine="hyperscan").ends(text)
     assert own == copied == scanner_module.make_scanner(literals, engine="re").ends(text)
+
+
+# Pieces of UTF-8 and of what is not: utf8_text must give Python's str
+# wherever it gives one, and give none exactly where its fast path ends.
+_UTF8_PIECES = [
+    b"a", b"step 12 | loss 2.0\n", b"x" * 7, b"y" * 15, b"z" * 17, b"\r", b"\x00", b"\x7f",
+    "é".encode(), "ß".encode(), "Ω".encode(), "߿".encode(),  # two bytes: Latin-1, past it, the last
+    "█".encode(), "€".encode(), "\ufffd".encode(), "\uffff".encode(), "\ue000".encode(), "\u0800".encode(),
+    "\ud7ff".encode(),  # the last before the surrogates
+    "😀".encode(), "\U0010ffff".encode(),  # four bytes
+    b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf",
+    b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\xe2\x96", b"\xc3", b"\xe2", b"\xf0\x9f\x98",
+]
+
+
+def _utf8_fast_case(data: bytes) -> bool:
+    """Whether ``utf8_text`` should decode ``data`` itself: valid UTF-8,
+    ASCII or with a widest character past Latin-1 within the BMP."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    widest = max(map(ord, text), default=0)
+    return widest < 0x80 or 0xFF < widest <= 0xFFFF
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(30))
+def test_utf8_text_is_pythons_decode_or_none(seed: int) -> None:
+    import sys
+
+    rng = random.Random(seed)
+    kernels = native.KERNELS
+    assert kernels is not None
+    for _ in range(300):
+        weights = [rng.random() for _ in _UTF8_PIECES]
+        data = b"".join(rng.choices(_UTF8_PIECES, weights, k=rng.randrange(0, 40)))
+        expected = str(data, "utf-8", "replace")
+        for buf in (data, bytearray(data)):
+            text = kernels.utf8_text(buf)
+            assert (text is not None) == _utf8_fast_case(data), data
+            if text is not None:
+                assert text == expected and type(text) is str
+                assert sys.getsizeof(text) == sys.getsizeof(expected)  # the same kind (width) of str
+
+
+@needs_kernels
+def test_utf8_text_at_every_offset_of_its_wide_steps() -> None:
+    """A wide character at each offset of runs that cross the 8- and 16-byte steps."""
+    kernels = native.KERNELS
+    assert kernels is not None
+    for length in range(0, 41):
+        for at in range(length + 1):
+            for wide in ("█", "Ω", "é█", "██", "\ufffd"):
+                data = (b"a" * at + wide.encode() + b"b" * (length - at))
+                text = kernels.utf8_text(data)
+                assert text == data.decode("utf-8"), (length, at, wide)
+            ascii_only = b"c" * length
+            assert kernels.utf8_text(ascii_only) == ascii_only.decode("ascii")
+            assert kernels.utf8_text(b"a" * at + b"\xe2\x96" + b"b" * (length - at)) is None  # cut short
+
+
+def test_decoded_is_pythons_decode_with_or_without_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dflash_watch.sources import lines
+
+    samples = [b"", b"plain\n", "Training: 10%|█ | 5/50\n".encode(), b"bad \xff byte\n", "é only\n".encode(),
+               "emoji 😀\n".encode(), b"cut \xe2\x96"]
+    for kernels in (native.KERNELS, None):
+        monkeypatch.setattr(lines, "KERNELS", kernels)
+        for data in samples:
+            for buf in (data, bytearray(data)):
+                assert lines.decoded(buf) == str(data, "utf-8", "replace")
