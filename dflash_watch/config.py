@@ -30,7 +30,6 @@ module and ``sinks.settings`` alike, so neither imports the other's privates.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -263,6 +262,8 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
                 break
         else:
             return Config()
+    import tomllib  # (here: only a file read needs it, and its import is a few ms of every start)
+
     p = Path(path).expanduser()
     if p.exists() and not p.is_file():  # a FIFO blocks the read, /dev/zero fills memory
         raise ConfigError(f"config file {p}: not a regular file")

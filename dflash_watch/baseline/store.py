@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +74,8 @@ def save_baseline(baseline: Baseline, path: str | os.PathLike[str]) -> None:
     dashboard reading it never sees half a file, and a crash mid-write
     leaves the old baseline whole. ``allow_nan=False``: a NaN would make
     the file invalid JSON for every other reader."""
+    import tempfile  # (here: with random and shutil, a few ms of every command's start, for a save)
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
