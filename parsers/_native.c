@@ -20,7 +20,7 @@
 #endif
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 25
+#define ABI 26
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -777,6 +777,33 @@ newlines(PyObject *self, PyObject *arg)
     }
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(count);
+}
+
+/* match_end(id, start, end, flags, ends) -> None
+ *
+ * The Hyperscan scanner's match handler (``HyperscanScanner._scan``):
+ * ``ends.append(end - 1)``, the line's newline. Called once per candidate
+ * line (a third of a progress-heavy log's lines) with the five arguments
+ * the hyperscan binding passes; a Python function there cost a frame per
+ * line. */
+static PyObject *
+match_end(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyList_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "match_end: (id, start, end, flags, ends: list)");
+        return NULL;
+    }
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (end == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *at = PyLong_FromSsize_t(end - 1);
+    if (at == NULL)
+        return NULL;
+    int failed = PyList_Append(args[4], at);
+    Py_DECREF(at);
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* utf8_text(data) -> str | None
@@ -3296,6 +3323,7 @@ python:
 
 static PyMethodDef methods[] = {
     {"take_run", take_run, METH_VARARGS, "LogStream._scan's walk over lines it only sets aside."},
+    {"match_end", (PyCFunction)(void (*)(void))match_end, METH_FASTCALL, "Hyperscan's match handler: ends.append(end - 1)."},
     {"utf8_text", utf8_text, METH_O, "str(data, 'utf-8', 'replace') of ASCII or BMP UTF-8 bytes, else None."},
     {"ascii_bytes", ascii_bytes, METH_O, "An ASCII str's characters as a read-only memoryview, no copy."},
     {"slide_median", slide_median, METH_VARARGS, "A sliding window's median after each new value."},

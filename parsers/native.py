@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 25
+ABI = 26
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -72,6 +72,7 @@ class Kernels(Protocol):
 
     def newlines(self, data: bytes | bytearray, /) -> int: ...
     def utf8_text(self, data: bytes | bytearray, /) -> str | None: ...
+    def match_end(self, id: int, start: int, end: int, flags: int, ends: list[int], /) -> None: ...
 
     def margin_walk(
         self, points: list[tuple[float, float]], times: list[float], smoothed: list[float], span: float,

@@ -167,6 +167,11 @@ class HyperscanScanner:
         if data[-1:] != b"\n":
             data = bytes(data) + b"\n"  # the last line ends at len(text), as the regexes say
         ends: list[int] = []
+        if KERNELS is not None:  # the handler in C (``match_end``), the list its context
+            self._db.scan(  # type: ignore[attr-defined]
+                data, match_event_handler=KERNELS.match_end, scratch=self._scratch, context=ends
+            )
+            return ends
         append = ends.append
 
         def on_match(_id: int, _start: int, end: int, _flags: int, _context: object) -> None:

@@ -1925,3 +1925,18 @@ def test_decoded_is_pythons_decode_with_or_without_kernels(monkeypatch: pytest.M
         for data in samples:
             for buf in (data, bytearray(data)):
                 assert lines.decoded(buf) == str(data, "utf-8", "replace")
+
+
+@needs_kernels
+def test_match_end_appends_the_newline_of_each_match() -> None:
+    kernels = native.KERNELS
+    assert kernels is not None
+    ends: list[int] = []
+    assert kernels.match_end(0, 0, 18, 0, ends) is None
+    kernels.match_end(3, 5, 1, 0, ends)
+    kernels.match_end(0, 0, 2**40, 0, ends)
+    assert ends == [17, 0, 2**40 - 1]
+    for bad in ((0, 0, 1, 0, ()), (0, 0, 1, 0), (0, 0, 1, 0, [], 9), (0, 0, "1", 0, [])):
+        with pytest.raises(TypeError):
+            kernels.match_end(*bad)  # type: ignore[arg-type]
+    assert ends == [17, 0, 2**40 - 1]  # nothing appended by a refused call

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -146,3 +148,35 @@ def test_two_streams_share_one_database_and_scan_in_parallel() -> None:
     for t in threads:
         t.join()
     assert got == {"a": want, "b": want}
+
+
+@pytest.mark.parametrize("kernels", ["built", "none"])
+def test_hyperscan_match_handler_in_c_and_in_python_agree(kernels: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The match handler is ``native.match_end`` where the kernels are built,
+    a Python function where not: the same ends either way."""
+    hyperscan = pytest.importorskip("hyperscan", reason="hyperscan is not installed on this platform")
+    from dflash_watch.parsers import native
+    from dflash_watch.parsers import scanner as scanner_module
+
+    if kernels == "built" and native.KERNELS is None:
+        pytest.skip(f"no compiled kernels: {native.status()}")
+    monkeypatch.setattr(scanner_module, "KERNELS", native.KERNELS if kernels == "built" else None)
+    scanner = HyperscanScanner(LITERALS, hyperscan)
+    texts = [
+        "", "\n", "loss", "step 1 | loss 2.0\nnoise\nRuntimeError: x\n", "noise\n" * 5 + "Traceback x",
+        "é step 1 | loss 2.0\n███ 9/10 [00:01, 9.8it/s]\nnoise \ud800\nRuntimeError: x",
+        "".join(f"line {i} {'tok/s' if i % 3 else 'x'}\n" for i in range(500)),
+    ]
+    for text in texts:
+        assert scanner.ends(text) == expected_ends(text, LITERALS), text[:40]
+    if kernels == "built":  # and the kernel's handler is the one Hyperscan calls
+        calls: list[int] = []
+
+        def counted(*args: object) -> None:
+            calls.append(1)
+            native.KERNELS.match_end(*args)  # type: ignore[union-attr, arg-type]
+
+        monkeypatch.setattr(
+            scanner_module, "KERNELS", types.SimpleNamespace(match_end=counted, ascii_bytes=native.KERNELS.ascii_bytes)  # type: ignore[union-attr]
+        )
+        assert scanner.ends(texts[3]) == [17, 39] and len(calls) == 2
