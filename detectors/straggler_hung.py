@@ -31,8 +31,13 @@ from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
 
+from ..parsers.native import KERNELS
 from .config import DetectorConfig, fmt_duration
 from .straggler_ranks import RankState
+
+# The passes over the ranks in C where the kernels are built (``hung_pass``,
+# ``hung_floor``; the rank state's fields registered by ``straggler_ranks``).
+_HUNG_PASS = KERNELS.hung_pass if KERNELS is not None else None
 
 _USUAL = attrgetter("usual_s")  # (a C call: ``limit`` reads it for every rank)
 
@@ -84,6 +89,21 @@ def next_deadline(ranks: list[RankState], config: DetectorConfig, in_phase: bool
     best would give (``tests/core/test_ranks_speed_intake.py`` and
     ``test_detector_shortcuts.py`` hold it to the plain rules)."""
     floor, factor = config.straggler_hung_min_s, config.straggler_hung_factor
+    found = None if _HUNG_PASS is None else _HUNG_PASS(ranks, floor, factor, now)  # the pass in C where built
+    if found is None:
+        found = _pass(ranks, floor, factor, now)
+    stepped, last, busiest, soonest = found
+    if stepped < 2:
+        return None
+    best = last + stall_limit(busiest, config, in_phase)  # at or before ``now``: judged already
+    if soonest < best:
+        best = soonest
+    return best if best > now else None
+
+
+def _pass(ranks: list[RankState], floor: float, factor: float, now: float) -> tuple[int, float, float | None, float]:
+    """``next_deadline``'s pass in Python: (the stepping ranks, their latest
+    step time, the least cadence, the earliest own end after ``now``)."""
     stepped = 0
     last = 0.0  # the latest step, ``max`` as the builtin takes it (the first, then any greater)
     busiest: float | None = None  # the least cadence (``limit``: ``min`` as the builtin)
@@ -108,12 +128,7 @@ def next_deadline(ranks: list[RankState], config: DetectorConfig, in_phase: bool
         end = seen + (own if own > floor else floor)
         if now < end < soonest:
             soonest = end
-    if stepped < 2:
-        return None
-    best = last + stall_limit(busiest, config, in_phase)  # at or before ``now``: judged already
-    if soonest < best:
-        best = soonest
-    return best if best > now else None
+    return stepped, last, busiest, soonest
 
 
 def quiet_floor(ranks: Iterable[RankState], since: float) -> float:
@@ -131,6 +146,9 @@ def quiet_floor(ranks: Iterable[RankState], since: float) -> float:
     minimum of the latest step, the oldest ``last_seen`` of a timed rank,
     and ``since``: until that floor plus ``straggler_hung_min_s`` no rank
     is found hung, and no deadline comes earlier."""
+    found = None if KERNELS is None else KERNELS.hung_floor(ranks, since)  # in C where built
+    if found is not None:
+        return found
     last = -math.inf
     oldest = math.inf
     for s in ranks:

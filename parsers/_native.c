@@ -20,7 +20,7 @@
 #endif
 #include <structmember.h> /* T_OBJECT_EX */
 
-#define ABI 26
+#define ABI 27
 
 /* take_run(view, text, ends, k, pos, flag_cache, run_lines, run_starts,
  *          run_ends, run_lanes, wide, has_cr, fast, shape_max, progress_flag,
@@ -2902,6 +2902,179 @@ rank_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nOO)", i, stepped ? Py_True : Py_False, advanced ? Py_True : Py_False);
 }
 
+/* The registered RankState's four fields the hang rules read, each still
+ * in its own slot; 0 where they are not (the callers then read in Python). */
+static int
+hung_fields(RankCfg *cfg)
+{
+    static const int wanted[4] = {RS_LAST_SEEN, RS_LAST_STEP, RS_LAST_STEP_TIME, RS_USUAL_S};
+    rank_cfg_hold(cfg, &rank_reg);
+    if (cfg->cls == NULL)
+        return 0;
+    for (int k = 0; k < 4; k++)
+        if (_PyType_Lookup(cfg->cls, PyTuple_GET_ITEM(cfg->names, wanted[k])) !=
+            PyTuple_GET_ITEM(cfg->descrs, wanted[k]))
+            return 0;
+    return 1;
+}
+
+/* A slot's value as a double: 1 a float, 0 None, -1 anything else. */
+static int
+float_or_none(PyObject *v, double *out)
+{
+    if (v == Py_None)
+        return 0;
+    if (!PyFloat_CheckExact(v))
+        return -1;
+    *out = PyFloat_AS_DOUBLE(v);
+    return 1;
+}
+
+/* hung_pass(ranks, floor, factor, now) -> (stepped, last, busiest, soonest) | None
+ *
+ * ``straggler_hung.next_deadline``'s pass over the ranks (64 of them at
+ * every judgement and every committed run of step lines): how many are
+ * stepping, their latest step time (``at or 0.0``), the least cadence (None
+ * where no stepping rank has one) and the earliest own silence end after
+ * ``now``, with Python's comparisons and float arithmetic in its order
+ * (the product held apart from the sum: no fused multiply-add). None
+ * (Python reads them) where ``ranks`` is not a list of exactly the
+ * registered RankState, a value read is neither a float nor None, or the
+ * three figures are not floats. */
+static PyObject *
+hung_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "hung_pass: ranks, floor, factor, now");
+        return NULL;
+    }
+    PyObject *ranks = args[0];
+    if (!PyList_CheckExact(ranks) || !PyFloat_CheckExact(args[1]) || !PyFloat_CheckExact(args[2]) ||
+        !PyFloat_CheckExact(args[3]))
+        Py_RETURN_NONE;
+    double floor = PyFloat_AS_DOUBLE(args[1]), factor = PyFloat_AS_DOUBLE(args[2]), now = PyFloat_AS_DOUBLE(args[3]);
+    RankCfg cfg;
+    if (!hung_fields(&cfg)) {
+        rank_cfg_release(&cfg);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t stepped = 0;
+    double last = 0.0, busiest = 0.0, soonest = Py_HUGE_VAL;
+    int has_busiest = 0, plain = 1;
+    for (Py_ssize_t i = 0; plain && i < PyList_GET_SIZE(ranks); i++) {
+        PyObject *s = PyList_GET_ITEM(ranks, i);
+        if (Py_TYPE(s) != cfg.cls) {
+            plain = 0;
+            break;
+        }
+        PyObject *step = SLOT(s, cfg.off[RS_LAST_STEP]), *at_v = SLOT(s, cfg.off[RS_LAST_STEP_TIME]);
+        PyObject *usual_v = SLOT(s, cfg.off[RS_USUAL_S]), *seen_v = SLOT(s, cfg.off[RS_LAST_SEEN]);
+        if (step == NULL || at_v == NULL || usual_v == NULL || seen_v == NULL) {
+            plain = 0;
+            break;
+        }
+        double at = 0.0, usual = 0.0, seen = 0.0;
+        int has_at = float_or_none(at_v, &at), has_usual = float_or_none(usual_v, &usual);
+        int has_seen = float_or_none(seen_v, &seen);
+        if (has_at < 0 || has_usual < 0 || has_seen < 0) {
+            plain = 0;
+            break;
+        }
+        if (step == Py_None || !has_at)
+            continue; /* not stepping */
+        if (at == 0.0)
+            at = 0.0; /* ``at or 0.0``: -0.0 is false */
+        if (!stepped || at > last)
+            last = at;
+        stepped++;
+        if (!has_usual)
+            continue;
+        if (!has_busiest || usual < busiest) {
+            busiest = usual;
+            has_busiest = 1;
+        }
+        if (!has_seen)
+            continue;
+        volatile double own = factor * usual; /* rounded on its own, as Python's product is */
+        double end = seen + (own > floor ? own : floor);
+        if (now < end && end < soonest)
+            soonest = end;
+    }
+    rank_cfg_release(&cfg);
+    if (!plain)
+        Py_RETURN_NONE;
+    if (!has_busiest)
+        return Py_BuildValue("(ndOd)", stepped, last, Py_None, soonest);
+    return Py_BuildValue("(nddd)", stepped, last, busiest, soonest);
+}
+
+/* hung_floor(ranks, since) -> float | None
+ *
+ * ``straggler_hung.quiet_floor``: the least of the stepping ranks' latest
+ * step time, the oldest ``last_seen`` of a rank with a cadence, and
+ * ``since``, as ``min`` takes them in that order. ``ranks``: any iterable
+ * of exactly the registered RankState (the ranks' dict's values); None
+ * where a rank or a value read is of another kind, or ``since`` is not a
+ * float: Python reads them. */
+static PyObject *
+hung_floor(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "hung_floor: ranks, since");
+        return NULL;
+    }
+    if (!PyFloat_CheckExact(args[1]))
+        Py_RETURN_NONE;
+    RankCfg cfg;
+    if (!hung_fields(&cfg)) {
+        rank_cfg_release(&cfg);
+        Py_RETURN_NONE;
+    }
+    PyObject *it = PyObject_GetIter(args[0]);
+    if (it == NULL) {
+        rank_cfg_release(&cfg);
+        return NULL;
+    }
+    double last = -Py_HUGE_VAL, oldest = Py_HUGE_VAL;
+    int plain = 1;
+    PyObject *s;
+    while (plain && (s = PyIter_Next(it)) != NULL) {
+        PyObject *step = Py_TYPE(s) == cfg.cls ? SLOT(s, cfg.off[RS_LAST_STEP]) : NULL;
+        PyObject *at_v = step == NULL ? NULL : SLOT(s, cfg.off[RS_LAST_STEP_TIME]);
+        PyObject *usual_v = at_v == NULL ? NULL : SLOT(s, cfg.off[RS_USUAL_S]);
+        PyObject *seen_v = usual_v == NULL ? NULL : SLOT(s, cfg.off[RS_LAST_SEEN]);
+        double at = 0.0, usual = 0.0, seen = 0.0;
+        int has_at = -1, has_usual = -1, has_seen = -1;
+        if (seen_v != NULL) {
+            has_at = float_or_none(at_v, &at);
+            has_usual = float_or_none(usual_v, &usual);
+            has_seen = float_or_none(seen_v, &seen);
+        }
+        Py_DECREF(s);
+        if (has_at < 0 || has_usual < 0 || has_seen < 0) {
+            plain = 0;
+            break;
+        }
+        if (has_at && step != Py_None && at > last)
+            last = at;
+        if (has_usual && has_seen && seen < oldest)
+            oldest = seen;
+    }
+    Py_DECREF(it);
+    rank_cfg_release(&cfg);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!plain)
+        Py_RETURN_NONE;
+    double found = last > -Py_HUGE_VAL ? last : Py_HUGE_VAL;
+    if (oldest < found)
+        found = oldest;
+    double since = PyFloat_AS_DOUBLE(args[1]);
+    if (since < found)
+        found = since;
+    return PyFloat_FromDouble(found);
+}
+
 /* stream_tails(pending, ranks, streams, cut, keep) -> True | None
  *
  * ``crash_steps.StepLines._tails_of`` of many streams (one file, told
@@ -3337,6 +3510,8 @@ static PyMethodDef methods[] = {
     {"lane_groups", (PyCFunction)(void (*)(void))lane_groups, METH_FASTCALL, "lanes._groups' picking of a run's lines by lane."},
     {"sources", (PyCFunction)(void (*)(void))sources, METH_FASTCALL, "Events' sources of a run: prefix + str(number), written once."},
     {"set_rank_state", set_rank_state, METH_VARARGS, "rank_steps' class of rank states and its fields."},
+    {"hung_pass", (PyCFunction)(void (*)(void))hung_pass, METH_FASTCALL, "straggler_hung.next_deadline's pass in C."},
+    {"hung_floor", (PyCFunction)(void (*)(void))hung_floor, METH_FASTCALL, "straggler_hung.quiet_floor in C."},
     {"rank_steps", (PyCFunction)(void (*)(void))rank_steps, METH_FASTCALL, "straggler_ranks.take_log_steps' loop in C."},
     {"stream_tails", (PyCFunction)(void (*)(void))stream_tails, METH_FASTCALL, "StepLines._tails_of of many streams."},
     {"margin_walk", (PyCFunction)(void (*)(void))margin_walk, METH_FASTCALL, "loss_steps._walk_margin's loop in C."},

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 26
+ABI = 27
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -73,6 +73,10 @@ class Kernels(Protocol):
     def newlines(self, data: bytes | bytearray, /) -> int: ...
     def utf8_text(self, data: bytes | bytearray, /) -> str | None: ...
     def match_end(self, id: int, start: int, end: int, flags: int, ends: list[int], /) -> None: ...
+    def hung_pass(
+        self, ranks: list[Any], floor: float, factor: float, now: float, /
+    ) -> tuple[int, float, float | None, float] | None: ...
+    def hung_floor(self, ranks: Iterable[Any], since: float, /) -> float | None: ...
 
     def margin_walk(
         self, points: list[tuple[float, float]], times: list[float], smoothed: list[float], span: float,

@@ -1940,3 +1940,123 @@ def test_match_end_appends_the_newline_of_each_match() -> None:
         with pytest.raises(TypeError):
             kernels.match_end(*bad)  # type: ignore[arg-type]
     assert ends == [17, 0, 2**40 - 1]  # nothing appended by a refused call
+
+
+def _rank_states(rng: random.Random, n: int) -> list[object]:
+    """RankStates with the hang rules' four fields drawn from the values that
+    matter: None, zeros of both signs, NaN, infinities, ties and plain times."""
+    from dflash_watch.detectors.straggler_ranks import RankState
+
+    times = [None, 0.0, -0.0, math.nan, math.inf, -math.inf, 5.0, 5.0, 100.5, 1e9, -3.0]
+    states = []
+    for r in range(n):
+        s = RankState(r, 0.0)
+        s.last_step = rng.choice([None, 0, 3, 10**30])
+        s.last_step_time = rng.choice(times + [rng.uniform(-10, 200)])
+        s.usual_s = rng.choice([None, 0.0, -0.0, -1.0, math.nan, 0.5, 2.0, 2.0, rng.uniform(0, 50)])
+        s.last_seen = rng.choice(times + [rng.uniform(-10, 200)])
+        states.append(s)
+    return states
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, NaN to NaN, and zeros of the same sign."""
+    if isinstance(a, float) and isinstance(b, float):
+        return repr(a) == repr(b)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return a == b and type(a) is type(b)
+
+
+@needs_kernels
+@pytest.mark.parametrize("seed", range(40))
+def test_hung_pass_and_floor_are_the_python_passes(seed: int) -> None:
+    from dflash_watch.detectors import straggler_hung
+
+    kernels = native.KERNELS
+    assert kernels is not None
+    rng = random.Random(seed)
+    for _ in range(60):
+        ranks = _rank_states(rng, rng.randrange(0, 9))
+        floor, factor = rng.choice([60.0, 0.0, 1.5, math.inf]), rng.choice([5.0, 0.0, 0.1, math.nan])
+        now = rng.choice([0.0, -0.0, 50.0, 150.0, math.nan, rng.uniform(-10, 300)])
+        fast = kernels.hung_pass(ranks, floor, factor, now)
+        assert fast is not None
+        assert _same(fast, straggler_hung._pass(ranks, floor, factor, now)), (ranks, floor, factor, now)  # type: ignore[arg-type]
+        since = rng.choice([math.inf, 0.0, -0.0, 40.0, math.nan, rng.uniform(-10, 300)])
+        found = kernels.hung_floor(ranks, since)
+        assert found is not None
+        saved = straggler_hung.KERNELS
+        try:
+            straggler_hung.KERNELS = None  # type: ignore[assignment]
+            expected = straggler_hung.quiet_floor(ranks, since)  # type: ignore[arg-type]
+        finally:
+            straggler_hung.KERNELS = saved  # type: ignore[assignment]
+        assert _same(found, expected), (ranks, since)
+        assert _same(kernels.hung_floor(iter(ranks), since), expected)  # any iterable (the dict's values)
+
+
+@needs_kernels
+def test_hung_pass_and_floor_leave_other_kinds_to_python() -> None:
+    from dflash_watch.detectors.straggler_ranks import RankState
+
+    kernels = native.KERNELS
+    assert kernels is not None
+    good = RankState(0, 0.0)
+    good.last_step, good.last_step_time, good.usual_s, good.last_seen = 1, 5.0, 2.0, 5.0
+    assert kernels.hung_pass([good, good], 60.0, 5.0, 1.0) == (2, 5.0, 2.0, 65.0)  # 5 + max(60, 5 * 2)
+    assert kernels.hung_floor([good], 40.0) == 5.0
+    for field, value in (("last_step_time", 5), ("usual_s", 2), ("last_seen", True)):
+        odd = RankState(1, 0.0)
+        odd.last_step, odd.last_step_time, odd.usual_s, odd.last_seen = 1, 5.0, 2.0, 5.0
+        setattr(odd, field, value)  # an int where a float is read: Python's to compare
+        assert kernels.hung_pass([good, odd], 60.0, 5.0, 1.0) is None, field
+        assert kernels.hung_floor([good, odd], 40.0) is None, field
+
+    class Sub(RankState):
+        __slots__ = ()
+
+    assert kernels.hung_pass([good, Sub(2, 0.0)], 60.0, 5.0, 1.0) is None
+    assert kernels.hung_floor((good, "not a rank"), 40.0) is None
+    assert kernels.hung_pass((good,), 60.0, 5.0, 1.0) is None  # a tuple, not the list it is given
+    for figures in ((60, 5.0, 1.0), (60.0, 5, 1.0), (60.0, 5.0, 1)):
+        assert kernels.hung_pass([good], *figures) is None
+    assert kernels.hung_floor([good], 40) is None
+    with pytest.raises(TypeError):
+        kernels.hung_pass([good], 60.0, 5.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        kernels.hung_floor(5, 40.0)  # type: ignore[arg-type]
+
+
+def test_next_deadline_and_quiet_floor_with_and_without_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dflash_watch.detectors import straggler_hung
+    from dflash_watch.detectors.config import DetectorConfig
+
+    config = DetectorConfig()
+    rng = random.Random(7)
+    cases = [(_rank_states(rng, rng.randrange(0, 9)), rng.choice([False, True]), rng.uniform(-10, 300),
+              rng.choice([math.inf, rng.uniform(-10, 300)])) for _ in range(300)]
+    calls: list[str] = []
+    if native.KERNELS is not None:  # the kernels are what the rules call where built
+        real = native.KERNELS
+
+        def hung_pass(*args: object) -> object:
+            calls.append("pass")
+            return real.hung_pass(*args)  # type: ignore[arg-type]
+
+        def hung_floor(*args: object) -> object:
+            calls.append("floor")
+            return real.hung_floor(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(straggler_hung, "_HUNG_PASS", hung_pass)
+        monkeypatch.setattr(straggler_hung, "KERNELS", types.SimpleNamespace(hung_floor=hung_floor))
+    with_kernels = [(straggler_hung.next_deadline(r, config, p, now), straggler_hung.quiet_floor(r, since))
+                    for r, p, now, since in cases]  # type: ignore[arg-type]
+    if native.KERNELS is not None:
+        assert calls.count("pass") == calls.count("floor") == len(cases)
+    monkeypatch.setattr(straggler_hung, "_HUNG_PASS", None)
+    monkeypatch.setattr(straggler_hung, "KERNELS", None)
+    without = [(straggler_hung.next_deadline(r, config, p, now), straggler_hung.quiet_floor(r, since))
+               for r, p, now, since in cases]  # type: ignore[arg-type]
+    assert all(map(_same, with_kernels, without))
+    assert sum(d is not None for d, _ in without) > 30  # deadlines found, not only None
