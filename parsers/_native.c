@@ -940,25 +940,36 @@ utf8_text(PyObject *self, PyObject *arg)
         PyBuffer_Release(&view);
         return NULL;
     }
-    Py_UCS2 *out = PyUnicode_2BYTE_DATA(text);
-    while (p < end) {
+    Py_UCS2 *out = PyUnicode_2BYTE_DATA(text), *out_end = out + chars;
+    int same = 1; /* the bytes as measured (a buffer another process or thread writes may not be) */
+    while (same && p < end) {
         Py_ssize_t ascii = ascii_run(p, end);
+        if (ascii > out_end - out) {
+            same = 0;
+            break;
+        }
         widen(p, ascii, out);
         p += ascii;
         out += ascii;
         if (p == end)
             break;
         unsigned char c = *p;  /* a lead byte: measured, so checked */
-        if (c < 0xE0) {
+        Py_ssize_t width = c < 0xE0 ? 2 : 3;
+        if (out == out_end || end - p < width || c < 0xC2 || c > 0xEF) {
+            same = 0;
+            break;
+        }
+        if (width == 2)
             *out++ = (Py_UCS2)(((c & 0x1F) << 6) | (p[1] & 0x3F));
-            p += 2;
-        }
-        else {
+        else
             *out++ = (Py_UCS2)(((c & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F));
-            p += 3;
-        }
+        p += width;
     }
     PyBuffer_Release(&view);
+    if (!same || out != out_end) {
+        Py_DECREF(text);
+        Py_RETURN_NONE; /* changed under us: Python decodes what is there now */
+    }
     return text;
 }
 
@@ -3012,10 +3023,12 @@ hung_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  *
  * ``straggler_hung.quiet_floor``: the least of the stepping ranks' latest
  * step time, the oldest ``last_seen`` of a rank with a cadence, and
- * ``since``, as ``min`` takes them in that order. ``ranks``: any iterable
- * of exactly the registered RankState (the ranks' dict's values); None
- * where a rank or a value read is of another kind, or ``since`` is not a
- * float: Python reads them. */
+ * ``since``, as ``min`` takes them in that order. ``ranks``: a list, a
+ * tuple or a dict's values (the ranks' dict's, as the detector passes
+ * them), of exactly the registered RankState: what Python can read again
+ * where this declines, as a one-shot iterator could not be. None where
+ * ``ranks`` is of another kind, a rank or a value read is, or ``since``
+ * is not a float: Python reads them. */
 static PyObject *
 hung_floor(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -3023,7 +3036,9 @@ hung_floor(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "hung_floor: ranks, since");
         return NULL;
     }
-    if (!PyFloat_CheckExact(args[1]))
+    /* (a list, a tuple or a dict's values: read again by Python where this declines) */
+    if (!PyFloat_CheckExact(args[1]) ||
+        !(PyList_CheckExact(args[0]) || PyTuple_CheckExact(args[0]) || Py_IS_TYPE(args[0], &PyDictValues_Type)))
         Py_RETURN_NONE;
     RankCfg cfg;
     if (!hung_fields(&cfg)) {

@@ -76,7 +76,7 @@ class Kernels(Protocol):
     def hung_pass(
         self, ranks: list[Any], floor: float, factor: float, now: float, /
     ) -> tuple[int, float, float | None, float] | None: ...
-    def hung_floor(self, ranks: Iterable[Any], since: float, /) -> float | None: ...
+    def hung_floor(self, ranks: Iterable[Any], since: float, /) -> float | None: ...  # a list, tuple or dict values
 
     def margin_walk(
         self, points: list[tuple[float, float]], times: list[float], smoothed: list[float], span: float,

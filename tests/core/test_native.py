@@ -1993,7 +1993,9 @@ def test_hung_pass_and_floor_are_the_python_passes(seed: int) -> None:
         finally:
             straggler_hung.KERNELS = saved  # type: ignore[assignment]
         assert _same(found, expected), (ranks, since)
-        assert _same(kernels.hung_floor(iter(ranks), since), expected)  # any iterable (the dict's values)
+        assert _same(kernels.hung_floor(dict(enumerate(ranks)).values(), since), expected)  # the dict's values
+        assert _same(kernels.hung_floor(tuple(ranks), since), expected)
+        assert kernels.hung_floor(iter(ranks), since) is None  # one-shot: Python could not read it again
 
 
 @needs_kernels
@@ -2018,14 +2020,23 @@ def test_hung_pass_and_floor_leave_other_kinds_to_python() -> None:
 
     assert kernels.hung_pass([good, Sub(2, 0.0)], 60.0, 5.0, 1.0) is None
     assert kernels.hung_floor((good, "not a rank"), 40.0) is None
+    # A one-shot iterable is Python's from the start: declined part-way, the
+    # rest alone would be read (a review's find: 100.0 instead of 1.0).
+    a, b = RankState(3, 0.0), RankState(4, 0.0)
+    a.last_step, a.last_step_time, a.usual_s, a.last_seen = 1, 5.0, 1.0, 5.0
+    b.last_step, b.last_step_time, b.usual_s, b.last_seen = 1, 9.0, 2, 1.0
+    from dflash_watch.detectors.straggler_hung import quiet_floor
+
+    assert quiet_floor([a, b], 100.0) == quiet_floor((x for x in [a, b]), 100.0) == 1.0
     assert kernels.hung_pass((good,), 60.0, 5.0, 1.0) is None  # a tuple, not the list it is given
     for figures in ((60, 5.0, 1.0), (60.0, 5, 1.0), (60.0, 5.0, 1)):
         assert kernels.hung_pass([good], *figures) is None
     assert kernels.hung_floor([good], 40) is None
     with pytest.raises(TypeError):
         kernels.hung_pass([good], 60.0, 5.0)  # type: ignore[call-arg]
+    assert kernels.hung_floor(5, 40.0) is None  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        kernels.hung_floor(5, 40.0)  # type: ignore[arg-type]
+        kernels.hung_floor([good])  # type: ignore[call-arg]
 
 
 def test_next_deadline_and_quiet_floor_with_and_without_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
