@@ -236,3 +236,39 @@ def test_replay_on_a_terminal_opens_the_finished_run_in_the_dashboard() -> None:
         pane.wait_for(r"REPLAY-EXITED", timeout=15)
     finally:
         pane.close()
+
+
+def test_the_dashboard_starts_again_from_its_code_cache(tmp_path: Path) -> None:
+    """Where Python writes bytecode (these machines set PYTHONDONTWRITEBYTECODE;
+    users usually do not), the first start keeps what it compiled
+    (``dflash_watch/code_cache.py``: Textual's and our dataclasses' code, the
+    scanner's database) and the next start runs from it: the same dashboard
+    paints, `q` leaves, and nothing new is written."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
+    stamps = []
+    for _ in range(2):
+        pane = Pane("python3 -m dflash_watch.cli demo --speed 90; sleep 30", env=env)
+        demo = DemoProcesses(pane)
+        try:
+            pane.wait_for(r"GPU 7", timeout=90)
+            pane.wait_for(r"step [\d,]+/50,000", timeout=90)
+            pane.wait_for_all(["q quit", "throughput", "alerts"], timeout=10)
+            demo.remember()
+            pane.keys("q")
+            deadline = time.monotonic() + 20
+            while demo.leftovers() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert demo.leftovers() == []
+            deadline = time.monotonic() + 20  # (written at the demo's exit)
+            while not (found := list((tmp_path / "pycache").rglob("generated_code.*"))) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            (cache,) = found
+            stamps.append((cache.stat().st_mtime_ns, cache.stat().st_size))
+        finally:
+            pane.close()
+    assert stamps[0] == stamps[1], "the second start compiled what the first had kept"
+    from dflash_watch.code_cache import CodeCache
+
+    codes = CodeCache(str(cache)).codes
+    assert any("_type_" in text for text in codes) and len(codes) > 300  # ours and Textual's classes
