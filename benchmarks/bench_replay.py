@@ -7,7 +7,13 @@ times, in one run, in rounds that interleave them:
 
 * ``grep -cE`` of a typical pattern over the file (the reference),
 * ``dflash-watch replay --json`` over the file (the fast path), in a child
-  process that reports its own peak RSS (ru_maxrss), start-up included,
+  process that reports its own peak RSS (ru_maxrss) and its children's,
+  start-up included; where a CPU is spare it parses the log in a forked
+  child of its own while it judges (``dflash_watch.parse_ahead``), so its
+  wall time is the figure a user waits for and its CPU time is both
+  processes',
+* the same with the log parsed in one process (``DFLASH_WATCH_PARSE_AHEAD=0``,
+  "serial"): the CPU one core spends on it,
 * the same replay with every fast path off (``--per-event``: the stream's
   ``fast=False``, the plain retiming, step lines fed one at a time
   (``Monitor.step_runs``), a redrawn bar's states read one at a time
@@ -19,9 +25,10 @@ times, in one run, in rounds that interleave them:
   must be the same too,
 
 and prints lines/s, the ratio to grep and to the per-event path, and peak
-RSS. Times are the children's CPU time (user + sys, from ``wait4``): on a
-shared, loaded machine wall time measures the other jobs; the wall ratio is
-printed too. Medians over the rounds.
+RSS. Lines/s are given by wall time (the fast path, two processes) and by
+CPU time (user + sys of the child and its own children, from ``wait4``:
+the serial path's is the cost on one core, and on a shared, loaded machine
+wall time also measures the other jobs). Medians over the rounds.
 
     python benchmarks/bench_replay.py [--lines 1200000] [--shapes quiet,progress,ranks] [--rounds 3]
     python benchmarks/bench_replay.py --legacy   # the earlier ISO-stamped log, two lengths
@@ -70,7 +77,8 @@ CHILD = (
     "from dflash_watch.cli import main\n"
     "code = main(sys.argv[1:])\n"
     "sys.stdout.flush()\n"
-    "sys.stderr.write('maxrss_kib=%d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    "sys.stderr.write('maxrss_kib=%d\\n' % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "                 + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
     "sys.exit(code)\n"
 )
 
@@ -97,14 +105,16 @@ def warm_up(tmp: Path) -> None:
         time_replay_cpu(log, per_event, pure)
 
 
-def time_cmd(argv: list[str], pure: bool = False) -> tuple[float, float, str, str]:
+def time_cmd(argv: list[str], pure: bool = False, serial: bool = False) -> tuple[float, float, str, str]:
     """Wall and CPU seconds of one child run (CPU from the children's rusage);
-    ``pure``: without the compiled kernels."""
+    ``pure``: without the compiled kernels; ``serial``: no parse-ahead child."""
     import resource
 
     env = child_env()
     if pure:
         env["DFLASH_WATCH_PURE"] = "1"
+    if serial:
+        env["DFLASH_WATCH_PARSE_AHEAD"] = "0"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -127,13 +137,17 @@ def time_replay(path: Path, per_event: bool = False) -> tuple[float, int, int]:
     return wall, len(alerts), rss
 
 
-def time_replay_cpu(path: Path, per_event: bool = False, pure: bool = False) -> tuple[float, float, list[str], int]:
-    """Wall and CPU seconds, the alert JSON lines, the child's peak RSS in KiB.
-    ``per_event``: every fast path off, and no compiled kernel; ``pure``: no
-    compiled kernel."""
+def time_replay_cpu(
+    path: Path, per_event: bool = False, pure: bool = False, serial: bool = False
+) -> tuple[float, float, list[str], int]:
+    """Wall and CPU seconds, the alert JSON lines, the child's peak RSS in KiB
+    (with its parse-ahead child's, where it had one: the two at once, at
+    most). ``per_event``: every fast path off, and no compiled kernel;
+    ``pure``: no compiled kernel; ``serial``: no parse-ahead child."""
     flag = "--per-event" if per_event else "--fast"
     wall, cpu, out, err = time_cmd(
-        [sys.executable, "-c", CHILD, flag, "replay", "--json", "--tz", "UTC", str(path)], pure=pure or per_event
+        [sys.executable, "-c", CHILD, flag, "replay", "--json", "--tz", "UTC", str(path)], pure=pure or per_event,
+        serial=serial,
     )
     rss = int(err.rsplit("maxrss_kib=", 1)[1].split()[0])
     return wall, cpu, out.splitlines(), rss
@@ -158,23 +172,24 @@ def shapes_main(args: argparse.Namespace, tmp: Path) -> None:
     from speed_logs import write_log as write_shape
 
     startup = startup_cpu(tmp, args.rounds)
-    print(f"start-up (a one-line log): {startup:.3f} s CPU; 'past it': lines / (fast cpu - start-up), the rate a "
-          "longer log tends to")
+    print(f"start-up (a one-line log): {startup:.3f} s CPU; 'past it': lines / (serial cpu - start-up), the rate "
+          "a longer log tends to on one core")
     print(
-        f"{'shape':>9} {'lines':>9} {'MB':>6} {'grep cpu':>8} {'fast cpu':>8} {'lines/s':>11} {'past it':>11} "
-        f"{'x grep':>7} {'per-event':>9} {'x faster':>8} {'pure cpu':>8} {'x pure':>6} {'x grep wall':>11} "
-        f"{'RSS MB':>7} {'RSS p-e':>7} same"
+        f"{'shape':>9} {'lines':>9} {'MB':>6} {'grep s':>6} {'fast wall':>9} {'lines/s':>11} {'x grep':>6} "
+        f"{'fast cpu':>8} {'serial cpu':>10} {'lines/s cpu':>11} {'past it':>11} {'x grep cpu':>10} "
+        f"{'per-event':>9} {'x faster':>8} {'pure cpu':>8} {'x pure':>6} {'RSS MB':>7} {'RSS p-e':>7} same"
     )
     for shape in args.shapes.split(","):
         log = tmp / f"{shape}-{args.lines}.log"
         lines = write_shape(log, args.lines, shape)
         size = log.stat().st_size
-        rows: dict[str, list[float]] = {k: [] for k in ("g", "gw", "f", "fw", "p", "pw", "u", "uw")}
+        rows: dict[str, list[float]] = {k: [] for k in ("g", "gw", "f", "fw", "s", "sw", "p", "pw", "u", "uw")}
         rss_f = rss_p = 0
         same = True
         for i in range(args.rounds):
-            order = ("g", "f", "u", "p") if i % 2 == 0 else ("p", "u", "f", "g")
+            order = ("g", "f", "s", "u", "p") if i % 2 == 0 else ("p", "u", "s", "f", "g")
             fast_alerts: list[str] = []
+            serial_alerts: list[str] = []
             slow_alerts: list[str] = []
             pure_alerts: list[str] = []
             for what in order:
@@ -183,6 +198,8 @@ def shapes_main(args: argparse.Namespace, tmp: Path) -> None:
                 elif what == "f":
                     w, c, fast_alerts, rss = time_replay_cpu(log)
                     rss_f = max(rss_f, rss)
+                elif what == "s":
+                    w, c, serial_alerts, _rss = time_replay_cpu(log, serial=True)
                 elif what == "u":
                     w, c, pure_alerts, _rss = time_replay_cpu(log, pure=True)
                 else:
@@ -190,17 +207,21 @@ def shapes_main(args: argparse.Namespace, tmp: Path) -> None:
                     rss_p = max(rss_p, rss)
                 rows[what].append(c)
                 rows[what + "w"].append(w)
-            same = same and fast_alerts == slow_alerts == pure_alerts
+            same = same and fast_alerts == serial_alerts == slow_alerts == pure_alerts
         med = {k: statistics.median(v) for k, v in rows.items()}
         print(
-            f"{shape:>9} {lines:>9} {size / 1e6:>6.1f} {med['g']:>8.3f} {med['f']:>8.2f} {lines / med['f']:>11,.0f} "
-            f"{lines / max(med['f'] - startup, 1e-9):>11,.0f} {med['f'] / med['g']:>7.1f} {med['p']:>9.2f} {med['p'] / med['f']:>8.2f} {med['u']:>8.2f} "
-            f"{med['u'] / med['f']:>6.2f} {med['fw'] / med['gw']:>11.1f} "
+            f"{shape:>9} {lines:>9} {size / 1e6:>6.1f} {med['gw']:>6.3f} {med['fw']:>9.2f} {lines / med['fw']:>11,.0f} "
+            f"{med['fw'] / med['gw']:>6.1f} {med['f']:>8.2f} {med['s']:>10.2f} {lines / med['s']:>11,.0f} "
+            f"{lines / max(med['s'] - startup, 1e-9):>11,.0f} {med['s'] / med['g']:>10.1f} {med['p']:>9.2f} "
+            f"{med['p'] / med['f']:>8.2f} {med['u']:>8.2f} {med['u'] / med['f']:>6.2f} "
             f"{rss_f / 1024:>7.1f} {rss_p / 1024:>7.1f} {same}",
             flush=True,
         )
-    print("times: children's CPU seconds (user + sys), medians; 'x faster': per-event / fast; 'x pure': without the "
-          "compiled kernels / with; 'same': alert lines equal, all three")
+    print("'fast wall', 'lines/s', 'x grep': wall seconds, the log parsed in a child while the replay judges "
+          "(grep's wall time the reference); 'fast cpu': both processes' CPU; 'serial cpu', 'lines/s cpu', "
+          "'x grep cpu': one process, CPU seconds (user + sys); medians")
+    print("'x faster': per-event / fast, 'x pure': without the compiled kernels / with (CPU, both parse ahead); "
+          "'RSS MB': the replay's peak plus its child's; 'same': alert lines equal, all four")
     print("targets: >= 1,000,000 lines/s; <= 10x grep; peak RSS flat in the log's length")
 
 

@@ -10,7 +10,9 @@ modification time (the only honest start there is).
 Events go to the Monitor a batch at a time (a chunk's worth), not one by
 one: the per-call cost would otherwise be paid ~100k times per million
 lines. With a single input there is nothing to merge, and the chunks'
-batches go straight in.
+batches go straight in. A file is read by ``log_batches`` (its own home);
+for a command, large files are read by it in forked children while this
+process judges (``parse_ahead``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, TextIO
 
 from dflash_watch.detectors.base import Alert
@@ -28,17 +30,13 @@ from dflash_watch.parsers.events import Event
 from dflash_watch.parsers.progress.hints import LIGHTNING_HINT
 
 from .gc_policy import bulk_read
-from .ingest import log_stream
+from .log_batches import ReplayInputError as ReplayInputError
+from .log_batches import log_batches as log_batches
+from .log_batches import log_events as log_events
 from .monitor import Monitor
-from .sources.chunks import emit
-from .sources.lines import LineSplitter, MiB, decoded
-from .sources.logtail import Chunk, TailNotice
+from .parse_ahead import chosen, forked_batches
 from .sources.probes import ProbeParser, read_probe_file
 from .sources.samples import SampleParser, read_sample_file
-
-
-class ReplayInputError(ValueError):
-    """An input that cannot be replayed; one line for stderr."""
 
 
 @dataclass(slots=True)
@@ -61,70 +59,6 @@ def check_inputs(paths: Sequence[str]) -> None:
             raise ReplayInputError(f"{path}: permission denied")
 
 
-def log_events(
-    path: str,
-    *,
-    tz: Any = None,
-    progress_pattern: Any = None,
-    notices: list[str] | None = None,
-    ends: list[float] | None = None,
-) -> Iterator[Event]:
-    for batch in log_batches(path, tz=tz, progress_pattern=progress_pattern, notices=notices, ends=ends):
-        yield from batch
-
-
-def log_batches(
-    path: str,
-    *,
-    tz: Any = None,
-    progress_pattern: Any = None,
-    notices: list[str] | None = None,
-    ends: list[float] | None = None,
-) -> Iterator[list[Event]]:
-    """``log_events`` a chunk at a time: each list is time-ordered, and
-    together they are ``log_events``' sequence. ``ends`` gets the file's
-    last timestamp once it is read (lines that carry no event still move
-    the data's clock: silence at the end is judged up to there)."""
-    try:
-        fallback = os.stat(path).st_mtime
-    except OSError as exc:
-        raise ReplayInputError(f"{path}: {exc.strerror or exc}") from None
-    stream = log_stream(path, tz=tz, progress_pattern=progress_pattern, at=fallback, replay=True)
-    for item in _log_chunks(path):
-        if isinstance(item, Chunk):
-            events = stream.feed(item.text, item.first_lineno, fallback)
-            if events:
-                yield events
-        elif notices is not None:
-            notices.append(item.message)
-    events = stream.flush(fallback)
-    if ends is not None and stream.last_time is not None:
-        ends.append(stream.last_time)
-    if notices is not None and stream.hint.framework is not None and not stream.hint.done:
-        # A finished run: its whole log showed no progress after the banner.
-        notices.append(f"{stream.name}: {LIGHTNING_HINT}")
-    if events:
-        yield events
-
-
-def _log_chunks(path: str) -> Iterator[Chunk | TailNotice]:
-    """``read_chunks``, but a line redrawn with '\\r' is read whole, state by state.
-
-    A tqdm bar that spans an epoch (HF Trainer's spans the run) is one line
-    of many MiB; cut at 1 MiB like any over-long line, a drop after its
-    first MiB would be lost. Its states come as chunks of their own, each
-    numbered as the line (``LineSplitter.take_states``), before the line's
-    end comes as usual; the 1 MiB cut holds for text without '\\r'.
-    """
-    splitter = LineSplitter(MiB, keep_states=True)
-    with open(path, "rb", buffering=0) as fh:
-        while data := fh.read(MiB):
-            yield from emit(path, 0, splitter.feed(data), MiB)
-            for states in splitter.take_states():
-                yield Chunk(path, decoded(states) + "\n", splitter.lineno, 0)
-        yield from emit(path, 0, splitter.finish(), MiB)
-
-
 def replay(
     logs: Sequence[str],
     *,
@@ -134,7 +68,13 @@ def replay(
     tz: Any = None,
     progress_pattern: Any = None,
     on_alert: Callable[[Alert], None] | None = None,
+    parse_ahead: bool = False,
 ) -> ReplayResult:
+    """Replay ``logs`` (with GPU samples and probe lines) through ``monitor``.
+
+    ``parse_ahead``: large logs are parsed in forked children while this
+    process judges (``parse_ahead.chosen``): the same alerts, sooner where
+    a CPU is spare. Only for a caller with no other thread (the command)."""
     check_inputs([*logs, *gpu_samples, *probes])
     monitor = monitor or Monitor(tz=tz, progress_pattern=progress_pattern, keep_lines=0)
     result = ReplayResult(monitor)
@@ -142,12 +82,18 @@ def replay(
     batches: Iterable[list[Event]]
     probe_parsers = [ProbeParser(p) for p in probes]
     sample_parsers: list[SampleParser] = []
+    ahead = chosen(logs) if parse_ahead else set()
     if len(logs) == 1 and not gpu_samples and not probes:
-        batches = log_batches(logs[0], tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends)
+        read = forked_batches if ahead else log_batches
+        batches = read(logs[0], tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends)
     else:
         streams: list[Iterator[Event]] = [
-            log_events(p, tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends)
-            for p in logs
+            chain.from_iterable(
+                (forked_batches if i in ahead else log_batches)(
+                    p, tz=tz, progress_pattern=progress_pattern, notices=result.notices, ends=ends
+                )
+            )
+            for i, p in enumerate(logs)
         ]
         sample_parsers = [SampleParser(path=p) for p in gpu_samples]
         streams.extend(read_sample_file(p, parser) for p, parser in zip(gpu_samples, sample_parsers))

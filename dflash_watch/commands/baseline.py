@@ -129,7 +129,7 @@ def _save(args: argparse.Namespace) -> int:
             tokens_per_step=config.run.tokens_per_step, tokens_per_sample=config.run.tokens_per_sample,
         )
         notices[:] = replay(logs, gpu_samples=samples, monitor=monitor, tz=tz, progress_pattern=pattern,
-                            **probe_kwargs).notices
+                            parse_ahead=True, **probe_kwargs).notices
         return monitor
 
     from .common import find_probe_files

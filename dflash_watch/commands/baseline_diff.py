@@ -57,7 +57,8 @@ def diff(args: argparse.Namespace) -> int:
             keep_lines=0, tokens_per_step=config.run.tokens_per_step,
             tokens_per_sample=config.run.tokens_per_sample,
         )
-        replay(logs, gpu_samples=samples, monitor=monitor, tz=tz, progress_pattern=pattern, **probe_kwargs)
+        replay(logs, gpu_samples=samples, monitor=monitor, tz=tz, progress_pattern=pattern, parse_ahead=True,
+               **probe_kwargs)
         return monitor
 
     window = Window(warmup_events=detector_config.throughput_warmup_events,

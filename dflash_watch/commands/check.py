@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     )
     samples = [config.gpu.samples_file] if config.gpu.samples_file else []
     try:
-        replay(logs, gpu_samples=samples, probes=probes, monitor=monitor)
+        replay(logs, gpu_samples=samples, probes=probes, monitor=monitor, parse_ahead=True)
     except ReplayInputError as exc:
         return fail(str(exc))
     except OSError as exc:

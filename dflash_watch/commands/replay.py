@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
             tz=settings.tz,
             progress_pattern=settings.progress_pattern,
             on_alert=emit,
+            parse_ahead=True,  # no thread of ours runs yet: large logs parse in a child
         )
     except (*ClearError, ReplayInputError) as exc:
         return fail(str(exc))

@@ -1,0 +1,262 @@
+"""A log parsed in a forked child while this process judges it.
+
+Replay's time splits about evenly between parsing a log (reading, decoding,
+scanning, columns, clocks: ``log_batches``) and the Monitor judging its
+events (issue 20: 0.76 s and 0.80 s of a 1.56 s replay of the 1.2M-line
+progress log). Neither needs to wait for the other: the child runs
+``log_batches`` and sends each batch down a pipe, and this process rebuilds
+it and feeds the Monitor while the child reads on. The same batches come
+out, in the same order, with the same notices and end time
+(tests/shell/test_parse_ahead.py); only the work is in two places.
+
+The wire: each message an 8-byte length and a pickle. A batch's
+``Progress`` events go as columns (one list per field, read in C where
+built) and are made again by ``new_progress``: pickling the objects
+themselves cost more than the whole replay (0.27 s against 0.23 s on 120k
+lines), the columns 0.05 s. Any other event is pickled as it is, with its
+place in the batch.
+
+The child is forked, so it starts in a millisecond with everything this
+process imported and configured (the time zone, the progress pattern, the
+code cache). Ctrl-C is this process's to handle: the child ignores SIGINT.
+It leaves by ``os._exit``: no atexit handler of ours (the code cache's
+write) runs twice, no stdio buffer it inherited is flushed twice. It ends
+at the first write that finds nobody reading (this process gone or done
+with it), and this process kills and reaps it when it stops reading early.
+
+Used where it can only help (``chosen``): a platform with ``fork``, a
+process with no other thread (a fork copies locks held by threads it does
+not copy), a log of ``MIN_BYTES`` or more, one child for each CPU beyond
+this process's (the largest logs first); and not where
+``DFLASH_WATCH_PARSE_AHEAD=0`` says not to. Elsewhere ``log_batches`` runs
+here as before.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import struct
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import fields
+from itertools import islice
+from typing import Any, BinaryIO, cast
+
+from dflash_watch.parsers.events import Event, Progress, new_progress
+from dflash_watch.parsers.step_columns import columns_of, read
+
+from .gc_policy import bulk_read
+from .ingest import log_stream
+from .log_batches import ReplayInputError, log_batches
+
+MIN_BYTES = 4 << 20  # below this a log parses in ~30 ms: a fork and a pipe would not pay
+PIPE_BYTES = 1 << 20  # the pipe's capacity: at Linux's default (64 KiB) a batch does not fit, and the two sides take turns
+OFF_ENV = "DFLASH_WATCH_PARSE_AHEAD"
+
+_HEADER = struct.Struct("<Q")
+_ALL = columns_of(*(f.name for f in fields(Progress)))
+_BATCH, _END, _ERROR = 0, 1, 2
+
+
+def chosen(paths: Sequence[str], *, min_bytes: int | None = None) -> set[int]:
+    """Which of ``paths`` (their places) to parse in children here and now:
+    the largest of those of ``min_bytes`` (``MIN_BYTES``) or more, one for
+    each CPU beyond the one this process judges on; none where the
+    module's text says not."""
+    least = MIN_BYTES if min_bytes is None else min_bytes
+    if os.environ.get(OFF_ENV, "").strip() == "0" or not hasattr(os, "fork"):
+        return set()
+    if threading.active_count() != 1:
+        return set()
+    try:
+        spare = len(os.sched_getaffinity(0)) - 1
+    except (AttributeError, OSError):
+        spare = (os.cpu_count() or 1) - 1
+    sizes = []
+    for i, path in enumerate(paths):
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            continue  # ``log_batches`` says why, as it would have
+        if size >= least:
+            sizes.append((-size, i))
+    return {i for _, i in sorted(sizes)[: max(spare, 0)]}
+
+
+def forked_batches(
+    path: str,
+    *,
+    tz: Any = None,
+    progress_pattern: Any = None,
+    notices: list[str] | None = None,
+    ends: list[float] | None = None,
+) -> Iterator[list[Event]]:
+    """``replay.log_batches(path, ...)``, parsed in a forked child: the same
+    batches, notices (added as they were read) and end time; an exception
+    of the child's is raised here, as ``log_batches`` would have raised it."""
+    # The log's parser made here once, before the fork: its scanner's
+    # database (compiled, or read from the code cache) is then this
+    # process's, inherited by the child, and kept by the code cache at exit
+    # (the child leaves by ``os._exit`` and keeps nothing). A parser that
+    # cannot be made fails in the child too, and that error is raised below.
+    try:
+        log_stream(path, tz=tz, progress_pattern=progress_pattern, at=0.0, replay=True)
+    except Exception:  # noqa: BLE001, S110 - raised again, the same, by the child's ``log_batches``
+        pass
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare: parse here
+        os.close(r)
+        os.close(w)
+        yield from log_batches(path, tz=tz, progress_pattern=progress_pattern, notices=notices, ends=ends)
+        return
+    if pid == 0:  # the child
+        os.close(r)
+        _child(w, path, tz, progress_pattern)  # never returns
+    os.close(w)
+    done = False  # the child answered to the end: nothing to kill
+    reaped = ""  # how it ended, once waited for (its pid is no longer ours to signal)
+    try:
+        with open(r, "rb") as inp:
+            while True:
+                message = _receive(inp)
+                if message is None:
+                    done = True
+                    reaped = _reap(pid)
+                    # (killed, out of memory): one line for stderr, as any input that cannot be replayed
+                    raise ReplayInputError(f"{path}: the process parsing it ended early ({reaped})")
+                tag = message[0]
+                if tag == _BATCH:
+                    _, columns, others, said = message
+                    if notices is not None:
+                        notices.extend(said)
+                    yield _rebuilt(columns, others)
+                elif tag == _END:
+                    _, said, last = message
+                    if notices is not None:
+                        notices.extend(said)
+                    if ends is not None:
+                        ends.extend(last)
+                    done = True
+                    return
+                else:
+                    done = True
+                    raise message[1]
+    finally:
+        if not done:
+            _kill(pid)  # not yet reaped: the pid is still our child's
+        if not reaped:
+            _reap(pid)
+
+
+def _child(w: int, path: str, tz: Any, progress_pattern: Any) -> None:
+    """Parse ``path`` and send it down ``w``; leave by ``os._exit``, whatever happens."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _widen(w)
+        with open(w, "wb") as out:
+            notices: list[str] = []
+            ends: list[float] = []
+            told = 0
+            try:
+                with bulk_read():
+                    for batch in log_batches(path, tz=tz, progress_pattern=progress_pattern, notices=notices, ends=ends):
+                        _send(out, (_BATCH, *_packed(batch), notices[told:]))
+                        told = len(notices)
+                _send(out, (_END, notices[told:], ends))
+                code = 0
+            except BrokenPipeError:
+                code = 0  # nobody reads: the parent is gone or done
+            except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent, to be raised there
+                _send(out, (_ERROR, _portable(exc)))
+    except BaseException:  # noqa: BLE001, S110 - the child must never return into the parent's code
+        pass
+    finally:
+        os._exit(code)
+
+
+def _widen(fd: int) -> None:
+    """The pipe's capacity up to ``PIPE_BYTES`` where Linux lets us (a
+    user's pipe pages have a soft limit); the default works, only slower."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass
+
+
+def _packed(batch: list[Event]) -> tuple[tuple[list[Any], ...], list[tuple[int, Event]]]:
+    """A batch as its ``Progress`` events' columns and the other events with their places."""
+    if set(map(type, batch)) == {Progress}:
+        return read(cast("list[Progress]", batch), _ALL), []
+    progress = [e for e in batch if type(e) is Progress]
+    others = [(i, e) for i, e in enumerate(batch) if type(e) is not Progress]
+    return read(progress, _ALL), others
+
+
+def _rebuilt(columns: tuple[list[Any], ...], others: list[tuple[int, Event]]) -> list[Event]:
+    """``_packed``'s batch made again: the same events in the same places."""
+    progress: list[Event] = list(map(new_progress, *columns))
+    if not others:
+        return progress
+    out: list[Event] = []
+    rest = iter(progress)
+    at = 0
+    for i, event in others:
+        out.extend(islice(rest, i - at))
+        out.append(event)
+        at = i + 1
+    out.extend(rest)
+    return out
+
+
+def _send(out: BinaryIO, message: tuple[Any, ...]) -> None:
+    blob = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    out.write(_HEADER.pack(len(blob)))
+    out.write(blob)
+    out.flush()
+
+
+def _receive(inp: BinaryIO) -> tuple[Any, ...] | None:
+    """The next message, or None where the pipe ended before a whole one."""
+    head = inp.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(head)
+    blob = inp.read(size)
+    if len(blob) < size:
+        return None
+    message: tuple[Any, ...] = pickle.loads(blob)
+    return message
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives a pickle, else a RuntimeError with its type and text."""
+    try:
+        pickle.loads(pickle.dumps(exc, pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - any failure to carry it
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _reap(pid: int) -> str:
+    """Wait for the child; how it ended, in words."""
+    try:
+        _, status = os.waitpid(pid, 0)  # (retried on EINTR by Python)
+    except ChildProcessError:  # reaped by the system (SIGCHLD set to SIG_IGN)
+        return "no status"
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
