@@ -37,9 +37,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "realruns"
 LABELS: dict[str, Any] = json.loads((FIXTURES / "LABELS.json").read_text())["logs"]
 
 # (log, check) -> the feature the check waits for.
-XFAIL: dict[tuple[str, str], str] = {
-    ("hf_trainer_crash_exit_redraw", "tqdm_gives_it_per_s"): "only the last \\r-redraw of a line is read, the tqdm redraws before it are lost",
-}
+XFAIL: dict[tuple[str, str], str] = {}
 
 
 def _config(overrides: dict[str, Any]) -> DetectorConfig:
