@@ -18,11 +18,13 @@ place in the batch.
 
 The child is forked, so it starts in a millisecond with everything this
 process imported and configured (the time zone, the progress pattern, the
-code cache). Ctrl-C is this process's to handle: the child ignores SIGINT.
-It leaves by ``os._exit``: no atexit handler of ours (the code cache's
-write) runs twice, no stdio buffer it inherited is flushed twice. It ends
-at the first write that finds nobody reading (this process gone or done
-with it), and this process kills and reaps it when it stops reading early.
+code cache). Ctrl-C is this process's to handle: SIGINT is held back
+across the fork and the child ignores it. The child leaves by
+``os._exit``: no atexit handler of ours (the code cache's write) runs
+twice, no stdio buffer it inherited is flushed twice. It dies with this
+process (Linux's PR_SET_PDEATHSIG; elsewhere at its next write, which
+finds nobody reading), holds no other child's pipe, and is killed and
+reaped when this process stops reading early.
 
 Used where it can only help (``chosen``): a platform with ``fork``, a
 process with no other thread (a fork copies locks held by threads it does
@@ -42,6 +44,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from itertools import islice
+from traceback import format_exception
 from typing import Any, BinaryIO, cast
 
 from dflash_watch.parsers.events import Event, Progress, new_progress
@@ -54,6 +57,8 @@ from .log_batches import ReplayInputError, log_batches
 MIN_BYTES = 4 << 20  # below this a log parses in ~30 ms: a fork and a pipe would not pay
 PIPE_BYTES = 1 << 20  # the pipe's capacity: at Linux's default (64 KiB) a batch does not fit, and the two sides take turns
 OFF_ENV = "DFLASH_WATCH_PARSE_AHEAD"
+_OFF = {"0", "false", "no", "off"}
+CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: this process's CPU quota and period
 
 _HEADER = struct.Struct("<Q")
 _ALL = columns_of(*(f.name for f in fields(Progress)))
@@ -66,14 +71,11 @@ def chosen(paths: Sequence[str], *, min_bytes: int | None = None) -> set[int]:
     each CPU beyond the one this process judges on; none where the
     module's text says not."""
     least = MIN_BYTES if min_bytes is None else min_bytes
-    if os.environ.get(OFF_ENV, "").strip() == "0" or not hasattr(os, "fork"):
+    if os.environ.get(OFF_ENV, "").strip().lower() in _OFF or not hasattr(os, "fork"):
         return set()
     if threading.active_count() != 1:
         return set()
-    try:
-        spare = len(os.sched_getaffinity(0)) - 1
-    except (AttributeError, OSError):
-        spare = (os.cpu_count() or 1) - 1
+    spare = usable_cpus() - 1
     sizes = []
     for i, path in enumerate(paths):
         try:
@@ -83,6 +85,25 @@ def chosen(paths: Sequence[str], *, min_bytes: int | None = None) -> set[int]:
         if size >= least:
             sizes.append((-size, i))
     return {i for _, i in sorted(sizes)[: max(spare, 0)]}
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), fewer where its
+    cgroup's quota allows less (``cpu.max``: a container given 1.5 CPUs of
+    a 64-core box has one to spare, not 63; a child without a CPU of its
+    own only slows the replay down)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        with open(CPU_MAX) as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota here
+    return cpus
 
 
 def forked_batches(
@@ -105,22 +126,33 @@ def forked_batches(
         log_stream(path, tz=tz, progress_pattern=progress_pattern, at=0.0, replay=True)
     except Exception:  # noqa: BLE001, S110 - raised again, the same, by the child's ``log_batches``
         pass
-    r, w = os.pipe()
+    parent = os.getpid()
+    # Ctrl-C held back across the fork: a SIGINT that reached the child
+    # before it ignores SIGINT would raise in this function's code, in the
+    # child, and run the caller's code there. Here it is raised once the
+    # reading starts, where the child is killed and reaped.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        pid = os.fork()
-    except OSError:  # no process to spare: parse here
-        os.close(r)
-        os.close(w)
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            raise
+    except OSError:  # no descriptor or process to spare: parse here
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         yield from log_batches(path, tz=tz, progress_pattern=progress_pattern, notices=notices, ends=ends)
         return
     if pid == 0:  # the child
-        os.close(r)
-        _child(w, path, tz, progress_pattern)  # never returns
+        _child(w, r, parent, mask, path, tz, progress_pattern)  # never returns
+    _reading.add(r)
     os.close(w)
     done = False  # the child answered to the end: nothing to kill
     reaped = ""  # how it ended, once waited for (its pid is no longer ours to signal)
     try:
         with open(r, "rb") as inp:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             while True:
                 message = _receive(inp)
                 if message is None:
@@ -146,17 +178,29 @@ def forked_batches(
                     done = True
                     raise message[1]
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (where the open failed before it)
+        _reading.discard(r)
         if not done:
             _kill(pid)  # not yet reaped: the pid is still our child's
         if not reaped:
             _reap(pid)
 
 
-def _child(w: int, path: str, tz: Any, progress_pattern: Any) -> None:
+# The read ends of the pipes of this process's children: a child forked
+# later closes them, or an earlier child would not find its reader gone
+# (the merge of several logs) until the later one ended.
+_reading: set[int] = set()
+
+
+def _child(w: int, r: int, parent: int, mask: Any, path: str, tz: Any, progress_pattern: Any) -> None:
     """Parse ``path`` and send it down ``w``; leave by ``os._exit``, whatever happens."""
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held back is dropped
+        for fd in (r, *_reading):
+            os.close(fd)
+        _die_with(parent)
         _widen(w)
         with open(w, "wb") as out:
             notices: list[str] = []
@@ -172,11 +216,30 @@ def _child(w: int, path: str, tz: Any, progress_pattern: Any) -> None:
             except BrokenPipeError:
                 code = 0  # nobody reads: the parent is gone or done
             except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent, to be raised there
+                exc.add_note("(raised while parsing ahead, in the child:)\n" + "".join(format_exception(exc)))
                 _send(out, (_ERROR, _portable(exc)))
     except BaseException:  # noqa: BLE001, S110 - the child must never return into the parent's code
         pass
     finally:
         os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """Be killed when ``parent`` ends (Linux's PR_SET_PDEATHSIG), even in a
+    stretch of the log that gives nothing to send: a write finds nobody
+    reading only when there is one to make. A parent gone already: leave."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the next write tells
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _widen(fd: int) -> None:
@@ -190,8 +253,13 @@ def _widen(fd: int) -> None:
         pass
 
 
-def _packed(batch: list[Event]) -> tuple[tuple[list[Any], ...], list[tuple[int, Event]]]:
-    """A batch as its ``Progress`` events' columns and the other events with their places."""
+def _packed(batch: list[Event]) -> tuple[tuple[list[Any], ...] | None, list[tuple[int, Event]]]:
+    """A batch as its ``Progress`` events' columns and the other events with
+    their places; or no columns and every event in its place where one
+    object stands in the batch twice (columns would make two of it, and a
+    detector may tell "the same event again" by identity)."""
+    if len(set(map(id, batch))) < len(batch):
+        return None, list(enumerate(batch))
     if set(map(type, batch)) == {Progress}:
         return read(cast("list[Progress]", batch), _ALL), []
     progress = [e for e in batch if type(e) is Progress]
@@ -199,8 +267,10 @@ def _packed(batch: list[Event]) -> tuple[tuple[list[Any], ...], list[tuple[int, 
     return read(progress, _ALL), others
 
 
-def _rebuilt(columns: tuple[list[Any], ...], others: list[tuple[int, Event]]) -> list[Event]:
+def _rebuilt(columns: tuple[list[Any], ...] | None, others: list[tuple[int, Event]]) -> list[Event]:
     """``_packed``'s batch made again: the same events in the same places."""
+    if columns is None:
+        return [event for _, event in others]
     progress: list[Event] = list(map(new_progress, *columns))
     if not others:
         return progress

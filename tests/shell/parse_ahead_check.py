@@ -4,8 +4,9 @@ workers run threads; a fork belongs in a process that has none).
 ``compare PATH...``: each log's batches, notices and end time through
 ``forked_batches`` and through ``log_batches``; one line per log, "same" or
 what differs. ``replay MIN_BYTES PATH...``: the alert lines of one replay of
-all the logs with ``parse_ahead`` (children for logs of MIN_BYTES or more)
-and the number of forks, as JSON."""
+all the logs with ``parse_ahead`` (children for logs of MIN_BYTES or more,
+four CPUs pretended) and the number of forks, as JSON. ``forks_counted``:
+the scripts' fork counter."""
 
 from __future__ import annotations
 
@@ -39,21 +40,31 @@ def compare(paths: list[str]) -> None:
             print(f"same {path} {len(here)} batches {sum(map(len, here))} events, notices: {len(n2)}")
 
 
-def replayed(min_bytes: int, paths: list[str]) -> None:
-    forks = 0
+def forks_counted(cpus: int = 4) -> list[int]:
+    """The pids of the children this process forks from now on, in a list
+    that fills as they are forked; and ``cpus`` CPUs to use whatever the
+    machine has (no cgroup quota), so that ``parse_ahead.chosen`` forks on a
+    one-CPU runner too."""
+    pids: list[int] = []
     real_fork = os.fork
 
-    def counted() -> int:
-        nonlocal forks
+    def fork() -> int:
         pid = real_fork()
         if pid:
-            forks += 1
+            pids.append(pid)
         return pid
 
-    os.fork = counted  # type: ignore[assignment]
+    os.fork = fork  # type: ignore[assignment]
+    os.sched_getaffinity = lambda _pid: set(range(cpus))  # type: ignore[assignment]
+    parse_ahead.CPU_MAX = os.devnull
+    return pids
+
+
+def replayed(min_bytes: int, paths: list[str]) -> None:
+    pids = forks_counted()
     parse_ahead.MIN_BYTES = min_bytes
     result = replay(paths, parse_ahead=True)
-    print(json.dumps({"alerts": [a.to_json() for a in result.alerts], "notices": result.notices, "forks": forks}))
+    print(json.dumps({"alerts": [a.to_json() for a in result.alerts], "notices": result.notices, "forks": len(pids)}))
 
 
 if __name__ == "__main__":
