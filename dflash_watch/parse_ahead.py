@@ -24,7 +24,9 @@ across the fork and the child ignores it. The child leaves by
 twice, no stdio buffer it inherited is flushed twice. It dies with this
 process (Linux's PR_SET_PDEATHSIG; elsewhere at its next write, which
 finds nobody reading), holds no other child's pipe, and is killed and
-reaped when this process stops reading early.
+reaped when this process stops reading early or drops its reader unread.
+It is forked when its reader is made, not at the first batch asked for,
+so that in a merge of several logs every child parses from the start.
 
 Used where it can only help (``chosen``): a platform with ``fork``, a
 process with no other thread (a fork copies locks held by threads it does
@@ -41,8 +43,9 @@ import pickle
 import signal
 import struct
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from itertools import islice
 from traceback import format_exception
 from typing import Any, BinaryIO, cast
@@ -114,14 +117,37 @@ def forked_batches(
     notices: list[str] | None = None,
     ends: list[float] | None = None,
 ) -> Iterator[list[Event]]:
-    """``replay.log_batches(path, ...)``, parsed in a forked child: the same
-    batches, notices (added as they were read) and end time; an exception
-    of the child's is raised here, as ``log_batches`` would have raised it."""
+    """``replay.log_batches(path, ...)``, parsed in a child forked now: the
+    same batches, notices (added as they were read) and end time; an
+    exception of the child's is raised here, as ``log_batches`` would have
+    raised it. The child starts at once, not at the first batch asked for:
+    in a merge of several logs every child parses from the start, not each
+    once the one before it gave a batch. A reader dropped unread kills and
+    reaps its child when it is collected."""
+    child = _forked(path, tz, progress_pattern)
+    if child is None:  # no descriptor or process to spare: parse here
+        return log_batches(path, tz=tz, progress_pattern=progress_pattern, notices=notices, ends=ends)
+    return _batches(child, path, notices, ends)
+
+
+@dataclass(slots=True, weakref_slot=True)
+class _Child:
+    """A parse-ahead child, from its fork until it is reaped."""
+
+    pid: int
+    r: int  # this process's end of its pipe
+    # Kills (if not done), reaps and closes, once: at the end of reading or
+    # when the reader is collected unread.
+    end: weakref.finalize = field(init=False)
+
+
+def _forked(path: str, tz: Any, progress_pattern: Any) -> _Child | None:
+    """Fork the child that parses ``path``; None where no pipe or process is to be had."""
     # The log's parser made here once, before the fork: its scanner's
     # database (compiled, or read from the code cache) is then this
     # process's, inherited by the child, and kept by the code cache at exit
     # (the child leaves by ``os._exit`` and keeps nothing). A parser that
-    # cannot be made fails in the child too, and that error is raised below.
+    # cannot be made fails in the child too, and that error is raised there.
     try:
         log_stream(path, tz=tz, progress_pattern=progress_pattern, at=0.0, replay=True)
     except Exception:  # noqa: BLE001, S110 - raised again, the same, by the child's ``log_batches``
@@ -130,36 +156,43 @@ def forked_batches(
     # Ctrl-C held back across the fork: a SIGINT that reached the child
     # before it ignores SIGINT would raise in this function's code, in the
     # child, and run the caller's code there. Here it is raised once the
-    # reading starts, where the child is killed and reaped.
+    # child's end is registered (``_Child.end``).
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        r, w = os.pipe()
+        try:
+            r, w = os.pipe()
+        except OSError:
+            return None
         try:
             pid = os.fork()
         except OSError:
             os.close(r)
             os.close(w)
-            raise
-    except OSError:  # no descriptor or process to spare: parse here
+            return None
+        if pid == 0:  # the child
+            _child(w, r, parent, mask, path, tz, progress_pattern)  # never returns
+        os.close(w)
+        _reading.add(r)
+        child = _Child(pid, r)
+        child.end = weakref.finalize(child, _end, pid, r, [False])
+        return child
+    finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        yield from log_batches(path, tz=tz, progress_pattern=progress_pattern, notices=notices, ends=ends)
-        return
-    if pid == 0:  # the child
-        _child(w, r, parent, mask, path, tz, progress_pattern)  # never returns
-    _reading.add(r)
-    os.close(w)
-    done = False  # the child answered to the end: nothing to kill
-    reaped = ""  # how it ended, once waited for (its pid is no longer ours to signal)
+
+
+def _batches(child: _Child, path: str, notices: list[str] | None, ends: list[float] | None) -> Iterator[list[Event]]:
+    """The child's messages, read: its batches rebuilt, its notices and end
+    time added, its error raised; the child ended at the end (``_end``)."""
+    done = [False]  # the child answered to the end: nothing to kill
     try:
-        with open(r, "rb") as inp:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        with open(child.r, "rb", closefd=False) as inp:
             while True:
                 message = _receive(inp)
-                if message is None:
-                    done = True
-                    reaped = _reap(pid)
-                    # (killed, out of memory): one line for stderr, as any input that cannot be replayed
-                    raise ReplayInputError(f"{path}: the process parsing it ended early ({reaped})")
+                if message is None:  # it died (killed, out of memory)
+                    child.end.detach()
+                    how = _end(child.pid, child.r, done)
+                    # one line for stderr, as any input that cannot be replayed
+                    raise ReplayInputError(f"{path}: the process parsing it ended early ({how})")
                 tag = message[0]
                 if tag == _BATCH:
                     _, columns, others, said = message
@@ -172,18 +205,29 @@ def forked_batches(
                         notices.extend(said)
                     if ends is not None:
                         ends.extend(last)
-                    done = True
+                    done[0] = True
                     return
                 else:
-                    done = True
+                    done[0] = True
                     raise message[1]
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (where the open failed before it)
-        _reading.discard(r)
-        if not done:
-            _kill(pid)  # not yet reaped: the pid is still our child's
-        if not reaped:
-            _reap(pid)
+        if child.end.alive:
+            child.end.detach()
+            _end(child.pid, child.r, done)
+
+
+def _end(pid: int, r: int, done: list[bool]) -> str:
+    """A child's end: killed unless it answered to the end (``done[0]``),
+    reaped (its pid no longer ours to signal after), its pipe closed. How
+    it ended, in words."""
+    _reading.discard(r)
+    try:
+        os.close(r)
+    except OSError:
+        pass
+    if not done[0]:
+        _kill(pid)
+    return _reap(pid)
 
 
 # The read ends of the pipes of this process's children: a child forked

@@ -196,23 +196,30 @@ def test_many_logs_give_the_alerts_of_a_replay_here(tmp_path: Path) -> None:
 
 
 def test_an_error_of_the_child_is_raised_here_as_it_was_there(tmp_path: Path) -> None:
-    script = textwrap.dedent(
+    script = FORKS + textwrap.dedent(
         """
-        import sys
         from dflash_watch.parse_ahead import forked_batches
         from dflash_watch.replay import log_batches
+        kept = []
         for read in (forked_batches, log_batches):
             try:
                 list(read(sys.argv[1]))
             except Exception as exc:
+                kept.append(exc)  # its traceback holds the reader's frame: the child is ended all the same
                 print(type(exc).__name__, exc)
                 notes = getattr(exc, "__notes__", [])
                 print("child's traceback:", any("parsing ahead" in n and "log_batches" in n for n in notes))
+        try:
+            os.waitpid(pids[0], os.WNOHANG)
+            print("not reaped")
+        except ChildProcessError:
+            print("reaped")
         """
     )
     done = python("-c", script, str(tmp_path / "gone.log"))
     assert done.returncode == 0, done.stderr
-    forked, forked_note, here, here_note = done.stdout.splitlines()
+    forked, forked_note, here, here_note, reaped = done.stdout.splitlines()
+    assert reaped == "reaped"
     assert forked == here
     assert here.startswith("ReplayInputError ") and "gone.log" in here
     # The child's frames ride along as a note (str(exc), the one line a command prints, is unchanged).
@@ -560,3 +567,37 @@ def test_ctrl_c_while_reading_interrupts_at_once_and_the_child_goes(tmp_path: Pa
     done = python("-c", script, str(log))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["interrupted", "reaped"]
+
+
+def test_every_child_starts_at_once_and_one_never_read_is_ended(tmp_path: Path) -> None:
+    """A merge asks each log for its first batch in turn; a child that waits
+    long for its first event (here: blocked opening a FIFO no one writes)
+    must not hold back the start of the others. A reader dropped unread
+    ends its child when it is collected."""
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    logs = [str(fifo)]
+    for seed in range(2):
+        log = tmp_path / f"progress{seed}.log"
+        write_log(log, 20_000, "progress", seed=seed)
+        logs.append(str(log))
+    script = FORKS + textwrap.dedent(
+        """
+        import gc
+        from dflash_watch.parse_ahead import forked_batches
+        readers = [forked_batches(path) for path in sys.argv[1:]]
+        print("forked before any read:", len(pids))
+        print("batches of the others:", [sum(map(len, reader)) > 0 for reader in readers[1:]])
+        blocked = pids[0]
+        del readers
+        gc.collect()
+        try:
+            os.waitpid(blocked, os.WNOHANG)
+            print("not reaped")
+        except ChildProcessError:
+            print("reaped")
+        """
+    )
+    done = python("-c", script, *logs, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["forked before any read: 3", "batches of the others: [True, True]", "reaped"]
