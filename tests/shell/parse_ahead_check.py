@@ -5,8 +5,8 @@ workers run threads; a fork belongs in a process that has none).
 ``forked_batches`` and through ``log_batches``; one line per log, "same" or
 what differs. ``replay MIN_BYTES PATH...``: the alert lines of one replay of
 all the logs with ``parse_ahead`` (children for logs of MIN_BYTES or more,
-four CPUs pretended) and the number of forks, as JSON. ``forks_counted``:
-the scripts' fork counter."""
+four CPUs pretended) and the number of forks, as JSON. ``forks_counted``
+and ``reaped``: the scripts' fork counter and their look at a child's end."""
 
 from __future__ import annotations
 
@@ -58,6 +58,15 @@ def forks_counted(cpus: int = 4) -> list[int]:
     os.sched_getaffinity = lambda _pid: set(range(cpus))  # type: ignore[assignment]
     parse_ahead.CPU_MAX = os.devnull
     return pids
+
+
+def reaped(pid: int) -> str:
+    """Whether our child ``pid`` is gone and waited for ("reaped"), or not."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return "reaped"
+    return "not reaped"
 
 
 def replayed(min_bytes: int, paths: list[str]) -> None:

@@ -111,7 +111,7 @@ def test_random_logs_and_the_benchmark_shapes_parse_the_same_in_a_child(tmp_path
 FORKS = textwrap.dedent(
     """
     import os, sys, signal
-    from tests.shell.parse_ahead_check import forks_counted
+    from tests.shell.parse_ahead_check import forks_counted, reaped
     pids = forks_counted()
     """
 )
@@ -209,11 +209,7 @@ def test_an_error_of_the_child_is_raised_here_as_it_was_there(tmp_path: Path) ->
                 print(type(exc).__name__, exc)
                 notes = getattr(exc, "__notes__", [])
                 print("child's traceback:", any("parsing ahead" in n and "log_batches" in n for n in notes))
-        try:
-            os.waitpid(pids[0], os.WNOHANG)
-            print("not reaped")
-        except ChildProcessError:
-            print("reaped")
+        print(reaped(pids[0]))
         """
     )
     done = python("-c", script, str(tmp_path / "gone.log"))
@@ -241,12 +237,6 @@ CHILD_OF = FORKS + textwrap.dedent(
     """
     from dflash_watch.parse_ahead import forked_batches
     from dflash_watch.replay import ReplayInputError
-    def reaped():
-        try:
-            os.waitpid(pids[0], os.WNOHANG)
-        except ChildProcessError:
-            return "reaped"
-        return "not reaped"
     batches = forked_batches(sys.argv[1])
     next(batches)
     """
@@ -265,7 +255,7 @@ def test_a_child_killed_mid_way_is_one_clear_error(tmp_path: Path) -> None:
             print("error", exc)
         else:
             print("no error after", n)
-        print(reaped())
+        print(reaped(pids[0]))
         """
     )
     done = python("-c", script, str(log))
@@ -284,7 +274,7 @@ def test_a_reader_that_stops_early_leaves_no_child_and_ctrl_c_is_ours(tmp_path: 
             ignored = int(next(line for line in status if line.startswith("SigIgn:")).split()[1], 16)
         print("sigint ignored", bool(ignored & (1 << (signal.SIGINT - 1))))
         batches.close()
-        print(reaped())
+        print(reaped(pids[0]))
         """
     )
     done = python("-c", script, str(log))
@@ -561,7 +551,7 @@ def test_ctrl_c_while_reading_interrupts_at_once_and_the_child_goes(tmp_path: Pa
         except KeyboardInterrupt:
             print("interrupted")
         batches.close()
-        print(reaped())
+        print(reaped(pids[0]))
         """
     )
     done = python("-c", script, str(log))
@@ -591,13 +581,53 @@ def test_every_child_starts_at_once_and_one_never_read_is_ended(tmp_path: Path) 
         blocked = pids[0]
         del readers
         gc.collect()
-        try:
-            os.waitpid(blocked, os.WNOHANG)
-            print("not reaped")
-        except ChildProcessError:
-            print("reaped")
+        print(reaped(blocked))
         """
     )
     done = python("-c", script, *logs, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["forked before any read: 3", "batches of the others: [True, True]", "reaped"]
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` (one this test started)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_ctrl_c_in_a_terminal_ends_the_command_and_its_child(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C goes to the whole foreground group, the replay and
+    its child alike: the command stops as it does without a child (exit 130,
+    no traceback) and nothing of it is left running."""
+    log = tmp_path / "progress.log"
+    write_log(log, 600_000, "progress", seed=9)
+    command = [sys.executable, "-c", COUNTED, "replay", "--json", str(log)]
+    proc = subprocess.Popen(command, env=env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # its own group, as a terminal's job
+    try:
+        deadline = time.monotonic() + 30
+        while len(_group(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert len(_group(proc.pid)) == 2, "no child parsing ahead was seen"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err, err
+        deadline = time.monotonic() + 5
+        while _group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _group(proc.pid) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
