@@ -43,6 +43,7 @@ from ..parsers.events import (
     Progress,
     Quiet,
     Recompile,
+    Renumbered,
     Tick,
     XidError,
 )
@@ -101,7 +102,7 @@ StepCommit = Callable[[], None]
 # Every event type a detector can be sent; the default of ``accepts``.
 EVENT_TYPES: tuple[type[Event], ...] = (
     Progress, Crash, Recompile, GpuSample, GpuLost, ProcessExit, Tick, Quiet, ProbeSample, PaddingReport, Delivery,
-    Overflow, Heartbeat, Phase, XidError,
+    Overflow, Heartbeat, Phase, XidError, Renumbered,
 )
 
 

@@ -73,7 +73,7 @@ import functools
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
-from ..parsers.events import Crash, Event, Progress, Quiet, Tick
+from ..parsers.events import Crash, Event, Progress, Quiet, Renumbered, Tick
 from .base import Alert, DetectorBase, Handler, StepCommit
 from .config import DetectorConfig
 from .crash_incident import (
@@ -122,7 +122,7 @@ _LINE_WINDOW = 300
 
 
 class CrashDetector(DetectorBase):
-    accepts = (Crash, Tick, Quiet, Progress)
+    accepts = (Crash, Tick, Quiet, Progress, Renumbered)
     timed = True  # deadline() can be set: the set asks it after each event it gets
 
     def __init__(self, config: DetectorConfig | None = None, name: str = "crash", *,
@@ -208,6 +208,9 @@ class CrashDetector(DetectorBase):
     def update(self, event: Event) -> list[Alert]:
         if type(event) is Progress:
             return self._on_progress(event)
+        if isinstance(event, Renumbered):  # (moves no clock: the Monitor's time, not the data's)
+            self._renumbered(event.source)
+            return []
         t = event.time
         if t > self._clock:
             self._clock = t
@@ -228,6 +231,21 @@ class CrashDetector(DetectorBase):
         if self.config.crash_hold_s <= 0:
             out.extend(self._release(now))
         return out
+
+    def _renumbered(self, file: str) -> None:
+        """``file``'s lines are counted from 1 again (truncated, made anew,
+        rotated): what was kept of its lines by their numbers is another
+        file's now. Its step lines and torch elastic's ends go (a relaunch
+        that crashes on line 5 is no survivor of the run whose steps stood
+        on lines 90-105); its incidents keep their verdicts, but their
+        lines are no longer compared with the new ones (``Incident.renumbered``),
+        and no later step of it proves them caught."""
+        self._steps.forget(file)
+        self._ends.pop(file, None)
+        for key in [key for key in self._watch if key[0] == file]:
+            del self._watch[key]
+        for inc in {id(inc): inc for inc in (*self._recent, *self._open.values(), *self._held)}.values():
+            inc.renumbered(file)
 
     def _weigh_step(self, key: StreamKey, line: int, p: Progress) -> None:
         """One step line of stream ``key`` as evidence that a crash was
@@ -471,8 +489,7 @@ class CrashDetector(DetectorBase):
             return []  # only the agent's own lines, no failure of its own
         if inc.survived is None and inc.survivable(self.name):
             # Critical now; watch its stream for proof that it lived on.
-            key = stream_of(inc.root)[:2]
-            watched = self._watch.setdefault(key, [])
+            watched = self._watch.setdefault(inc.stream, [])  # (the root's; renamed once its file is renumbered)
             watched.append(inc)
             del watched[:-_WATCH_KEEP]
             if len(self._watch) > STREAMS_MAX:

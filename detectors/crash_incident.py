@@ -63,6 +63,11 @@ def ends_workers(c: Crash) -> bool:
     return c.cause == "child_exit" or is_report(c)
 
 
+# Appended to a file's name in an incident whose lines were counted
+# before the file's numbering began again (a NUL: in no log's name).
+RENUMBERED = "\x00before its lines were counted again"
+
+
 def stream_of(c: Crash | Progress) -> tuple[str, int | None, int]:
     """(file, rank, line) of an event's ``source``."""
     file, _, line = c.source.rpartition(":")
@@ -119,6 +124,16 @@ class Incident:
         # survived, compared on every step line while it is held.
         self.stream: tuple[str, int | None] = (self.file, crash.rank)
         self._count_in(crash)
+
+    def renumbered(self, file: str) -> None:
+        """``file``'s lines are counted from 1 again (``Renumbered``): this
+        incident's lines there become those of a file no line will come
+        from, so none of the new lines is taken for one after them (proof
+        that it survived) or near them (its report)."""
+        if self.file == file:
+            self.file = file + RENUMBERED
+        if self.stream[0] == file:
+            self.stream = (file + RENUMBERED, self.stream[1])
 
     def _count_in(self, c: Crash) -> None:
         file, _, line = stream_of(c)

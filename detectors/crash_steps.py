@@ -133,6 +133,16 @@ class StepLines:
             if len(pending) >= self._cap:
                 self._settle()
 
+    def forget(self, file: str) -> None:
+        """Drop the lines of ``file`` (each of its ranks' streams): its lines
+        are counted from 1 again (``Renumbered``), and the old ones, with
+        larger numbers, would read as written after the new file's. The
+        waiting lines are worked in first, so only ``file``'s go; the
+        clock (``latest``) keeps their times."""
+        seen = self.seen
+        for key in [key for key in seen if key[0] == file]:
+            del seen[key]
+
     def recorded(self, steps: Sequence[Progress]) -> bool:
         """Whether the run's last line is the line recorded last: then
         ``add_run`` would take the run for handed over already. Asked before a

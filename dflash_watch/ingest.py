@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from dflash_watch.parsers.clock import at_first_reading
-from dflash_watch.parsers.events import Event, GpuLost, GpuSample, ProbeSample, Progress
+from dflash_watch.parsers.events import Event, GpuLost, GpuSample, ProbeSample, Progress, Renumbered
 from dflash_watch.parsers.stream import LogStream
 
 from .alignment import Alignment, FileEnd, SideFileClock, date_on_arrival
@@ -95,6 +95,7 @@ class Ingest:
     detector_config: DetectorConfig
     probe_samples: int
     last_event_time: float | None
+    now: float | None
     quiet_since: float | None
     live_since: float | None
     to_wall: Callable[[float], float] | None
@@ -138,6 +139,9 @@ class Ingest:
         with self._lock, (nullcontext() if fresh else bulk_read()):
             state = self._streams.get(path)
             before: list[Alert] = []
+            # Its lines counted from 1 again: a new file (a new generation),
+            # or the same stream gone on in a rotated file's successor.
+            renumbered = state is not None and (state.generation != generation or first_lineno <= state.lines)
             if state is not None and state.generation != generation:
                 # A new file at this path (truncated, deleted and made anew):
                 # what the old one's parser still held (a traceback that
@@ -186,6 +190,9 @@ class Ingest:
                 date_on_arrival(events, now)
             for note in notes:
                 self.note(note)
+            if renumbered and self.now is not None:
+                # Before the new lines, after the old ones (``before``).
+                events.insert(0, Renumbered(self.now, display_name(path)))
             if delivery is not None:
                 events.append(delivery)
             # The chunk's lines counted in C; only the last ``keep_lines``

@@ -39,6 +39,7 @@ from dflash_watch.parsers.events import (
     Progress,
     Quiet,
     Recompile,
+    Renumbered,
     Tick,
 )
 from dflash_watch.parsers.step_columns import columns_of, read
@@ -281,7 +282,7 @@ class Monitor(Ingest, RecentLines, StepRuns):
             return self._handle_progress(event)  # (only a subclass comes here: see ``feed_events``)
         t = event.time
         out = self._arrive(t)
-        if not isinstance(event, (Tick, Quiet, Delivery)):
+        if not isinstance(event, (Tick, Quiet, Delivery, Renumbered)):
             self.last_event_time = t
         if isinstance(event, GpuSample):
             if self.keep_history:

@@ -293,6 +293,25 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
+class Renumbered:
+    """Live: the lines of the log ``source`` names are counted from 1 again.
+
+    The file was truncated or deleted and made anew (a relaunch), or
+    rotated and followed to its new file: its line numbers start over while
+    the name stays. A detector that orders a file's lines by their numbers
+    (a step line after a traceback proves the run went on) must not compare
+    the new lines with the old ones, whose numbers are larger: the steps of
+    the run before would prove a crash on line 5 of the new file survived.
+    Made by the shell, which alone sees where a file's lines begin again;
+    replay reads each file whole and never sends it. ``time`` is the
+    Monitor's clock when it was seen (it moves no clock).
+    """
+
+    time: float
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeSample:
     """One probe line (CONTRACTS section 9) from ``dflash_watch.probe``.
 
@@ -443,6 +462,7 @@ Event = Union[  # noqa: UP007 - one alias the detectors and the registry read
     ProbeSample,
     PaddingReport,
     Delivery,
+    Renumbered,
     Overflow,
     Heartbeat,
     Phase,
