@@ -405,6 +405,10 @@ class LiveSession:
                 if isinstance(item, Chunk) and item.partial:
                     with monitor.lock:
                         monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
+                        # A log that is one bar so far (no newline yet) has
+                        # been seen too: the clock ticks from now on, or a
+                        # bar that stops would never be a stall.
+                        self._log_seen = True
                         self._observe()  # (issue 17, CR bars: the clock follows the redraws' times)
                 elif isinstance(item, Chunk):
                     # How a caught-up file ends (file I/O) is looked at
@@ -694,8 +698,8 @@ class LiveSession:
     def _poll_exit(self, now: float) -> Any:
         """The job's exit, if it just ended; with auto-relaunch, its decision too."""
         if self.auto is None:
-            return self.job.poll_exit(now, self._last_signature())
-        step = self.auto.step(now, self._last_signature())
+            return self.job.poll_exit(now, lambda: self._ended_signature(now))
+        step = self.auto.step(now, lambda: self._ended_signature(now))
         if step.error:
             self.monitor.note(step.error)
         if step.relaunched:
@@ -711,7 +715,13 @@ class LiveSession:
                 self.monitor.note(f"no auto-relaunch: {decision.reason}")
         return step.exit
 
-    def _last_signature(self) -> str | None:
+    def _ended_signature(self, now: float) -> str | None:
+        """The signature of the crash that ended the job, asked once its end
+        is seen: its last traceback is complete then (``Monitor.quiet``;
+        the parser holds one until the next line or the quiet), so the
+        crash-loop guard counts the crash the alert names, not its exit
+        status."""
+        self.monitor.quiet(now, now)
         crash = self.monitor.last_crash
         return crash.signature if crash is not None else None
 

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 from dflash_watch.detectors.base import Alert
 from dflash_watch.parsers.events import ProcessExit
 
+from .exits import SignatureSource
+
 # What "the same crash" is for a run relaunched because it hung (``on_stall``).
 STALL_SIGNATURE = "stall (no progress)"
 
@@ -134,7 +136,7 @@ class AutoRelaunchPolicy:
 
 
 class _JobLike(Protocol):
-    def poll_exit(self, now: float, signature: str | None = None) -> ProcessExit | None: ...
+    def poll_exit(self, now: float, signature: SignatureSource = None) -> ProcessExit | None: ...
     def relaunch(self, grace_s: float | None = None, on_step: Callable[[str], None] | None = None) -> object: ...
 
 
@@ -157,7 +159,7 @@ class AutoRelauncher:
         self.due: float | None = None
         self._run_started: float | None = None
 
-    def step(self, now: float, signature: str | None = None, run_started: float | None = None) -> AutoStep:
+    def step(self, now: float, signature: SignatureSource = None, run_started: float | None = None) -> AutoStep:
         if self.due is not None:
             if now < self.due:
                 return AutoStep()

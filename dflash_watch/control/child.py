@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from dflash_watch.parsers.events import ProcessExit
 
+from .exits import SignatureSource, signature_now
 from .job import AlreadyRunning, JobState, classify_exit
 
 StepFn = Callable[[str], None]
@@ -87,11 +88,12 @@ class ChildJob:
         self.abort(grace_s, on_step, asked="relaunch")
         return self.start(on_step)
 
-    def poll_exit(self, now: float, signature: str | None = None) -> ProcessExit | None:
+    def poll_exit(self, now: float, signature: SignatureSource = None) -> ProcessExit | None:
         p = self.proc
         if p is None or p.poll() is None or self._reported == p.pid:
             return None
         self._reported = p.pid
+        signature = signature_now(signature)
         code, sig = (None, -p.returncode) if p.returncode < 0 else (p.returncode, None)
         kind, _ = classify_exit(code, sig, signature)
         asked = self._asked[1] if self._asked and self._asked[0] == p.pid else None

@@ -15,6 +15,20 @@ from dflash_watch.parsers.events import ProcessExit
 
 from .state import JobState, int_or_none
 
+# The last crash signature the log showed, or a function that gives it,
+# called only once an end is seen: the shell completes the log's last
+# traceback first (the job is gone, nothing more will be written), which it
+# must not do at every poll of a live run. Read earlier, the crash-loop
+# guard counted a crash by its exit status (``code:1``) while the alert
+# named its traceback, and identical crashes never made a loop.
+SignatureSource = str | Callable[[], str | None] | None
+
+
+def signature_now(signature: SignatureSource) -> str | None:
+    """``signature`` itself, or what its function gives now."""
+    return signature() if callable(signature) else signature
+
+
 # Signals that mean "stopped from outside" (CONTRACTS: process_exit kind killed).
 OUTSIDE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
@@ -50,7 +64,7 @@ class ExitWatcher:
         self._last_run: str | None = None
         self.asked: dict[str, str] = {}
 
-    def see(self, st: JobState, rec: dict | None, now: float, signature: str | None,
+    def see(self, st: JobState, rec: dict | None, now: float, signature: SignatureSource,
             asked: Callable[[str], str | None] | None = None) -> ProcessExit | None:
         """``asked(run_id)``: the action that asked that run to end, if any (another caller's note)."""
         if st.running:
@@ -67,6 +81,7 @@ class ExitWatcher:
         if st.code is None and st.signal is None and not rec_done and key != self._last_run:
             return None  # never seen running and no status: nothing known to report
         self._reported.add(key)
+        signature = signature_now(signature)
         code, sig = st.code, st.signal
         if rec_done and code is None and sig is None:
             # The state was read just before the wrapper wrote its record:

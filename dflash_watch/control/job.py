@@ -56,7 +56,7 @@ from .errors import (
     RelaunchRefused,
     SurvivorsAlive,
 )
-from .exits import OUTSIDE_SIGNALS, ExitWatcher, classify_exit
+from .exits import OUTSIDE_SIGNALS, ExitWatcher, SignatureSource, classify_exit
 from .lock import JobLock
 from .pane import Pane, active_pane, chain
 from .record import (
@@ -195,12 +195,13 @@ class Job:
         return find_survivors(rec if rec is not None else self._record(), self.gpu_holders)
 
     # -------------------------------------------------------------- exit event
-    def poll_exit(self, now: float, signature: str | None = None) -> ProcessExit | None:
+    def poll_exit(self, now: float, signature: SignatureSource = None) -> ProcessExit | None:
         """A ProcessExit the first time this run incarnation is seen ended, else None.
 
         Never raises: it is the Monitor's per-tick hook and must not break
         monitoring (tmux missing or gone just means nothing to report).
-        ``signature`` is the last crash signature seen in the log.
+        ``signature`` is the last crash signature seen in the log (or its
+        function, ``exits.SignatureSource``).
         """
         try:
             st = self.status()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -126,23 +129,31 @@ def test_follow_clock_goes_back_only_on_a_feed_of_the_log() -> None:
     assert clock() == 4020.0
 
 
+def _watch_bar(tmp_path: Path, first: str, steps: int, pause: float, wait: float, until: Callable[[Monitor], bool]) -> Monitor:
+    """A live session on a log holding ``first``, then a tqdm bar redrawn
+    ``steps`` times ``pause`` s apart that never ends its line; watched
+    until ``until(monitor)`` or ``wait`` s. Compressed time: 1 s of wall is
+    1 min of data."""
+    log = tmp_path / "train.log"
+    log.write_text(first)
+    monitor = Monitor()
+    with LiveSession(monitor, logs=(str(log),), use_nvml=False, tick_s=0.05, speed=60.0):
+        with open(log, "a", encoding="utf-8") as fh:
+            for step in range(1, steps + 1):
+                fh.write(f"\r{step}%|#         | {step}/100 [00:{step:02d}<01:40, 1.00it/s]")
+                fh.flush()
+                time.sleep(pause)
+        deadline = time.time() + wait
+        while time.time() < deadline and not until(monitor):
+            time.sleep(0.05)
+    return monitor
+
+
 def test_a_tqdm_bar_without_newline_is_progress_live_and_no_stall(tmp_path: Path) -> None:
     """HF Trainer bars end their line only with the epoch: live, the watch
     must still see the steps (from the newest redraw) and not call it a stall."""
-    log = tmp_path / "train.log"
-    log.write_text("2026-11-29 10:00:00 - INFO - starting\n")
-    monitor = Monitor()
-    # Compressed time: 3 s of wall = 3 min of data.
-    session = LiveSession(monitor, logs=(str(log),), use_nvml=False, tick_s=0.05, speed=60.0)
-    with session:
-        with open(log, "a", encoding="utf-8") as fh:
-            for step in range(1, 31):
-                fh.write(f"\r{step * 3}%|###       | {step}/100 [00:{step:02d}<01:00, 1.5it/s]")
-                fh.flush()
-                time.sleep(0.1)
-        deadline = time.time() + 5
-        while time.time() < deadline and (monitor.last_progress is None or monitor.last_progress.step < 30):
-            time.sleep(0.05)
+    monitor = _watch_bar(tmp_path, "2026-11-29 10:00:00 - INFO - starting\n", 30, 0.1, 5.0,
+                         lambda m: m.last_progress is not None and m.last_progress.step >= 30)
     assert monitor.last_progress is not None and monitor.last_progress.step == 30
     assert [a for a in monitor.alerts.history if a.detector == "stall"] == []
 
@@ -248,6 +259,7 @@ def test_a_jobs_last_lines_are_read_before_its_exit_is_judged(tmp_path: Path) ->
     tailer for a fresh round before it asks the job whether it ended."""
     from types import SimpleNamespace
 
+    from dflash_watch.control.exits import signature_now
     from dflash_watch.parsers.events import ProcessExit
 
     log = tmp_path / "train.log"
@@ -264,6 +276,7 @@ def test_a_jobs_last_lines_are_read_before_its_exit_is_judged(tmp_path: Path) ->
         def poll_exit(self, now, signature=None):  # noqa: ANN001, ANN201
             if not self.ended or self.signatures:
                 return None
+            signature = signature_now(signature)  # (a function of the live session's, as real jobs take it)
             self.signatures.append(signature)
             return ProcessExit(now, "crash", code=1, signature=signature)
 
@@ -346,3 +359,60 @@ def test_a_burst_holding_the_logs_first_stamp_dates_the_lines_after_it_by_that_s
     monitor.finish()
     assert [(a.detector, a.state) for a in seen] == [("recompile", "firing")]
     assert validation and validation[0] < wall - 40 * 86400
+
+
+CRASHING_RUN = textwrap.dedent("""\
+    import sys, time, traceback
+    with open(sys.argv[1], "a", encoding="utf-8") as log:
+        for step in range(1, 6):
+            log.write(f"2026-11-29 10:00:0{step} - INFO - train - step {step}/1000 | loss 2.1 | 21.5 Ktok/s\\n")
+        try:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        except RuntimeError:
+            traceback.print_exc(file=log)
+    sys.exit(1)  # at once: the job is seen ended before the log goes quiet
+""")
+
+
+def test_the_crash_loop_guard_counts_each_crash_by_its_traceback_not_its_exit_status(tmp_path: Path) -> None:
+    """A real job (a child process) that writes its traceback last and exits
+    at once, relaunched by the guard: each end is counted by the crash that
+    the log shows (its traceback, still held by the parser when the exit is
+    seen), so two identical crashes are a crash loop. Read before the
+    traceback was complete, the first end counted as ``code:1``, or one as
+    the traceback and the next as ``code:1``, and identical crashes never
+    made a loop: the job was relaunched up to ``max_restarts``."""
+    from dflash_watch.control.autorelaunch import AutoRelaunchConfig, AutoRelaunchPolicy
+    from dflash_watch.control.child import ChildJob
+
+    log = tmp_path / "train.log"
+    log.write_text("")
+    script = tmp_path / "train.py"
+    script.write_text(CRASHING_RUN)
+    # (The run writes its log itself and closes it before it exits: no stdout buffer in play.)
+    job = ChildJob([sys.executable, str(script), str(log)], grace_s=1.0)
+    monitor = Monitor(keep_lines=0)
+    policy = AutoRelaunchPolicy(AutoRelaunchConfig(enabled=True, backoff_s=0, crash_loop_count=2, max_restarts=5))
+    session = LiveSession(monitor, logs=(str(log),), use_nvml=False, job=job, auto_relaunch=policy, tick_s=0.1)
+    job.start()
+    with session:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(a.evidence.get("crash_loop") for a in monitor.alerts.history):
+            time.sleep(0.1)
+    loops = [a for a in monitor.alerts.history if a.evidence.get("crash_loop")]
+    assert len(loops) == 1, [(a.detector, a.kind, a.message) for a in monitor.alerts.history]
+    assert "RuntimeError" in loops[0].message and "code:" not in loops[0].message, loops[0].message
+    assert monitor.restarts == 1  # the second identical crash stopped it
+    exits = [a for a in monitor.alerts.history if a.detector == "process_exit" and not a.evidence.get("crash_loop")]
+    assert len(exits) == 2 and all("RuntimeError" in a.message for a in exits), [a.message for a in exits]
+
+
+def test_a_log_that_is_only_a_bar_so_far_is_a_stall_when_the_bar_stops(tmp_path: Path) -> None:
+    """A run whose only output is a tqdm bar (``python train.py > log 2>&1``,
+    no line ended yet): the session ticks once the bar is seen, so a bar
+    that stops drawing is a stall while the run hangs, not only when the
+    watcher quits."""
+    monitor = _watch_bar(tmp_path, "", 20, 0.05, 15.0, lambda m: any(a.detector == "stall" for a in m.alerts.history))
+    stalls = [a for a in monitor.alerts.history if a.detector == "stall"]
+    assert monitor.last_progress is not None and monitor.last_progress.step == 20
+    assert stalls and stalls[0].state == "firing", [(a.detector, a.state) for a in monitor.alerts.history]

@@ -58,10 +58,19 @@ def test_crashing_trainer_exit_code_log_and_single_event(tmux, tmp_path):
     # empty on tmux 3.3, which is why the wrapper records its own)
     out = tmux.run("list-panes", "-t", "=job:", "-F", "#{pane_dead}").stdout.split()
     assert out == ["1"]
-    ev = job.poll_exit(time.time(), signature="RuntimeError:train.py:42")
+    # The signature as the live session gives it: a function, asked only
+    # once an end is reported (it completes the log's last traceback).
+    asked: list[int] = []
+
+    def signature() -> str:
+        asked.append(1)
+        return "RuntimeError:train.py:42"
+
+    ev = job.poll_exit(time.time(), signature=signature)
     assert isinstance(ev, ProcessExit)
     assert (ev.kind, ev.code, ev.signal, ev.signature) == ("crash", 3, None, "RuntimeError:train.py:42")
-    assert job.poll_exit(time.time()) is None  # once per incarnation
+    assert job.poll_exit(time.time(), signature=signature) is None  # once per incarnation
+    assert asked == [1]
 
 
 @pytest.mark.parametrize("command,code", [("exit 7", 7), (f"{PY} {shlex.quote(str(TRAINERS / 'instant_exit.py'))} 0", 0)])
