@@ -37,6 +37,7 @@ from .monitor import Monitor
 from .parse_ahead import chosen, forked_batches
 from .sources.probes import ProbeParser, read_probe_file
 from .sources.samples import SampleParser, read_sample_file
+from .text_files import not_text
 
 
 @dataclass(slots=True)
@@ -57,6 +58,9 @@ def check_inputs(paths: Sequence[str]) -> None:
             raise ReplayInputError(f"{path}: not a regular file (a FIFO or a device); save it to a file first")
         if not os.access(path, os.R_OK):
             raise ReplayInputError(f"{path}: permission denied")
+        why = not_text(path)
+        if why:
+            raise ReplayInputError(f"{path}: not a text log ({why})")
 
 
 def replay(

@@ -52,12 +52,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
     try:
         check_inputs([*logs, *([config.gpu.samples_file] if config.gpu.samples_file else []), *probes])
-    except ReplayInputError as exc:  # a FIFO or /dev/zero: at once, not a hang
+    except ReplayInputError as exc:  # a FIFO or /dev/zero: at once, not a hang; binary data
         return fail(str(exc))
-    for path in logs:
-        why = not_text(path)
-        if why:
-            return fail(f"{path}: not a text log ({why})")
 
     monitor = Monitor(
         **monitor_kwargs(settings),
@@ -88,49 +84,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             out.write(f"healthy: no alert firing ({monitor.progress_events} progress lines read)\n")
     out.flush()
     return 1 if firing else 0
-
-
-# How much of a log's beginning is judged as text or not, and the share of
-# it that may be neither UTF-8 nor printable (a Latin-1 name, a stray byte
-# of a torn write) before it is not a log at all.
-TEXT_SAMPLE_BYTES = 64 * 1024
-MAX_NON_TEXT_SHARE = 0.30
-# Control characters a log does hold: tab, newlines, CR redraws of a
-# progress bar, backspace, form feed, ANSI colour escapes.
-_TEXT_CONTROLS = frozenset(b"\t\n\r\x08\x0c\x1b")
-
-
-def not_text(path: str) -> str | None:
-    """Why ``path`` is not a text log (random bytes, a binary), or None.
-
-    Judged on its first 64 KiB of non-NUL bytes: NULs alone are no proof,
-    since a log truncated under a writer without O_APPEND (logrotate's
-    copytruncate) starts with a hole of them. The rest must be mostly
-    UTF-8 and printable; a checkpoint or ``/dev/urandom`` is not (about
-    half of random bytes are neither), and reading it as a log would say
-    "healthy" about nothing.
-    """
-    sample = bytearray()
-    budget = 256 * TEXT_SAMPLE_BYTES  # 16 MiB read at most: a longer hole is not judged, the log is read
-    try:
-        with open(path, "rb") as f:
-            while len(sample) < TEXT_SAMPLE_BYTES and budget > 0:
-                budget -= TEXT_SAMPLE_BYTES
-                block = f.read(TEXT_SAMPLE_BYTES)
-                if not block:
-                    break
-                sample += block.replace(b"\0", b"")
-    except OSError:
-        return None  # the reader says why, in its words
-    sample = sample[:TEXT_SAMPLE_BYTES]
-    if not sample:
-        return None
-    text = bytes(sample).decode("utf-8", errors="replace")
-    bad = text.count("\ufffd") + sum(1 for c in text if ord(c) < 32 and ord(c) not in _TEXT_CONTROLS)
-    share = bad / max(len(text), 1)
-    if share > MAX_NON_TEXT_SHARE:
-        return f"{share:.0%} of its first {len(sample) // 1024 or 1} KiB is neither UTF-8 nor printable"
-    return None
 
 
 def _silence_up_to(alert: Any, now: float) -> Any:

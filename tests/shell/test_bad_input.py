@@ -195,6 +195,20 @@ def test_check_refuses_random_bytes_but_reads_a_log_with_a_hole_and_latin_1(tmp_
     assert out.returncode == 0 and "healthy" in out.stdout, out.stderr
 
 
+@pytest.mark.parametrize("args", [("replay", "--json"), ("replay", "--report"), ("replay", "--json", "GOOD", "--gpu-samples")])
+def test_replay_refuses_random_bytes_or_a_binary_with_one_line(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """As ``check`` does: read as a log, a binary gives no line and no
+    alert, and replay printed nothing (or a report of nothing) with exit 0."""
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(os.urandom(64 * 1024))
+    binary = tmp_path / "python.bin"
+    binary.write_bytes(Path(sys.executable).resolve().read_bytes()[: 1 << 20])
+    for bad in (noise, binary):
+        argv = [a.replace("GOOD", str(a_log(tmp_path, steps=3))) for a in args]
+        line = one_line(cli(tmp_path, *argv, str(bad)))
+        assert f"{bad}: not a text log" in line, line
+
+
 def test_check_on_a_log_silent_for_days_says_how_long(tmp_path: Path) -> None:
     last = time.time() - 2.5 * 86400
     log = a_log(tmp_path, steps=60, t0=last - 59 * 5)
