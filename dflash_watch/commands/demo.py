@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 app.title = "dflash-watch demo (simulated DFlash run)" if scene == "story" else \
                     f"dflash-watch demo (simulated DFlash run, scene {scene})"
                 app.run()
+                code = app.return_code or 0  # (1: an error ended the app)
     finally:
         cleanup()
     return code

@@ -96,4 +96,4 @@ def _dashboard(monitor: Monitor, logs: list[str], settings: RunSettings) -> int:
         keymap=settings.config.keys,
     )
     app.run()
-    return 0
+    return app.return_code or 0  # (1: an error ended the app)

@@ -46,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         live.session.stop()
         live.close()
-    return 0
+    # Not 0 after all: an error that ended the app (Textual printed its
+    # traceback) is exit 1, as a script around the watcher must see.
+    return app.return_code or 0
 
 
 # The most a SIGTERM or SIGHUP may keep the watcher alive: long enough to

@@ -27,6 +27,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.markup import escape
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -546,7 +547,7 @@ class DashboardApp(JobActions, App[int]):
         yield SystemCommand(f"Abort job ({k('abort')})", "Ctrl-C, SIGTERM, SIGKILL; asks first", self.action_abort)
         yield SystemCommand(f"Relaunch job ({k('relaunch')})", "preflight, then abort if alive and start again",
                             self.action_relaunch)
-        yield SystemCommand(f"Save baseline ({k('baseline')})", f"save the last 10 minutes as {self.baseline_path}",
+        yield SystemCommand(f"Save baseline ({k('baseline')})", f"save the last 10 minutes as {escape(self.baseline_path)}",
                             self.action_baseline)
         yield SystemCommand(f"What changed ({k('diagnose')})",
                             "this run against the good run's profile, most likely cause first", self.action_diagnose)
@@ -555,5 +556,6 @@ class DashboardApp(JobActions, App[int]):
         yield SystemCommand(f"Filter log ({k('filter')})", "show only log lines containing a text", self.action_filter)
         yield SystemCommand(f"Help ({k('help')})", "keys and what the panels mean", self.action_help)
         for path in self.log_panel.files:
-            yield SystemCommand(f"Log: {os.path.basename(path)}", f"show {path} in the log view",
+            # The palette reads both as markup: a file name is text (``exp[lr=1e-4].log``).
+            yield SystemCommand(f"Log: {escape(plain(os.path.basename(path)))}", f"show {escape(plain(path))} in the log view",
                                 lambda p=path: self.action_show_file(p))

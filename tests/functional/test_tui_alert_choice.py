@@ -112,3 +112,29 @@ async def test_an_untouched_highlight_follows_the_newest_alert_of_the_same_sever
         top = s.monitor.alerts.firing()[0]
         assert top.detector == "stall"
         assert panel.selected is top
+
+
+async def test_a_log_named_with_brackets_is_text_in_the_evidence_title_and_the_palette():
+    """``exp[lr=1e-4].log`` is a common run name. A border title or a palette
+    entry given as a str is read as markup: the evidence screen of its alert
+    ended the dashboard (MarkupError), the palette too, and ``x[b].log``
+    showed as ``x.log``."""
+    from textual.content import Content
+
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        for source in ("exp[lr=1e-4].log:8", "sweep[model=llama:7b].log:3", "x[b].log:2"):
+            alert = Alert(time=s.now, detector="stall", state="firing", severity="warning", message="x", source=source)
+            app.open_evidence(alert)
+            await settle(app, pilot)
+            assert isinstance(app.screen, EvidenceScreen)
+            subtitle = app.screen.query_one("VerticalScroll").border_subtitle
+            assert source.rsplit(":", 1)[0] in Content.from_markup(subtitle).plain, subtitle
+            await pilot.press("escape")
+            await settle(app, pilot)
+        app.log_panel.files = [*app.log_panel.files, "/runs/exp[lr=1e-4].log", "/runs/x[b][red].log"]
+        shown = [Content.from_markup(c.title).plain + " " + Content.from_markup(c.help).plain
+                 for c in app.get_system_commands(app.screen)]
+        assert any("Log: exp[lr=1e-4].log show /runs/exp[lr=1e-4].log" in line for line in shown), shown
+        assert any("Log: x[b][red].log" in line for line in shown), shown

@@ -116,7 +116,9 @@ class EvidenceScreen(ModalScreen[None]):
         with VerticalScroll() as scroll:
             scroll.border_title = "alert evidence (Esc: close)"
             if self.jumped:
-                scroll.border_subtitle = self.jumped
+                # Text, not a str: a border title's str is read as markup, and
+                # a log named ``exp[lr=1e-4].log`` would end the dashboard.
+                scroll.border_subtitle = Text(plain(self.jumped))
             for part in evidence_text(self.alert, self.tz):
                 yield Static(part)
 
