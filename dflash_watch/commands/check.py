@@ -10,6 +10,7 @@ Exit 0 healthy, 1 alerts firing, 2 could not check (CONTRACTS section 1).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return fail(str(exc))
     except OSError as exc:
         return fail(f"{exc.filename or ''}: {exc.strerror or exc}")
-    now = time.time()
+    now = _data_now(monitor, logs, time.time())
     if monitor.now is not None and now > monitor.now:
         monitor.tick(now)  # the silence since the last line, up to now
     job_line = _job(args, config, monitor, now)
@@ -84,6 +85,27 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             out.write(f"healthy: no alert firing ({monitor.progress_events} progress lines read)\n")
     out.flush()
     return 1 if firing else 0
+
+
+def _data_now(monitor: Monitor, logs: list[str], wall: float) -> float:
+    """Now, on the logs' own clock: their last event time plus how long ago
+    the newest of them was last written (its mtime, on this machine's
+    clock, as the wall time is). A log whose stamps run hours behind this
+    machine's (another zone, a wrong clock) was a 3-hour stall when ticked
+    at the wall time, however fresh its last line; one whose stamps run
+    ahead was never ticked at all, however long it had been silent. With
+    no event or no file to stat: the wall time, as before."""
+    if monitor.now is None:
+        return wall
+    written = []
+    for path in logs:
+        try:
+            written.append(os.stat(path).st_mtime)
+        except OSError:
+            continue
+    if not written:
+        return wall
+    return monitor.now + max(0.0, wall - max(written))
 
 
 def _silence_up_to(alert: Any, now: float) -> Any:

@@ -222,6 +222,23 @@ def test_check_on_a_log_silent_for_days_says_how_long(tmp_path: Path) -> None:
     assert "no progress for 2.5 days" in text.stdout
 
 
+@pytest.mark.parametrize("offset_h", [-3, 3])
+def test_check_judges_silence_by_when_the_log_was_written_not_by_its_stamps(tmp_path: Path, offset_h: int) -> None:
+    """A log stamped hours off this machine's clock (another zone, a wrong
+    clock): its silence is how long ago it was last written. Stamps 3 h
+    behind but written a second ago were "no progress for 3 h"; stamps
+    3 h ahead and silent for 10 min were "healthy"."""
+    wall = time.time()
+    log = a_log(tmp_path, steps=60, t0=wall + offset_h * 3600 - 59 * 5)
+    fresh = cli(tmp_path, "check", "--log", str(log))
+    assert fresh.returncode == 0 and "healthy" in fresh.stdout, (fresh.stdout, fresh.stderr)
+    os.utime(log, (wall - 600, wall - 600))
+    silent = cli(tmp_path, "check", "--json", "--log", str(log))
+    assert silent.returncode == 1, (silent.stdout, silent.stderr)
+    (stall,) = [json.loads(line) for line in silent.stdout.splitlines()]
+    assert stall["detector"] == "stall" and "no progress for 10 min" in stall["message"], stall["message"]
+
+
 # -- 3. headless, config, state dir, sinks -------------------------------------------
 
 
