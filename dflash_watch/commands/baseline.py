@@ -34,6 +34,7 @@ from typing import Any
 from dflash_watch.parsers.events import TOK_S
 
 from ..baseline.window import Window, capture_window, window_monitor
+from ..sources.wakeups import is_glob
 from . import fail
 from .baseline_env import replay_settings
 from .baseline_show import rate_text, show, span_text
@@ -84,7 +85,7 @@ def parse_time(text: str, tz: Any, flag: str) -> float:
 def _expand(patterns: tuple[str, ...]) -> list[str]:
     """The config's logs: globs as ``watch`` reads them, each matching something."""
     for pattern in patterns:
-        if glob.has_magic(pattern) and not glob.glob(os.path.expanduser(pattern)):
+        if is_glob(pattern) and not glob.glob(os.path.expanduser(pattern)):
             raise SettingsError(f"logs {pattern!r} in the config match no file")
     return expand_logs(patterns)
 

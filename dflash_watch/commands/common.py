@@ -122,11 +122,12 @@ def find_probe_files(named: Sequence[str], logs: Sequence[str], cwd: str | None 
     import os
 
     from ..sources.probes import discover, expand
+    from ..sources.wakeups import is_glob
 
     if must_match:
         for pattern in named:
             path = os.path.expanduser(pattern)
-            if glob.has_magic(path) and not glob.glob(path):
+            if is_glob(path) and not glob.glob(path):
                 raise SettingsError(f"--probe {pattern!r} matches no file")
     return expand(discover(named, logs, cwd))
 
@@ -151,10 +152,12 @@ def expand_logs(patterns: tuple[str, ...] | list[str]) -> list[str]:
     import glob
     import os
 
+    from ..sources.wakeups import is_glob
+
     paths: list[str] = []
     for pattern in patterns:
         pattern = os.path.expanduser(pattern)
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        matches = sorted(glob.glob(pattern)) if is_glob(pattern) else [pattern]
         paths.extend(p for p in matches if p not in paths)
     return paths
 

@@ -48,7 +48,7 @@ from .rotated import (
     open_as,
     pruned_unread,
 )
-from .wakeups import Wakeups, has_magic
+from .wakeups import Wakeups, is_glob
 
 __all__ = ["Chunk", "LogTailer", "TailNotice", "read_chunks"]
 
@@ -133,7 +133,7 @@ class LogTailer:
         listings: dict[str, FolderIndex] | None = {} if len(patterns) > 1 else None
         for raw in patterns:
             pat = os.path.expanduser(raw)
-            if has_magic(pat):
+            if is_glob(pat):
                 self._globs.append(pat)
                 self._wakeups.globs.append(os.path.abspath(pat))
             else:

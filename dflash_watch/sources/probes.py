@@ -22,6 +22,7 @@ from typing import Any
 from dflash_watch.parsers.events import ProbeSample
 
 from .samples import json_count, timed_json_object
+from .wakeups import is_glob
 
 DEFAULT_GLOB = "dflash-probe-*.jsonl"
 # Every integer field of a probe line (all optional, all >= 0).
@@ -178,6 +179,6 @@ def expand(patterns: Iterable[str]) -> list[str]:
     """Globs as the files they name now (sorted), names as given; each once."""
     paths: list[str] = []
     for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        matches = sorted(glob.glob(pattern)) if is_glob(pattern) else [pattern]
         paths.extend(p for p in matches if p not in paths)
     return paths

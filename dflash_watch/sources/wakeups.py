@@ -24,6 +24,15 @@ def has_magic(text: str) -> bool:
     return any(c in text for c in "*?[")
 
 
+def is_glob(name: str) -> bool:
+    """Whether a log's name is a glob: it has wildcards and no file is
+    called that. A sweep names its runs ``exp[lr=1e-4].log``; as a glob its
+    ``[...]`` is a set of characters and matches no file (or another), and
+    the watcher waited forever for the file the user named. The one rule
+    for every reader of a name (the tailer, ``expand_logs``, the probes)."""
+    return has_magic(name) and not os.path.lexists(os.path.expanduser(name))
+
+
 def static_dir(pattern: str) -> str:
     """The deepest directory of a pattern that holds no wildcard."""
     parts = os.path.abspath(pattern).split(os.sep)

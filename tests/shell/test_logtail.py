@@ -482,3 +482,23 @@ def test_a_cut_tqdm_line_still_reports_its_newest_state(tmp_path: Path) -> None:
             fh.flush()
         chunks = [c for c in tailer.poll() if isinstance(c, Chunk)]
         assert chunks and chunks[-1].partial and "199/200" in chunks[-1].text
+
+
+def test_a_log_named_with_brackets_is_that_file_not_a_glob(tmp_path: Path) -> None:
+    """``train[0].log`` (a sweep's run, a rank's file) exists: it is followed
+    as named. Read as a glob, ``[0]`` is a set of characters: it matched
+    only ``train0.log`` and the watcher waited forever. A name with
+    wildcards that is no file stays a glob."""
+    from dflash_watch.commands.common import expand_logs
+
+    named = tmp_path / "train[0].log"
+    named.write_text("step 1/100 | loss 2.0\n")
+    other = tmp_path / "train0.log"
+    other.write_text("another run\n")
+    with LogTailer([str(named)], use_watchdog=False) as t:
+        chunks = [c for c in t.poll() if isinstance(c, Chunk)]
+    assert [(c.path, c.text) for c in chunks] == [(str(named), "step 1/100 | loss 2.0\n")]
+    assert expand_logs([str(named)]) == [str(named)]
+    assert expand_logs([str(tmp_path / "train[0-9].log")]) == [str(other)]
+    with LogTailer([str(tmp_path / "train[0-9].log")], use_watchdog=False) as t:
+        assert [c.path for c in t.poll() if isinstance(c, Chunk)] == [str(other)]
