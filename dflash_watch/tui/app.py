@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -271,18 +271,22 @@ class DashboardApp(JobActions, App[int]):
         if has_loss:
             panel.update_view(monitor)
 
-    def on_resize(self) -> None:
-        self._fit_footer()
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size: Textual stores the app's new size after this
+        # handler runs, so ``self.size`` is still the old one here (the
+        # footer was one resize behind: `? help` and `q quit` cut off at 80).
+        self._fit_footer(event.size.width)
         self.redraw(force=True)
 
-    def _fit_footer(self) -> None:
+    def _fit_footer(self, width: int | None = None) -> None:
         """Below 100 columns the footer drops its spacing and the palette key
         (Ctrl-P still opens it), so that `? help` and `q quit` stay on screen."""
-        narrow = self.size.width < 100
+        narrow = (self.size.width if width is None else width) < 100
         footer = self.footer
         if footer.compact != narrow:
             footer.compact = narrow
             footer.show_command_palette = not narrow
+            footer.refresh(recompose=True)  # (the palette key is laid out once, when composed)
 
     def _banner(self, firing: list[Alert]) -> None:
         """Red over a crash or a kill, calm over a stop the user asked for (``banner.py``)."""

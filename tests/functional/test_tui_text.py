@@ -106,3 +106,23 @@ def test_gpu_hint_tells_sampling_turned_off_from_a_failure() -> None:
     monitor.gpu_unavailable = "NVML: GPU 3 fell off the bus (NVMLError_GpuIsLost)"
     hint = gpu_hint(monitor).plain
     assert "install the NVIDIA driver" in hint and "drop --no-gpu" not in hint
+
+
+async def test_the_footer_keeps_help_and_quit_on_screen_after_a_resize_to_80_columns():
+    """Textual stores the new size after the app's resize handler: read from
+    ``self.size`` the footer was one resize behind (wide at 80 columns, `?
+    help` and `q quit` cut off; compact at 160)."""
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.3)
+        assert not app.footer.compact
+        for width, height in ((80, 24), (160, 48), (80, 24)):
+            await pilot.resize_terminal(width, height)
+            await pilot.pause(0.3)
+            assert app.footer.compact == (width < 100)
+            shown = {key.description: key.region for key in app.footer.query("FooterKey")}
+            for what in ("help", "quit"):
+                region = shown.get(what)
+                assert region is not None and region.width > 0 and region.right <= width, (width, what, shown)
+            # The palette key (Ctrl-P still opens it) gives its room up below 100 columns.
+            assert ("palette" in shown) == (width >= 100), (width, shown)
