@@ -26,6 +26,10 @@ class RecentLines:
         # catch-up reads thousands of such chunks, and only the last one's
         # lines are ever shown. ``lines`` splits it when a view reads.
         self._unsplit: dict[str, tuple[str, int, int]] = {}
+        # Per file, how many times its lines were counted from 1 again
+        # (its ring cleared): a view that colours and marks lines by their
+        # numbers starts over when this moves.
+        self.line_restarts: dict[str, int] = {}
 
     @property
     def lines(self) -> dict[str, deque[tuple[int, str]]]:
@@ -58,6 +62,13 @@ class RecentLines:
         ring = self._lines.get(path)
         if ring is None:
             ring = self._lines[path] = deque(maxlen=self.keep_lines)
+        elif ring and ring[-1][0] >= first_lineno:
+            # The file's lines are counted from 1 again (truncated, made
+            # anew, rotated: ``Renumbered``): the old file's lines would
+            # stand among the new ones under the same numbers, and a jump
+            # to an alert's line 9 would land on the old line 9.
+            ring.clear()
+            self.line_restarts[path] = self.line_restarts.get(path, 0) + 1
         if len(lines) > self.keep_lines:
             first_lineno += len(lines) - self.keep_lines
             lines = lines[-self.keep_lines :]

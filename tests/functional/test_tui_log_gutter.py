@@ -11,6 +11,7 @@ from tui_helpers import UTC, screen_text
 
 from dflash_watch.monitor import Monitor
 from dflash_watch.tui.app import DashboardApp
+from dflash_watch.tui.widgets.log_view import ERROR, NORMAL, TB_EXC, TB_HEAD
 
 T0 = 1764410400.0
 LOG = "/runs/x/train.log"
@@ -36,3 +37,27 @@ async def test_rows_painted_before_the_number_column_widened_are_repainted_with_
         assert rows[-1].startswith("10000 [")
         assert len(rows) > 2 and rows[0].startswith(" 99")
         assert {row.index("[") for row in rows} == {6}, rows
+
+
+async def test_a_file_counted_from_1_again_is_coloured_and_marked_as_the_new_file():
+    """Rotated, truncated or made anew, a log's lines start again at 1: the
+    view colours the new traceback (it kept the old lines' colours by
+    number: the traceback plain, its line 2 red as the old line 2 was) and
+    an alert's jump to line 4 marks the new line 4, not the old one."""
+    monitor = Monitor(tz=UTC)
+    old = "".join(f"[2025-11-29 10:00:00,000] [{'ERROR' if i == 2 else 'INFO'}] old line {i}\n" for i in range(1, 31))
+    monitor.feed_text(LOG, old, 1, T0)
+    app = DashboardApp(monitor, tz=UTC, clock=lambda: T0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        view = app.query_one("#log-view")
+        assert view.classes_by_lineno[2] == ERROR and view.classes_by_lineno[1] == NORMAL
+        new = ("[2025-11-29 10:05:00,000] [INFO] step 1\n" "Traceback (most recent call last):\n"
+               '  File "/srv/train.py", line 3, in <module>\n' "ValueError: new file\n")
+        monitor.feed_text(LOG, new, 1, T0 + 300, 1)
+        app.log_panel.update_view(monitor)
+        await pilot.pause(0.3)
+        assert [n for n, _ in view.lines] == [1, 2, 3, 4]
+        assert view.classes_by_lineno[1] == NORMAL and view.classes_by_lineno[2] == TB_HEAD
+        assert view.classes_by_lineno[4] == TB_EXC
+        assert view.mark(4) and view.lines[view.shown[-1]][1] == "ValueError: new file"

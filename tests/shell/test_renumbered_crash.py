@@ -180,3 +180,19 @@ def test_headless_calls_the_crash_of_a_log_counted_again_fatal(tmp_path: Path, m
         assert log.read_text().splitlines()[1].startswith("Traceback")
     crashes = [(a["kind"], a["state"], a["severity"]) for a in alerts if a["detector"] == "crash"]
     assert crashes == [("cuda_oom", "firing", "critical")], (crashes, early + err)
+
+
+def test_the_log_views_lines_begin_again_with_the_file() -> None:
+    """The lines kept for the log view: the old file's lines 1-30 and the
+    new file's 1-7 under the same numbers put an alert's jump to line 7 on
+    the old line 7 (and its colour on the new one)."""
+    m = Monitor(tz=UTC)
+    path = "/runs/train.log"
+    m.feed_text(path, _steps(1, 30, T0), 1, T0 + 30, 0, fresh=True, arrived=T0 + 30)
+    new = _steps(1, 3, T0 + 60) + TRACEBACK
+    m.feed_text(path, new, 1, T0 + 64, 1, fresh=True, arrived=T0 + 64)
+    assert list(m.lines[path]) == list(enumerate(new.splitlines(), 1))
+    # A catch-up chunk that alone fills the ring is split when a view reads.
+    m.feed_text(path, _steps(1, 3000, T0 + 100), 1, T0 + 4000, 2, fresh=False)
+    m.feed_text(path, new, 1, T0 + 4064, 3, fresh=True, arrived=T0 + 4064)
+    assert list(m.lines[path]) == list(enumerate(new.splitlines(), 1))

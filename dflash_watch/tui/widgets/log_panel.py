@@ -76,7 +76,8 @@ class LogPanel(Vertical):
                 self.current = files[0] if files else None
             ring = monitor.lines.get(self.current) if self.current else None
             last = ring[-1][0] if ring else None
-            key = (self.current, last, len(ring) if ring else 0)
+            restarts = monitor.line_restarts.get(self.current, 0) if self.current else 0
+            key = (self.current, last, len(ring) if ring else 0, restarts)
             lines = list(ring) if ring is not None and key != self._seen else None
         self.files = files
         view = self.view
@@ -85,7 +86,7 @@ class LogPanel(Vertical):
             view.refresh()
         if lines is not None:
             self._seen = key
-            view.set_lines(self.current, lines)
+            view.set_lines(self.current, lines, restarts)
         self._titles()
 
     def select_file(self, path: str) -> None:

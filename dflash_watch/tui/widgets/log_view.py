@@ -108,6 +108,7 @@ class LogView(ScrollView, can_focus=True):
         self.classes_by_lineno: dict[int, int] = {}
         self._last_class = NORMAL
         self._last_lineno = 0
+        self._restarts = 0
         self.filter_text = ""
         self.marked: int | None = None  # the line an alert cited
         self._cache: OrderedDict[tuple, Strip] = OrderedDict()
@@ -118,10 +119,16 @@ class LogView(ScrollView, can_focus=True):
         self._paint: tuple[Style, int] | None = None  # (base style, width) while render_lines runs
 
     # -- data -------------------------------------------------------------------
-    def set_lines(self, path: str | None, lines: list[tuple[int, str]]) -> None:
-        """The ring's current content for ``path`` (copied by the caller)."""
-        if path != self.path or (lines and self.lines and lines[0][0] < self.lines[0][0]):
+    def set_lines(self, path: str | None, lines: list[tuple[int, str]], restarts: int = 0) -> None:
+        """The ring's current content for ``path`` (copied by the caller);
+        ``restarts``: how often the file's lines were counted from 1 again
+        (``RecentLines.line_restarts``): the lines seen before are another
+        file's, whose colours and numbers must not carry over."""
+        if path != self.path or restarts != self._restarts or (
+            lines and self.lines and lines[0][0] < self.lines[0][0]
+        ):
             self._reset(path)
+            self._restarts = restarts
         anchor = self._top_lineno() if not self.following else None
         before = self.lines[-1][0] if self.lines else 0
         self.lines = lines
