@@ -18,6 +18,17 @@ MAX_NON_TEXT_SHARE = 0.30
 # Control characters a log does hold: tab, newlines, CR redraws of a
 # progress bar, backspace, form feed, ANSI colour escapes.
 _TEXT_CONTROLS = frozenset(b"\t\n\r\x08\x0c\x1b")
+# Files that are plainly not text by their first bytes, whatever share of
+# their bytes is printable (a small program's symbol names, a compressed
+# log's header): (magic, what it is, what to do).
+_MAGICS = (
+    (b"\x1f\x8b", "a gzip file", "decompress it first (gunzip, or zcat into a file)"),
+    (b"BZh", "a bzip2 file", "decompress it first (bunzip2)"),
+    (b"\xfd7zXZ\x00", "an xz file", "decompress it first (unxz)"),
+    (b"\x28\xb5\x2f\xfd", "a zstd file", "decompress it first (unzstd)"),
+    (b"PK\x03\x04", "a zip archive (a torch checkpoint is one)", "give the log itself"),
+    (b"\x7fELF", "a program (ELF)", "give the log it writes"),
+)
 
 
 def not_text(path: str) -> str | None:
@@ -31,6 +42,14 @@ def not_text(path: str) -> str | None:
     "healthy" about nothing.
     """
     sample = bytearray()
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return None  # the reader says why, in its words
+    for magic, what, todo in _MAGICS:
+        if head.startswith(magic):
+            return f"{what}: {todo}"
     budget = 256 * TEXT_SAMPLE_BYTES  # 16 MiB read at most: a longer hole is not judged, the log is read
     try:
         with open(path, "rb") as f:

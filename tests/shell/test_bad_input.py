@@ -199,14 +199,21 @@ def test_check_refuses_random_bytes_but_reads_a_log_with_a_hole_and_latin_1(tmp_
 def test_replay_refuses_random_bytes_or_a_binary_with_one_line(tmp_path: Path, args: tuple[str, ...]) -> None:
     """As ``check`` does: read as a log, a binary gives no line and no
     alert, and replay printed nothing (or a report of nothing) with exit 0."""
+    import gzip
+
     noise = tmp_path / "noise.bin"
     noise.write_bytes(os.urandom(64 * 1024))
-    binary = tmp_path / "python.bin"
-    binary.write_bytes(Path(sys.executable).resolve().read_bytes()[: 1 << 20])
-    for bad in (noise, binary):
+    # A compressed log, and a small program: mostly printable once its NULs
+    # are set aside (its symbol names), told by its first bytes.
+    packed = tmp_path / "train.log.gz"
+    packed.write_bytes(gzip.compress(a_log(tmp_path, steps=300).read_bytes()))
+    program = tmp_path / "launcher"
+    program.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 4000 + b"libpython3.so\0Py_BytesMain\0" * 100)
+    for bad, why in ((noise, "is neither UTF-8 nor printable"), (packed, "a gzip file: decompress it first"),
+                     (program, "a program (ELF)")):
         argv = [a.replace("GOOD", str(a_log(tmp_path, steps=3))) for a in args]
         line = one_line(cli(tmp_path, *argv, str(bad)))
-        assert f"{bad}: not a text log" in line, line
+        assert f"{bad}: not a text log" in line and why in line, line
 
 
 def test_check_on_a_log_silent_for_days_says_how_long(tmp_path: Path) -> None:
