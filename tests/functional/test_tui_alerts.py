@@ -104,3 +104,29 @@ async def test_markup_in_an_alert_message_is_shown_literally():
         cells = panel._cells(evil, True, False)
         text = "".join(c.plain for c in cells)
         assert "[bold red]x[/]" in text and "\x1b" not in text
+
+
+async def test_the_rate_and_eta_read_as_stale_while_a_stall_fires_and_after_the_job_ended():
+    """At 3 a.m. a header that still says "21.4 Ktok/s, ETA 6h56m" two
+    minutes into a hang (or after the job died) reads as a healthy run: the
+    last rate is marked as the last, with its age, and no ETA is made of it."""
+    app, s, job = make_app("healthy")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        header = app.query_one("#header")
+        from dflash_watch.parsers.events import Progress
+
+        last = s.monitor.last_progress
+        s.monitor.feed_events([Progress(last.time + 30, "train.log:99999", step=last.step + 12,
+                                        total_steps=last.total_steps, tokens_per_s=22000.0)])
+        await settle(app, pilot)
+        assert "ETA" in header._shown.plain and "last " not in header._shown.plain, header._shown.plain
+        s.monitor.tick(last.time + 30 + 3600)  # an hour without a step: the stall fires
+        await settle(app, pilot)
+        text = header._shown.plain
+        assert "ETA" not in text and "last 22.0 Ktok/s 1h00m ago" in text, text
+    app, s, job = make_app("crashed")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        text = app.query_one("#header")._shown.plain
+        assert "exited" in text and "ETA" not in text and "last " in text, text

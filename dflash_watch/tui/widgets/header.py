@@ -61,6 +61,21 @@ def job_text(state: Any, control: str | None, now: float, compact: bool = False,
     return out
 
 
+def stale_for(state: Any, progress: Any, firing: list, now: float | None) -> float | None:
+    """How long ago the last step was, where the rate and ETA it gave are
+    stale: a stall is firing (the detector knows the run's usual step
+    interval and its bursts), or the job it came from exited or was killed
+    (not "absent": a log watched with no job of ours goes on). Else None:
+    between two steps a rate stands."""
+    if progress is None or now is None:
+        return None
+    stalled = any(getattr(a, "detector", "") == "stall" for a in firing)
+    ended = getattr(state, "state", None) in ("exited", "killed")
+    if not (stalled or ended):
+        return None
+    return max(0.0, now - progress.time)
+
+
 class StatusHeader(Static):
     DEFAULT_CSS = """
     StatusHeader { height: 1; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -78,8 +93,9 @@ class StatusHeader(Static):
         with locked(monitor):
             rate, unit, baseline = current_rate(monitor)
             progress = self._bar.choose(monitor.last_progress, monitor.restarts)
+            stale = stale_for(monitor.job_state, progress, firing, monitor.now)
             facts = (monitor.job_state, progress, rate, unit, baseline, monitor.restarts,
-                     float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3)))
+                     float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3)), stale)
             asked = asked_to_stop(monitor.job_state, monitor.last_exit)
         self._asked = asked
         width = self.size.width or self.app.size.width
@@ -91,16 +107,22 @@ class StatusHeader(Static):
             self.update(out, layout=False)
 
     def _line(self, state: Any, progress: Any, rate: float | None, unit: str, baseline: float | None, restarts: int,
-                 frac: float, firing: list, unacked: int, now: float, *, compact: bool) -> Text:
+                 frac: float, stale: float | None, firing: list, unacked: int, now: float, *, compact: bool) -> Text:
         sep = (" │ ", "dim")
         out = job_text(state, self.control, now, compact=compact, asked=self._asked)
         if restarts or not compact:
             out.append(f" · restarts {restarts}", style="" if restarts == 0 else "yellow")
         out.append(*sep)
-        out.append_text(self._step_text(progress))
+        out.append_text(self._step_text(progress, stale is None))
         out.append(*sep)
-        out.append(fmt_rate_unit(rate, unit, compact), style="bold")
-        if baseline:
+        if stale is not None:
+            # No step for a while (a stall firing, the job gone): the last
+            # rate read is no reading of now, nor an ETA from it.
+            out.append(f"last {fmt_rate_unit(rate, unit, compact)}", style="dim")
+            out.append(f" {fmt_duration(stale)} ago", style="dim yellow")
+        else:
+            out.append(fmt_rate_unit(rate, unit, compact), style="bold")
+        if baseline and stale is None:
             out.append(f" vs {fmt_rate_unit(baseline, unit, compact)}", style="cyan")
             if rate is not None:
                 delta = rate / baseline - 1.0
@@ -117,7 +139,7 @@ class StatusHeader(Static):
             out.append("✓ no alerts", style="green")
         return out
 
-    def _step_text(self, p: Any) -> Text:
+    def _step_text(self, p: Any, eta: bool = True) -> Text:
         if p is None or p.step is None:
             return Text("step -", style="dim")
         out = Text(f"step {p.step:,}", style="bold")
@@ -129,7 +151,7 @@ class StatusHeader(Static):
             per_step = p.step_seconds
             if per_step is None and p.step > first[1] and p.time - first[0] >= 10.0:
                 per_step = (p.time - first[0]) / (p.step - first[1])
-            if per_step:
+            if per_step and eta:
                 left = max(0, p.total_steps - p.step) * per_step
                 out.append(f" ETA {fmt_duration(left)}", style="cyan")
         return out
