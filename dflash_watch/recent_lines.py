@@ -11,6 +11,16 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+# The most of one line the log view keeps: a few screens' width. A log of
+# 1 MB lines (a tokenizer dump, a printed tensor) held whole in a ring of
+# 2000 would be 2 GB; the view shows a line's start anyway.
+VIEW_LINE_MAX = 16 * 1024
+
+
+def _shortened(line: str) -> str:
+    cut = len(line) - VIEW_LINE_MAX
+    return line if cut <= 0 else f"{line[:VIEW_LINE_MAX]} … ({cut:,} more characters)"
+
 
 class RecentLines:
     """Per file, the last ``keep_lines`` lines as (line number, text); 0 keeps none (replay)."""
@@ -72,6 +82,8 @@ class RecentLines:
         if len(lines) > self.keep_lines:
             first_lineno += len(lines) - self.keep_lines
             lines = lines[-self.keep_lines :]
+        if lines and max(map(len, lines)) > VIEW_LINE_MAX:
+            lines = [_shortened(line) for line in lines]
         if not any("\r" in line for line in lines):  # the common case, at C speed
             ring.extend(zip(range(first_lineno, first_lineno + len(lines)), lines))
             return

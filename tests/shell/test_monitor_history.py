@@ -113,3 +113,16 @@ def test_the_views_lines_and_chart_do_not_depend_on_how_the_log_was_cut() -> Non
             expected = seen
             assert len(seen[0]) == 50 and seen[0][-1][0] == text.count("\n") and seen[1] == rates > 100
         assert seen == expected, sizes
+
+
+def test_the_log_views_ring_keeps_a_screenful_of_a_megabyte_line() -> None:
+    """2000 lines of 1 MB each (a printed tensor, a tokenizer dump) held whole
+    were 2 GB of the dashboard's memory; the view shows a line's start."""
+    from dflash_watch.recent_lines import VIEW_LINE_MAX
+
+    m = Monitor()
+    big = "x" * (1 << 20)
+    m.feed_text("/runs/train.log", f"short\n{big}\n", 1, 1000.0)
+    (n1, first), (n2, kept) = m.lines["/runs/train.log"]
+    assert (n1, first, n2) == (1, "short", 2)
+    assert kept.startswith("x" * VIEW_LINE_MAX) and kept.endswith(f" … ({(1 << 20) - VIEW_LINE_MAX:,} more characters)")
