@@ -203,3 +203,23 @@ async def test_window_keys_widen_the_memory_charts_too(monkeypatch) -> None:
         await pilot.press("1")
         await settle(app, pilot)
         assert spans[-1] <= 660.0 and drawn[-1] <= 600.0
+
+
+async def test_a_tile_whose_samples_stopped_says_how_long_ago_its_reading_was() -> None:
+    """NVML hung or the sampler stopped: the last reading stayed on the tile
+    as if current. Once the data's clock is 15 s past a GPU's last sample,
+    its title says so; a fresh sample clears it."""
+    app, s, _job = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tile = app.query_one("#gpu-0", GpuTile)
+        assert "no sample" not in tile._title.plain
+        last = s.monitor.gpus.used(0).last_time
+        s.monitor.tick(last + 90)
+        await pilot.pause(1.2)
+        await settle(app, pilot)
+        assert "no sample for 1m30s" in tile._title.plain, tile._title.plain
+        s.monitor.feed_samples([GpuSample(last + 91, 0, 40 * GIB, TOTAL, 0.9, ())])
+        await pilot.pause(1.2)
+        await settle(app, pilot)
+        assert "no sample" not in tile._title.plain, tile._title.plain

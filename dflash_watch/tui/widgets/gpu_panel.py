@@ -19,7 +19,7 @@ from textual.widgets import Static
 from ...monitor import GPU_SAMPLING_OFF
 from ..health import gpu_health
 from ..reading import job_pids, locked, memory_badge
-from ..text import set_static
+from ..text import fmt_duration, set_static
 from .gpu_tile import CHART_WINDOW_S, GpuTile, GpuView
 from .series import WHOLE_RUN_S
 
@@ -27,6 +27,17 @@ if TYPE_CHECKING:
     from ...monitor import Monitor
 
 _EMPTY = np.empty(0)
+
+
+# A GPU sampled at 1 Hz with no sample for this long (on the data's clock)
+# is not being read: NVML hung, the sampler stopped, a sample file ended.
+GPU_STALE_S = 15.0
+
+
+def _stale(now: float | None, last: float | None) -> str | None:
+    if now is None or last is None or now - last < GPU_STALE_S:
+        return None
+    return fmt_duration(now - last)
 
 
 def gpu_hint(monitor: Monitor) -> Text:
@@ -129,6 +140,7 @@ class GpuPanel(VerticalScroll):
                     power_w=last.power_w if last else None,
                     power_limit_w=last.power_limit_w if last else None,
                     throttle=throttle, xid=xid, ecc=ecc, window_s=span or CHART_WINDOW_S,
+                    stale=_stale(monitor.now, series.last_time if series is not None and series.count else None),
                 ))
         if hint.display != (not views):
             hint.display = not views

@@ -61,6 +61,10 @@ class GpuView:
     # The chart's span in seconds (the window keys: 10 min, 1 h, 6 h, the
     # whole run as far as the samples go back).
     window_s: float = CHART_WINDOW_S
+    # How old the newest sample is, as shown ("1m30s"), once it is older
+    # than ``GPU_STALE_S``: a hung NVML or a sampler that stopped leaves the
+    # last reading on screen, which must not read as the card's state now.
+    stale: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -73,7 +77,7 @@ class GpuView:
         """
         return (memory_shown(self.used, self.total), util_shown(self.util),
                 holders_shown(self.processes, self.job_pids), self.lost, self.badge, self.badge_style, health_shown(self),
-                self.throttle, self.xid, self.ecc)
+                self.throttle, self.xid, self.ecc, self.stale)
 
     @property
     def has_health(self) -> bool:
@@ -279,6 +283,8 @@ class GpuTile(Vertical):
         if view.has_health:
             set_static(self.health, health_text(view))
         title = Text.assemble((f"GPU {view.gpu} ", "bold"), (f" {view.badge} ", view.badge_style))
+        if view.stale is not None:
+            title.append(f" no sample for {view.stale} ", "bold black on yellow")
         if title != self._title:  # assigning repaints even when equal
             self._title = self.border_title = title
         set_static(self.info, self._info(view, compact))
