@@ -155,10 +155,35 @@ def _on_stall(config: Any) -> Any:
     return OnStallConfig(config.run.on_stall, config.run.on_stall_grace_s, _guard(config))
 
 
+def _refuse_unreadable_kinds(logs: tuple[str, ...] | list[str]) -> None:
+    """A log named that is a directory, a FIFO or a device is refused at
+    start (one line, exit 2), as ``replay`` and ``check`` refuse it: the
+    tailer follows regular files only, and said "not a regular file" once
+    while the watcher, given nothing else, ran on watching nothing."""
+    import os
+    import stat
+
+    from ..sources.wakeups import is_glob
+
+    for name in logs:
+        path = os.path.expanduser(name)
+        if is_glob(path):
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # not there yet: followed once it appears
+        if stat.S_ISDIR(mode):
+            raise SettingsError(f"{name}: a directory, not a log file (for the logs in it: '{name.rstrip('/')}/*.log')")
+        if not stat.S_ISREG(mode):
+            raise SettingsError(f"{name}: not a regular file (a FIFO or a device); log to a file and give its path")
+
+
 def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup:
     """Settings -> Monitor -> (optional) Job -> LiveSession; raises ``common.ClearError``."""
     settings = load_run_settings(args)
     config = settings.config
+    _refuse_unreadable_kinds(config.logs)
 
     from ..live import LiveSession
     from ..monitor import GPU_SAMPLING_OFF, Monitor

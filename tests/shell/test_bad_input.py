@@ -176,6 +176,23 @@ def test_a_fifo_or_a_device_is_refused_at_once(tmp_path: Path, command: str, tar
     assert "not a regular file" in line and target in line
 
 
+@pytest.mark.parametrize("command", ["headless", "watch"])
+@pytest.mark.parametrize("target", ["fifo", "folder", "/dev/null"])
+def test_the_live_commands_refuse_a_log_that_is_no_regular_file_at_once(
+    tmp_path: Path, command: str, target: str
+) -> None:
+    """The tailer follows regular files only: given only a FIFO, a folder or
+    a device, headless said so once and ran on watching nothing."""
+    if target == "fifo":
+        target = str(tmp_path / "fifo")
+        os.mkfifo(target)
+    elif target == "folder":
+        target = str(tmp_path / "logs")
+        os.mkdir(target)
+    line = one_line(cli(tmp_path, command, "--no-gpu", "--log", target, timeout=20))
+    assert line.startswith(f"dflash-watch: {target}: ") and ("not a regular file" in line or "a directory" in line), line
+
+
 @pytest.mark.parametrize("flag", ["--config", "--baseline"])
 def test_a_config_or_baseline_that_is_a_device_is_refused_at_once(tmp_path: Path, flag: str) -> None:
     line = one_line(cli(tmp_path, "replay", "--json", str(a_log(tmp_path, steps=3)), flag, "/dev/zero", timeout=20))

@@ -201,9 +201,18 @@ def test_check_exit_codes_healthy_firing_and_could_not_check(tmp_path: Path) -> 
 
 
 def test_check_judges_the_silence_up_to_now(tmp_path: Path) -> None:
-    """A run whose log stopped mid-run long ago is stalled now, not healthy."""
+    """A run whose log stopped mid-run long ago is stalled now, not healthy.
+    Its silence is how long ago it was last written: the file's mtime is set
+    to its last stamp, as a writer that stopped then left it (a file made
+    now is fresh, whatever its stamps say: ``check`` reads stamps hours off
+    this machine's clock as the log's own clock, test_bad_input)."""
+    import datetime as dt
+
     stalled = tmp_path / "stalled.log"
-    stalled.write_text(_steps(30))
+    text = _steps(30)
+    stalled.write_text(text)
+    last = dt.datetime.strptime(text.splitlines()[-1][:19], "%Y-%m-%d %H:%M:%S").timestamp()
+    os.utime(stalled, (last, last))
     out = _check(tmp_path, "--log", str(stalled))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "stall" in out.stdout
