@@ -207,8 +207,11 @@ class Alignment:
         way = "behind" if offset > 0 else "ahead of"
         hours = abs(offset) / 3600.0
         hint = " (naive stamps in another zone? --tz)" if hours >= 0.9 and abs(hours - round(hours)) < 0.05 else ""
+        # Said to the minute: whole-second stamps read a moment after they
+        # were written put stamps 3 h ahead at 2 h 59 min 59.4 s ("2 h 59 min").
+        said = round(abs(offset) / 60.0) * 60.0
         notes.append(
-            f"{self.name}: log stamps run {fmt_duration(abs(offset))} {way} this machine's clock{hint}; "
+            f"{self.name}: log stamps run {fmt_duration(said)} {way} this machine's clock{hint}; "
             "live, its lines are timed as they arrive"
         )
 

@@ -51,6 +51,17 @@ def test_a_log_caught_up_on_its_own_clock_is_not_moved_but_its_skew_is_said() ->
     assert len(notes) == 1 and "2 h 00 min behind" in notes[0]
 
 
+def test_stamps_three_hours_ahead_are_said_as_three_hours() -> None:
+    """Whole-second stamps, read a moment after they were written: the lag
+    of stamps 3 h ahead is 3 h less a fraction of a second, which was said
+    as "2 h 59 min"."""
+    align, notes = Alignment("train.log", learn=False), []
+    for i in range(2):
+        t = WALL + 10800.0 + i
+        align.prepare((t - 1.0, t), t + 0.1, WALL - 60.0, notes, wall=WALL + i + 0.6)
+    assert len(notes) == 1 and "3 h 00 min ahead of" in notes[0], notes
+
+
 def test_another_offset_only_when_three_chunks_agree() -> None:
     align, notes = Alignment("train.log"), []
     align.prepare((WALL, WALL), WALL, WALL - 5.0, notes)
