@@ -589,19 +589,28 @@ def test_every_child_starts_at_once_and_one_never_read_is_ended(tmp_path: Path) 
     assert done.stdout.splitlines() == ["forked before any read: 3", "batches of the others: [True, True]", "reaped"]
 
 
-def _group(pgid: int) -> list[int]:
-    """The live processes of process group ``pgid`` (one this test started)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                found.append(int(entry))
+def _children(pid: int) -> list[int]:
+    """The children of ``pid`` (a process this test started), from its own
+    /proc entry: no other process on the machine is looked at."""
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as children:
+                found += [int(c) for c in children.read().split()]
+    except OSError:
+        pass
     return found
+
+
+def _alive_in(pid: int, pgid: int) -> bool:
+    """Whether ``pid`` (a child this test saw its command fork) still runs in
+    group ``pgid``: not gone, not a zombie, not a reused number elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return int(fields[2]) == pgid and fields[0] != "Z"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -616,17 +625,17 @@ def test_ctrl_c_in_a_terminal_ends_the_command_and_its_child(tmp_path: Path) -> 
                             text=True, start_new_session=True)  # its own group, as a terminal's job
     try:
         deadline = time.monotonic() + 30
-        while len(_group(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        while not (children := _children(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
-        assert len(_group(proc.pid)) == 2, "no child parsing ahead was seen"
+        assert len(children) == 1, "no child parsing ahead was seen"
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 130, err
         assert "Traceback" not in err, err
         deadline = time.monotonic() + 5
-        while _group(proc.pid) and time.monotonic() < deadline:
+        while _alive_in(children[0], proc.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert _group(proc.pid) == []
+        assert not _alive_in(children[0], proc.pid)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
