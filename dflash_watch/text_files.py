@@ -41,18 +41,14 @@ def not_text(path: str) -> str | None:
     half of random bytes are neither), and reading it as a log would say
     "healthy" about nothing.
     """
-    sample = bytearray()
     try:
         with open(path, "rb") as f:
-            head = f.read(8)
-    except OSError:
-        return None  # the reader says why, in its words
-    for magic, what, todo in _MAGICS:
-        if head.startswith(magic):
-            return f"{what}: {todo}"
-    budget = 256 * TEXT_SAMPLE_BYTES  # 16 MiB read at most: a longer hole is not judged, the log is read
-    try:
-        with open(path, "rb") as f:
+            first = f.read(TEXT_SAMPLE_BYTES)
+            for magic, what, todo in _MAGICS:
+                if first.startswith(magic):
+                    return f"{what}: {todo}"
+            sample = bytearray(first.replace(b"\0", b""))
+            budget = 255 * TEXT_SAMPLE_BYTES  # 16 MiB read at most: a longer hole is not judged, the log is read
             while len(sample) < TEXT_SAMPLE_BYTES and budget > 0:
                 budget -= TEXT_SAMPLE_BYTES
                 block = f.read(TEXT_SAMPLE_BYTES)
