@@ -168,7 +168,7 @@ class Alignment:
         clock: ``prepare`` on its stamps, the lines before any stamp dated
         ``now`` minus the offset, every event moved by the offset."""
         shift = self.prepare(stream.peek_stamps(text), now, since, notes, wall, arrived)
-        return shifted(stream.feed(text, first_lineno, now - shift), shift)
+        return shifted(stream.feed(text, first_lineno, now - shift, read_live=True), shift)
 
     def flush(self, stream: LogStream, now: float) -> list[Event]:
         """What ``stream`` still held (a traceback that ended it), on the

@@ -133,6 +133,30 @@ def placed(events: list[Event]) -> list[Event]:
     return out
 
 
+def _run_back(events: list[Event], own: list[int], read_at: float) -> float:
+    """Live, a chunk read at ``read_at`` as it was written: its events
+    dated by that time (``own``: no timestamp yet) and run on from it by
+    their step times (``StepClock``) end there instead; in place.
+
+    Nothing read at ``read_at`` was written after it, yet a step clock runs
+    a chunk's unstamped steps *on* from the time it starts from: a tqdm
+    bar's line of 59 redraws 0.2 s apart, completed by the traceback
+    written after it, put its last state and the crash 11 s ahead of the
+    watcher's clock, and the jump read as 11 s without a step (a stall at
+    the crash). The durations between them are kept; only where they sit
+    moves back, by how far the latest ran past the read time (returned; 0:
+    none did). Events of an earlier chunk (a traceback stretch held from
+    before) are not moved."""
+    if not own:
+        return 0.0
+    over = max(events[i].time for i in own) - read_at
+    if not (over > 0 and math.isfinite(over)):
+        return 0.0
+    for i in own:
+        events[i] = at_time(events[i], events[i].time - over)
+    return over
+
+
 class EventClock:
     """Orders and dates one stream's events; state kept across feeds.
 
@@ -146,6 +170,7 @@ class EventClock:
     __slots__ = (
         "_replay", "_floor", "_fallbacks", "_real_seen", "_last_real", "_pending", "_pending_on",
         "_reset_at", "_stand_in", "_released", "_exempt", "_el_start", "_el_now", "_el_base", "_el_last",
+        "ran_back",
     )
 
     def __init__(self, replay: bool = False) -> None:
@@ -179,6 +204,9 @@ class EventClock:
         self._el_now = 0.0
         self._el_base: dict[int | None, float] = {}
         self._el_last: dict[int | None, float] = {}
+        # How far the last ``on_dated`` moved a live chunk back (``_run_back``):
+        # the stream moves its step clock back as far.
+        self.ran_back = 0.0
 
     def fallback(self, time: float) -> None:
         """The stream may date events with ``time``: it has no timestamp yet."""
@@ -284,7 +312,9 @@ class EventClock:
             self._el_now = now
         return self._el_start + now
 
-    def on_dated(self, apply: Callable[[list[Event]], list[Event]], events: list[Event]) -> list[Event]:
+    def on_dated(
+        self, apply: Callable[[list[Event]], list[Event]], events: list[Event], read_at: float | None = None,
+    ) -> list[Event]:
         """``apply`` (in place, same length: ``StepClock.apply``) to
         ``events``, keeping positions, but for those that waited for the
         first timestamp and took it (replay): they happened before it, and
@@ -296,6 +326,10 @@ class EventClock:
         released, self._released = self._released, []
         if fallbacks and not self._replay:
             self._exempt = [i for i, event in enumerate(events) if event.time in fallbacks]
+            if read_at is not None and not released and read_at in fallbacks:
+                own = [i for i in self._exempt if events[i].time == read_at]
+                self.ran_back = _run_back(apply(events), own, read_at)
+                return events
         if not released:
             return apply(events)
         skip = set(released)

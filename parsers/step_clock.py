@@ -114,6 +114,12 @@ class StepClock:
         self._step = step
         return self._base + self._elapsed, True
 
+    def move_back(self, seconds: float) -> None:
+        """The steps just dated were moved ``seconds`` earlier (live: they
+        ran past the time their chunk was read, ``clock._run_back``): the
+        clock runs on from where they now end."""
+        self._base -= seconds
+
     def _progress(self, e: Progress) -> Event:
         time, clocked = self.unstamped(e.time, e.step, e.step_seconds)
         if clocked or time != e.time:

@@ -262,12 +262,14 @@ class LogStream:
 
     # -- the hot path -------------------------------------------------------
 
-    def feed(self, text: str, first_lineno: int, fallback_time: float) -> list[Event]:
+    def feed(self, text: str, first_lineno: int, fallback_time: float, read_live: bool = False) -> list[Event]:
         """Events of ``text``: one or more complete (``'\\n'``-terminated) lines.
 
         ``first_lineno`` is the 1-based number of the first line;
         ``fallback_time`` dates events before any timestamp was ever seen
-        (arrival time live, file mtime in replay).
+        (arrival time live, file mtime in replay). ``read_live``: the chunk
+        was read as it was written, at ``fallback_time``, so none of it is
+        later (``clock._run_back``).
         """
         if not text:
             return []
@@ -286,7 +288,7 @@ class LogStream:
         if self._fast and self._clock.plain:  # events dated as they are built (``parsers.final_times``)
             cur.final = FinalTimes(self._steps, self._clock)
         open_at = self._scan(cur, self._scanner.ends(view))
-        return self._chunk_done(cur, open_at)
+        return self._chunk_done(cur, open_at, fallback_time if read_live else None)
 
     def _cleaned(self, text: str) -> tuple[str, str]:
         """``text`` without ANSI escapes, NULs and CRLFs, and its view.
@@ -462,7 +464,7 @@ class LogStream:
                 for crash in feed(line, rank, body, lineno, line_time):
                     append(own(crash))
 
-    def _chunk_done(self, cur: Cursor, open_at: int | None) -> list[Event]:
+    def _chunk_done(self, cur: Cursor, open_at: int | None, read_at: float | None = None) -> list[Event]:
         """The chunk's events as they leave the stream; the stream's clock,
         line count and held traceback stretch moved past the chunk."""
         text, events, clock = cur.text, cur.events, cur.clock
@@ -482,7 +484,7 @@ class LogStream:
             else:
                 events[open_at:] = placed(events[open_at:])
         if events:
-            events = self._ordered(events) if cur.final is None else cur.final.catch_up(events)
+            events = self._ordered(events, read_at) if cur.final is None else cur.final.catch_up(events)
             if not self.hint.done:
                 _look_for_progress(self.hint, events)
         if clock is not None:
@@ -504,12 +506,19 @@ class LogStream:
         clock = self._clock
         return clock.hold(clock.on_dated(self._steps.apply, clock.flush() + events))
 
-    def _ordered(self, events: list[Event]) -> list[Event]:
+    def _ordered(self, events: list[Event], read_at: float | None = None) -> list[Event]:
         """A chunk's events as they leave the stream: in the file's order,
         unstamped step lines run on by their step times (``StepClock``), at
-        times that never step back (``EventClock``)."""
+        times that never step back (``EventClock``); read live at
+        ``read_at``, none after it."""
         clock = self._clock
-        return clock.hold(clock.on_dated(self._steps.apply, clock.resolve(events)))
+        events = clock.on_dated(self._steps.apply, clock.resolve(events), read_at)
+        if read_at is not None and clock.ran_back:
+            # Lines after these that carry the same stale time (the traceback
+            # that ended the bar) take the step clock's: where the steps now end.
+            self._steps.move_back(clock.ran_back)
+            clock.ran_back = 0.0
+        return clock.hold(events)
 
     # -- pieces -------------------------------------------------------------
 

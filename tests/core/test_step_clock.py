@@ -45,3 +45,39 @@ def test_stamped_progress_stops_the_step_clock() -> None:
     assert clock.apply([stamped])[0].time == 2000.0
     crash = Crash(2000.0, "l:6", "crash", "exception", "ValueError", "m", "s")
     assert clock.apply([crash])[0].time == 2000.0
+
+
+def test_a_chunk_read_live_ends_its_unstamped_steps_at_its_read_time() -> None:
+    """Live, a chunk is read after it was written: its unstamped steps run
+    back from the read time, their durations kept, and the traceback after
+    them takes the time of the last one. In replay (and a catch-up) they
+    run on from the fallback time, as before."""
+    from dflash_watch.parsers.stream import LogStream
+
+    bar = "".join(f"\r{n}/100 [00:{2 * n:02d}<03:00, 2.00s/it]" for n in range(1, 6))
+    text = bar + "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\nRuntimeError: boom\n"
+
+    def dated(read_live: bool) -> list[tuple[str, int | None, float]]:
+        stream = LogStream("t.log")
+        events = stream.feed(text, 1, 1000.0, read_live=read_live) + stream.flush(1001.0)
+        return [(type(e).__name__, getattr(e, "step", None), e.time) for e in events]
+
+    live = dated(True)
+    assert [t for kind, _, t in live if kind == "Progress"] == [992.0, 994.0, 996.0, 998.0, 1000.0]
+    assert [t for kind, _, t in live if kind == "Crash"] == [1000.0]
+    ran_on = dated(False)
+    assert [t for kind, _, t in ran_on if kind == "Progress"] == [1002.0, 1004.0, 1006.0, 1008.0, 1010.0]
+    assert [t for kind, _, t in ran_on if kind == "Crash"] == [1010.0]
+
+
+def test_a_live_chunk_moves_none_of_what_an_earlier_chunk_dated() -> None:
+    """Only the chunk's own events run back: the steps of an earlier look
+    keep their times, and a chunk whose steps end before its read time
+    moves nothing."""
+    from dflash_watch.parsers.stream import LogStream
+
+    stream = LogStream("t.log")
+    first = stream.feed("1/100 [00:02<03:00, 2.00s/it]\n", 1, 1000.0, read_live=True)
+    assert [e.time for e in first] == [1000.0]
+    later = stream.feed("2/100 [00:04<03:00, 2.00s/it]\n", 2, 1005.0, read_live=True)
+    assert [e.time for e in later] == [1002.0]  # run on from the last step, short of the read time
