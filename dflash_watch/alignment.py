@@ -279,6 +279,13 @@ class Alignment:
         # wall clock, maybe days ahead of the stamped lines after them.
         return Delivery(events[-1].time, self.name, self.burst_s)
 
+    def drawn(self, arrived: float) -> None:
+        """A tqdm bar's redraws were read at ``arrived`` (``Ingest.feed_partial``):
+        the log arrives as it is drawn, so the newline that ends the bar's
+        line (a logging dict every ``logging_steps``) comes a poll after the
+        last look, not after a lull of its own."""
+        self._last_arrival = arrived
+
     def caught_up(
         self, stream: LogStream, text: str, events: list[Event], wall: float, end: FileEnd | None
     ) -> Delivery | None:

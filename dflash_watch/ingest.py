@@ -178,6 +178,14 @@ class Ingest:
                 live_since = self.live_since
                 wall = self.to_wall(now) if self.to_wall is not None else None
                 events = align.read(stream, text, first_lineno, now, live_since, notes, wall, arrived)
+                if path in self._partials:
+                    # Before the delivery is judged: the states of a tqdm bar
+                    # read live as they were drawn did not come in a burst
+                    # with the newline that ended their line (HF's bar, ended
+                    # by a logging dict every ``logging_steps``, was taken
+                    # for a block-buffered writer, and a stall waited for
+                    # 2.5 of its intervals).
+                    events = self._after_partials(path, events)
                 # Read before unstamped steps take the arrival time below.
                 delivery = align.delivery(events, now, live_since, notes, arrived)
             if path in self._partials:
@@ -209,7 +217,7 @@ class Ingest:
                 return before + self.feed_events(events)
             return self.feed_events(events)
 
-    def feed_partial(self, path: str, text: str, lineno: int, now: float) -> list[Alert]:
+    def feed_partial(self, path: str, text: str, lineno: int, now: float, arrived: float | None = None) -> list[Alert]:
         """The states of an unfinished line drawn since the last look (a tqdm
         bar mid-epoch), ``'\\r'``-joined, read at ``now``.
 
@@ -220,6 +228,7 @@ class Ingest:
         five), each at its own time (``progress_redraws.redraw_times``: the
         bar's elapsed counter, else spread since the previous look), so the
         throughput and stall detectors judge the bar as it is drawn.
+        ``arrived``: when, on this machine's clock (``feed_text``'s).
         """
         from dflash_watch.parsers.progress import progress_from
         from dflash_watch.parsers.progress.redraws import ELAPSED, redraw_times, redraw_values
@@ -244,6 +253,8 @@ class Ingest:
             state = self._streams.get(path)
             if state is not None:
                 state.stream.hint.progressed()
+                if state.align is not None:
+                    state.align.drawn(now if arrived is None else arrived)
             return self.feed_events(events)
 
     def _after_partials(self, path: str, events: list[Event]) -> list[Event]:

@@ -404,7 +404,7 @@ class LiveSession:
             for item in tailer.poll():
                 if isinstance(item, Chunk) and item.partial:
                     with monitor.lock:
-                        monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock())
+                        monitor.feed_partial(item.path, item.text, item.first_lineno, self.clock(), time.time())
                         # A log that is one bar so far (no newline yet) has
                         # been seen too: the clock ticks from now on, or a
                         # bar that stops would never be a stall.

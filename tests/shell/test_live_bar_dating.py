@@ -12,17 +12,23 @@ a bar of 59 redraws 0.2 s apart then a traceback fired a stall at the crash
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from dflash_watch.detectors.config import DetectorConfig
 from dflash_watch.live import LiveSession
 from dflash_watch.monitor import Monitor
 from dflash_watch.parsers.events import Crash, Progress
+
+REALRUNS = Path(__file__).resolve().parents[2] / "scripts" / "realruns"
 
 # A training script's tqdm bar on stderr (s/it, no newline: HF's bar ends
 # its line only with the epoch), then an uncaught exception: the traceback
@@ -67,6 +73,7 @@ class _Ahead:
     def __init__(self, monitor: Monitor) -> None:
         self.worst = 0.0
         self.events: list = []
+        self.writer_done = 0.0
         feed = monitor.feed_events
 
         def spy(events):  # noqa: ANN001, ANN202
@@ -80,7 +87,7 @@ class _Ahead:
         monitor.feed_events = spy  # type: ignore[method-assign]
 
 
-def _watch(tmp_path: Path, script: str, stall_s: float) -> tuple[Monitor, _Ahead]:
+def _watch(tmp_path: Path, script: str, stall_s: float, after: float = 2.0) -> tuple[Monitor, _Ahead]:
     log = tmp_path / "train.log"
     log.write_text("")
     writer = tmp_path / "train.py"
@@ -92,7 +99,8 @@ def _watch(tmp_path: Path, script: str, stall_s: float) -> tuple[Monitor, _Ahead
         with open(log, "ab") as out:
             subprocess.run([sys.executable, str(writer)], stdout=out, stderr=subprocess.STDOUT, env=_env(),
                            timeout=120, check=False)
-        time.sleep(2.0)
+        ahead.writer_done = time.time()
+        time.sleep(after)
     return monitor, ahead
 
 
@@ -120,3 +128,49 @@ def test_hf_bars_between_logging_dicts_never_run_ahead_of_the_clock(tmp_path: Pa
     assert steps and max(steps) == 60
     assert ahead.worst < 0.5, f"events dated {ahead.worst:.2f} s ahead of the clock"
     assert [a.detector for a in monitor.alerts.history] == []
+
+
+def test_bar_states_read_as_drawn_are_no_burst_when_a_dict_line_ends_them(tmp_path: Path) -> None:
+    """HF Trainer ends its bar's line with a logging dict every
+    ``logging_steps``: the states on that line were read live as they were
+    drawn, so the newline is no burst of a block-buffered writer. It was
+    taken for one (said, with advice to run ``python -u`` that changes
+    nothing), and a stall then waited for 2.5 of its intervals (HF's
+    default of 500 steps at 1 s: 21 min) instead of ``stall_min_s``."""
+    script = BAR_WITH_DICTS.replace("n % 10 == 0", "n % 30 == 0").format(steps=90, pause=0.1)
+    monitor, ahead = _watch(tmp_path, script, stall_s=2.0, after=7.0)
+    assert [n for n in monitor.notices if "burst" in n] == []
+    stalls = [a for a in monitor.alerts.history if a.detector == "stall" and a.state == "firing"]
+    assert stalls, [(a.detector, a.state) for a in monitor.alerts.history]
+    assert stalls[0].time - ahead.writer_done < 4.5  # its threshold (3 s), a poll, a tick; was 7.5 s (2.5 x 3 s)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers (a real HF Trainer)")
+def test_a_real_hf_trainer_run_unbuffered_is_not_called_block_buffered(tmp_path: Path) -> None:
+    """A real HF Trainer run with PYTHONUNBUFFERED=1 (the advice the
+    notice gives): its logging dicts end the bar's line every 25 steps.
+    headless said its output was block-buffered and to set the variable
+    that was set."""
+    log = tmp_path / "train.log"
+    log.write_text("")
+    headless = subprocess.Popen(
+        [sys.executable, "-m", "dflash_watch.cli", "headless", "--no-gpu", "--log", str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(1.0)
+        env = {**_env(), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        with open(log, "ab") as out:
+            run = subprocess.run(
+                [sys.executable, str(REALRUNS / "hf_trainer_slowdown.py"), "--steps", "150", "--drop-step", "10000",
+                 "--pace", "0.1"],
+                cwd=REALRUNS, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=300, check=False,
+            )
+        assert run.returncode == 0, log.read_text()[-2000:]
+        time.sleep(2.0)
+    finally:
+        headless.send_signal(signal.SIGTERM)
+        _, err = headless.communicate(timeout=30)
+    assert log.read_text().count("'loss'") >= 5  # the dicts came between the bar's states
+    assert "burst" not in err, err
