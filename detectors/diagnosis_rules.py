@@ -226,8 +226,8 @@ def compile_cache(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     n = {"bytes": nf.cache_bytes, "entries": nf.cache_entries}
     cold = bf.cache_bytes >= 1e6 and nf.cache_bytes < 0.1 * bf.cache_bytes
     if not cold:
-        if bf.cache_bytes and abs(nf.cache_bytes / bf.cache_bytes - 1) < 0.5:
-            return []
+        if nf.cache_bytes == bf.cache_bytes or (bf.cache_bytes and abs(nf.cache_bytes / bf.cache_bytes - 1) < 0.5):
+            return []  # as it was (both empty too: "0 B vs 0 B" is no change)
         return [Change("compile_cache", b, n, f"compile cache {size(nf.cache_bytes)} vs {size(bf.cache_bytes)} "
                       "in the good run: not cold, unlikely to matter", "none needed", 2)]
     head = f"compile cache {size(nf.cache_bytes)} vs {size(bf.cache_bytes)} in the good run"

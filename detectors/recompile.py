@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import islice, repeat
 from operator import lt
 from typing import Any
@@ -137,8 +138,16 @@ class RecompileDetector(DetectorBase):
         if ep.active:
             if fn in self._involved or len(self._involved) < 32:
                 self._involved[fn] = info
-            if r.fatal and ep.fired_alert is not None and ep.fired_alert.severity != "critical":
+            fired = ep.fired_alert
+            if r.fatal and fired is not None and fired.severity != "critical":
                 out = ep.resolve(t, f"escalated: the recompile limit of {fn} is fatal", r.source, {})
+                return out + self._fire(r, fn, "limit", info)
+            if limit_hit and fired is not None and fired.evidence.get("what") == "storm":
+                # The storm's alert said "recompiled N times"; the limit hit
+                # that ends it is the fact that matters (the function runs
+                # eagerly from here on), and it came while the episode was
+                # open: said, not only recorded.
+                out = ep.resolve(t, f"became: the recompile limit of {fn} was hit", r.source, {})
                 return out + self._fire(r, fn, "limit", info)
             return []
         if limit_hit:
@@ -176,4 +185,8 @@ class RecompileDetector(DetectorBase):
             "recompiles_in_window": len(self._times.get(fn, ())),
             "window_s": c.recompile_storm_window_s,
         }
-        return self.episode.fire(r.time, "critical" if r.fatal else "warning", msg, r.source, evidence)
+        alerts = self.episode.fire(r.time, "critical" if r.fatal else "warning", msg, r.source, evidence)
+        if r.rank is not None and alerts:
+            alerts = [replace(alerts[0], rank=r.rank)]  # the alert's ``rank`` (CONTRACTS section 2), as evidence says
+            self.episode.fired_alert = alerts[0]
+        return alerts

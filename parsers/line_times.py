@@ -21,7 +21,7 @@ from .timestamps import TimeParser
 # the newline, so ``re`` runs its fast literal-prefix loop over a chunk.
 _TIME_HINT = re.compile(
     r"\n[ \t]*(?:\[[a-z0-9,]{1,16}\](?:<std(?:out|err)>)?:[ \t]*|\[[A-Z]{3,8}\])*\[?"
-    r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|[IWEF][0-9]{3,4} |\{)"
+    r"(?:[0-9]{4}-|[0-9]{1,2}/[0-9]{1,2}/|[IWEFVC][0-9]{3,4} |\{)"
 )
 # A line that may start with a stamp of full date (not glog's yearless one).
 _DATED_HINT = re.compile(

@@ -44,7 +44,11 @@ _US = re.compile(
     r"(?:[.,]([0-9]{1,9}))?(?![0-9])"
 )
 # glog: level letter, month and day (``1129``, or ``911`` for Sep 11), time.
-_GLOG = re.compile(r"[IWEF]([0-9]{3,4}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?![0-9])")
+# torch's own logs (``TORCH_LOGS``) write glog's shape with DEBUG as ``V`` and
+# CRITICAL as ``C`` (torch/_logging/_internal.py): its recompile lines are ``V``.
+_GLOG_LEVELS = "IWEFVC"
+_GLOG_LEVEL_BYTES = _GLOG_LEVELS.encode()
+_GLOG = re.compile(r"[IWEFVC]([0-9]{3,4}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?![0-9])")
 _LEVEL = re.compile(r"\[[A-Z]{3,8}\]")
 _JSON_TIME = re.compile(
     r'"(?:time|timestamp)"\s*:\s*(?:"([^"]{8,48})"|(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?))'
@@ -184,7 +188,7 @@ class TimeParser:
             if "/" in s[1:3]:
                 return self._us(s)
             return None
-        if c in "IWEF":
+        if c in _GLOG_LEVELS:
             if s[1:2] and s[1:2] in _DIGITS and not dated_only:
                 return self._glog(s)
             return None
@@ -203,7 +207,7 @@ class TimeParser:
         c = s[:1]
         if not c or c in b"0[{":
             return False
-        return not (c in b"IWEF" and s[1:2] == b"0")
+        return not (c in _GLOG_LEVEL_BYTES and s[1:2] == b"0")
 
     @staticmethod
     def iso_layout(shape: bytes) -> int | None:

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from ..detectors.base import Alert
     from ..monitor import Monitor
 
 
@@ -83,8 +84,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             out.write(job_line + "\n")
         if not firing:
             out.write(f"healthy: no alert firing ({monitor.progress_events} progress lines read)\n")
+        elif not _unhealthy(firing):
+            out.write(f"healthy: only information firing ({monitor.progress_events} progress lines read)\n")
     out.flush()
-    return 1 if firing else 0
+    return 1 if _unhealthy(firing) else 0
+
+
+def _unhealthy(firing: list[Alert]) -> bool:
+    """Whether a warning or critical alert fires. An ``info`` one is news,
+    not trouble: a job that exited cleanly (or was stopped as asked) is a
+    healthy run, and a cron job's ``check`` must not page on it."""
+    return any(alert.severity != "info" for alert in firing)
 
 
 def _data_now(monitor: Monitor, logs: list[str], wall: float) -> float:

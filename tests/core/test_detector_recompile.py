@@ -41,3 +41,19 @@ def test_fatal_limit_escalates_to_critical():
     alerts = drive(DetectorSet([det]), scenario.events)
     assert [(a.state, a.severity) for a in alerts] == [("firing", "warning"), ("resolved", "warning"), ("firing", "critical")]
     assert "the run fails on it" in alerts[-1].message
+
+
+def test_a_limit_hit_during_a_storm_is_said_and_a_second_one_is_not():
+    """torch logs 8 recompiles (a storm: its alert says "recompiled 8
+    times") and then that it hit the limit and runs eagerly: the limit was
+    only recorded in the open episode, and the alert never said it."""
+    from dataclasses import replace
+
+    cfg = DetectorConfig()
+    storm = recompiles([T0 + 10 + i for i in range(cfg.recompile_storm_count)], hit_limit=False)
+    limit = recompiles([T0 + 20, T0 + 21], hit_limit=True, limit=8)
+    events = [replace(e, rank=3) for e in merge(storm, limit).events]
+    alerts = drive(DetectorSet([RecompileDetector(cfg)]), events)
+    assert [(a.state, a.evidence.get("what")) for a in alerts] == [("firing", "storm"), ("resolved", None), ("firing", "limit")]
+    assert "hit its recompile limit (8) for forward on rank 3: it now runs eagerly" in alerts[2].message
+    assert [a.rank for a in alerts] == [3, 3, 3]  # the alert's own field, not only its evidence

@@ -144,3 +144,12 @@ def test_old_and_odd_profiles_compare_only_what_both_know() -> None:
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_compile_cache_empty_in_both_runs_is_no_change() -> None:
+    """The helper's diff listed ``compile cache 0 B vs 0 B in the good
+    run: not cold`` (no compile in either run): as it was is no change."""
+    empty = env(compile_cache={"path": "/tmp/torchinductor_u", "bytes": 0.0, "entries": 0.0})
+    assert "compile_cache" not in whats(rank_changes(run(fp=empty), run(tps=9000.0, fp=empty), ["throughput_drop"]))
+    grown = env(compile_cache={"path": "/tmp/torchinductor_u", "bytes": 5e6, "entries": 40.0})
+    assert "compile_cache" in whats(rank_changes(run(fp=empty), run(fp=grown), []))  # a change is still said

@@ -86,3 +86,42 @@ def test_helpers() -> None:
     assert strip_logger("plain") == ("plain", False)
     assert clean_reason(" 0/7: kv_cache.pos == 10     ") == "kv_cache.pos == 10"
     assert RecompileBlock.start("unrelated", "s:1", 0.0, None) is None
+
+
+def test_recompiles_logged_at_debug_level_carry_their_own_times() -> None:
+    """``TORCH_LOGS=recompiles`` lines start with ``V`` (torch's DEBUG):
+    each recompile is dated by its own stamp, not the stamped line before."""
+    from datetime import UTC, datetime
+
+    from dflash_watch.parsers.stream import LogStream
+
+    lines = ["2026-12-05 10:00:00,000 - INFO - train - step 5 | loss 0.5 | tokens/s 20000.0"]
+    for i in range(1, 9):
+        t = f"10:{30 * i // 60:02d}:{30 * i % 60:02d}.000000"
+        head = f"V1205 {t} 21372 torch/_dynamo/guards.py:5396] [0/{i}] [__recompiles]"
+        lines += [f"{head} Recompiling function forward in /x/model.py:67",
+                  f"{head}     triggered by the following guard failure(s):",
+                  f"{head}     - 0/{i - 1}: tensor 'x' size mismatch at index 1. expected {i * 8}, actual {i * 8 + 8}"]
+    lines.append("2026-12-05 10:05:00,000 - INFO - train - step 10 | loss 0.5 | tokens/s 20000.0")
+    stream = LogStream("t.log", tz=UTC)
+    events = stream.feed("\n".join(lines) + "\n", 1, 0.0) + stream.flush(0.0)
+    start = datetime(2026, 12, 5, 10, 0, tzinfo=UTC).timestamp()
+    assert [e.time - start for e in events if type(e) is Recompile] == [30.0 * i for i in range(1, 9)]
+
+
+def test_a_debug_level_torch_line_far_back_is_still_the_streams_clock() -> None:
+    """The latest stamp of a chunk is searched for by a hint where its last
+    lines have none: a ``V`` line (torch's DEBUG, no event) is one, so the
+    traceback after ten plain lines takes its time, not the INFO line's
+    minutes before."""
+    from datetime import UTC, datetime
+
+    from dflash_watch.parsers.stream import LogStream
+
+    stream = LogStream("t.log", tz=UTC, default_year=2026)  # as ``ingest.log_stream`` makes it
+    head = "2026-12-05 10:00:00,000 - INFO - train - start\n"
+    verbose = "V1205 10:04:00.000000 21372 torch/_dynamo/convert_frame.py:1003] [0/1] torchdynamo start tracing f\n"
+    stream.feed(head + verbose + "".join(f"plain line {i}\n" for i in range(10)), 1, 0.0)
+    crash = "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\nRuntimeError: boom\n"
+    events = stream.feed(crash, 13, 0.0) + stream.flush(0.0)
+    assert [e.time for e in events if type(e) is Crash] == [datetime(2026, 12, 5, 10, 4, tzinfo=UTC).timestamp()]

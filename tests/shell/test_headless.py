@@ -259,3 +259,26 @@ def test_tokens_per_step_from_the_config_turns_it_per_s_into_tokens(tmp_path: Pa
     cfg.write_text("[run]\ntokens_per_step = -1\n")
     out = _check(tmp_path, "--config", str(cfg), "--log", str(tmp_path / "x.log"))
     assert out.returncode == 2 and "tokens_per_step" in out.stderr
+
+
+@pytest.mark.slow
+def test_check_of_a_job_that_exited_cleanly_is_healthy(tmp_path: Path, tmux_socket: str) -> None:
+    """A job in tmux that logged its steps and exited 0: ``check --session``
+    shows the clean exit (an info alert) and says healthy, exit 0; a cron
+    job's check paged on every finished run (exit 1)."""
+    log = tmp_path / "train.log"
+    steps = "".join(f"step {i}/5 | loss 0.5 | 20.0 Ktok/s\\n" for i in range(1, 6))
+    cmd = f"{sys.executable} -c \"import sys; sys.stdout.write('{steps}')\" > {log} 2>&1"
+    job = ["--session", "clean", "--socket", tmux_socket, "--cwd", str(tmp_path)]
+    started = subprocess.run(_cli("start", *job, "--cmd", cmd), cwd=tmp_path, capture_output=True, text=True,
+                             timeout=60)
+    assert started.returncode == 0, started.stderr
+    deadline = time.monotonic() + 30
+    while True:
+        out = _check(tmp_path, "--log", str(log), *job)
+        if "exited cleanly" in out.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert "INFO" in out.stdout and "exited cleanly" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "healthy: only information firing" in out.stdout
