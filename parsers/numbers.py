@@ -21,8 +21,10 @@ NUM = (
     r"(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|NaN|inf|Inf)"
 )
 # A whole value token: number, SI suffix, time unit. Anchored (fullmatch),
-# so it costs one attempt, not one per position of the line.
-VALUE = re.compile(rf"(?P<num>{NUM})(?P<si>[kKMGT])?(?P<unit>ms|min|s|m|h|%)?")
+# so it costs one attempt, not one per position of the line. Lightning's
+# TQDMProgressBar writes a NaN loss as ``nan.0`` (and inf as ``inf.0``): the
+# ``.0`` after the word is read past, the number is its word.
+VALUE = re.compile(rf"(?P<num>{NUM})(?:(?<=[nNfF])\.0+)?(?P<si>[kKMGT])?(?P<unit>ms|min|s|m|h|%)?")
 
 SI = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # tqdm's format_sizeof prefixes (``unit_scale=True``): lower-case k, up to Y.

@@ -184,3 +184,18 @@ def test_parse_clock(text: str, seconds: float | None) -> None:
 def test_nan_and_inf_read_as_themselves() -> None:
     assert math.isnan(parse_number(format_num(float("nan"))))
     assert parse_number(format_num(float("inf"))) == math.inf
+
+
+def test_lightning_writes_a_nan_loss_as_nan_dot_zero() -> None:
+    """Lightning's TQDMProgressBar postfix reads ``train_loss=nan.0``: a
+    NaN loss, not a word (it was dropped, and the NaN never alerted)."""
+    import math
+
+    from dflash_watch.parsers.numbers import VALUE
+    from dflash_watch.parsers.progress import parse_progress
+
+    assert [VALUE.fullmatch(t)["num"] for t in ("nan.0", "inf.0", "-inf.00", "2.0")] == ["nan", "inf", "-inf", "2.0"]
+    assert VALUE.fullmatch("1.0.0") is None and VALUE.fullmatch("nan.5") is None
+    bar = "Epoch 0:  64%|######4   | 82/128 [00:08<00:04,  9.70it/s, v_num=0, train_loss=nan.0]"
+    p = parse_progress(bar, 100.0, "pl.log:1")
+    assert p is not None and p.step == 82 and p.loss is not None and math.isnan(p.loss)

@@ -5,7 +5,9 @@
   alert; live under ``headless``, the time from the NaN line reaching the
   file to the alert line on stdout is measured;
 * a Lightning run with TQDMProgressBar whose loss spikes, then recovers:
-  one ``spike`` firing and resolved, no ``nan``, no ``divergence``;
+  one ``spike`` firing and resolved, no ``nan``, no ``divergence``; one
+  whose loss turns NaN (the bar writes ``train_loss=nan.0``): one critical
+  ``nan``, in replay and live;
 * fp16 overflow storms in DeepSpeed's and Megatron's own line formats
   (Python logging as those projects set it up): one ``overflow`` alert
   each; a healthy fp16 log with rare overflows: none.
@@ -39,6 +41,7 @@ TRAINERS = ROOT / "tests" / "shell" / "fake_trainers"
 EXPECTED = {
     "hf_trainer_lr_blowup.log": [("nan", "firing")],
     "lightning_spike.log": [("spike", "firing"), ("spike", "resolved")],
+    "lightning_nan.log": [("nan", "firing")],  # the bar writes ``train_loss=nan.0``
     "deepspeed_fp16_storm.log": [("overflow", "firing"), ("overflow", "resolved")],
     "megatron_fp16_storm.log": [("overflow", "firing"), ("overflow", "resolved")],
     "deepspeed_fp16_healthy.log": [],
@@ -68,7 +71,8 @@ def test_recorded_framework_logs_replay_to_their_loss_alerts(name: str) -> None:
     alerts = _loss_alerts(FIXTURES / name)
     assert [(a.kind, a.state) for a in alerts] == EXPECTED[name], [a.message for a in alerts]
     if alerts and alerts[0].kind == "nan":
-        assert alerts[0].severity == "critical" and "grad_norm nan" in alerts[0].message
+        assert alerts[0].severity == "critical"
+        assert ("grad_norm nan" if name.startswith("hf_") else "at step 61 (loss nan)") in alerts[0].message
 
 
 @pytest.mark.parametrize("fmt", ["deepspeed", "megatron"])
@@ -103,6 +107,29 @@ def test_lightning_spike_fires_and_resolves_once(tmp_path: Path) -> None:
     alerts = _loss_alerts(log)
     assert [(a.kind, a.state) for a in alerts] == [("spike", "firing"), ("spike", "resolved")], alerts
     assert "at step 71" in alerts[0].message
+
+
+@pytest.mark.slow
+def test_lightning_nan_loss_in_its_bar_is_one_critical_alert_live_and_in_replay(tmp_path: Path) -> None:
+    """Lightning's TQDMProgressBar writes a NaN loss as ``nan.0``: it was no
+    number, and the run's NaN loss gave no alert at all."""
+    pytest.importorskip("torch", reason="needs torch (pip install torch)")
+    pytest.importorskip("lightning", reason="needs lightning (pip install lightning)")
+    log = tmp_path / "train.log"
+    log.touch()
+    headless = _headless(tmp_path, log)
+    try:
+        time.sleep(1.0)
+        _run("lightning_spike_trainer.py", log, str(tmp_path / "out"), "--steps", "100", "--spike-at", "1000",
+             "--nan-at", "60", "--sleep", "0.02")
+        assert "train_loss=nan.0" in log.read_text()
+        live = alert_lines(headless, 20.0, lambda a: a["detector"] == "loss")
+    finally:
+        _stop(headless)
+    assert [(a["kind"], a["severity"]) for a in live if a["detector"] == "loss"][:1] == [("nan", "critical")], live
+    alerts = _loss_alerts(log)
+    assert [(a.kind, a.state, a.severity) for a in alerts] == [("nan", "firing", "critical")], alerts
+    assert "at step 61" in alerts[0].message
 
 
 def _headless(tmp_path: Path, log: Path) -> subprocess.Popen[str]:
