@@ -9,6 +9,7 @@ the one same way, neither importing the other.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -51,10 +52,11 @@ def log_batches(
     last timestamp once it is read (lines that carry no event still move
     the data's clock: silence at the end is judged up to there)."""
     try:
-        fallback = os.stat(path).st_mtime
+        mtime = os.stat(path).st_mtime
     except OSError as exc:
         raise ReplayInputError(f"{path}: {exc.strerror or exc}") from None
-    stream = log_stream(path, tz=tz, progress_pattern=progress_pattern, at=fallback, replay=True)
+    fallback = mtime - _stand_in_span(path, tz, progress_pattern, mtime)
+    stream = log_stream(path, tz=tz, progress_pattern=progress_pattern, at=mtime, replay=True)
     for item in _log_chunks(path):
         if isinstance(item, Chunk):
             events = stream.feed(item.text, item.first_lineno, fallback)
@@ -70,6 +72,41 @@ def log_batches(
         notices.append(f"{stream.name}: {LIGHTNING_HINT}")
     if events:
         yield events
+
+
+def _stand_in_span(path: str, tz: Any, progress_pattern: Any, mtime: float) -> float:
+    """How far past ``mtime`` a log without any timestamp runs: 0 for one with.
+
+    Such a log (an HF Trainer or Lightning run's stdout: tqdm bars and dict
+    lines) runs on a stand-in clock, tqdm's elapsed counter or its steps'
+    durations (``parsers.clock``), from the time it starts at. Started at
+    the file's mtime, every event came after the file's last write, by as
+    long as the run took: its alerts were dated after it ended, and the
+    probe lines written beside it (stamped on the wall clock) fell a run's
+    length before its steps, so ``baseline diff`` found no padding in the
+    log's window. The file was last written when its last line was, so the
+    clock ends there: the log is read once to learn how long it runs, then
+    read from ``mtime`` minus that. Only where its first lines hold no
+    timestamp (a stamped log is read once, as before) and none comes later.
+    """
+    probe = log_stream(path, tz=tz, progress_pattern=progress_pattern, at=mtime, replay=True)
+    latest = mtime
+    for item in _log_chunks(path):
+        if not isinstance(item, Chunk):
+            continue
+        if item.first_lineno == 1 and probe.peek_stamps(item.text) is not None:
+            return 0.0  # stamped from its first lines (most logs): no need to read it
+        events = probe.feed(item.text, item.first_lineno, mtime)
+        if probe.last_time is not None:
+            return 0.0  # a timestamp: the log's own clock, not a stand-in
+        if events:
+            latest = max(latest, max(e.time for e in events))
+    events = probe.flush(mtime)
+    if probe.last_time is not None:
+        return 0.0
+    if events:
+        latest = max(latest, max(e.time for e in events))
+    return latest - mtime if math.isfinite(latest) else 0.0
 
 
 def _log_chunks(path: str) -> Iterator[Chunk | TailNotice]:

@@ -163,9 +163,16 @@ def window_monitor(window: Window, **kwargs: Any) -> Any:
             if event.step is not None and event.clocked and self._step_source in (None, source):
                 self._step_source = source
                 last = self._last_step
-                if last is not None and event.step > last[0] and event.time > last[1]:
+                if last is None or event.step <= last[0] or event.time < last[1]:
+                    self._last_step = (event.step, event.time)  # the first, or steps or time went back
+                elif event.time > last[1]:
                     self.step_intervals.append((event.time - last[1]) / (event.step - last[0]))
-                self._last_step = (event.step, event.time)
+                    self._last_step = (event.step, event.time)
+                # Else at the time of the last one counted: tqdm's elapsed
+                # counter is in whole seconds, so 33 steps share each second.
+                # The interval runs from the first of them, not the last (1 s
+                # over the 1-4 steps since the last redraw read 0.25-0.5 s a
+                # step where they took 0.03 s).
             if window.unit != TOK_S:
                 # A run without a tokens rate: its own rate stands in for it.
                 # Other units (an eval bar) are left out of the series.

@@ -272,3 +272,26 @@ def test_auto_baseline_saves_a_healthy_steady_run_and_keeps_the_better_one(tmp_p
     assert load_baseline(path).throughput_tokens_per_s == 20000.0
     faster = AutoBaseline(path, healthy_for_s=600.0)
     assert run(21.0, 12, faster) == [600.0] and load_baseline(path).throughput_tokens_per_s == 21000.0
+
+
+def test_a_tqdm_log_without_stamps_is_dated_within_its_run_and_its_step_interval_is_real(tmp_path: Path) -> None:
+    """An HF Trainer's stdout: one tqdm bar (30 steps/s, redrawn every 3
+    steps, its elapsed counter in whole seconds), no timestamp. Its window
+    lies before the file's last write, not a run's length after it (its
+    probe lines fell outside and the diff missed the padding), and a step
+    takes 1/30 s, not 1 s over the few steps between two redraws."""
+    import os
+
+    total, rate = 4500, 30.0  # 150 s: past the 60 s warm-up
+    states = [f"\r{n * 100 // total:3d}%|#         | {n}/{total} [{int(n / rate) // 60:02d}:{int(n / rate) % 60:02d}"
+              f"<00:10, {rate:.2f}it/s]" for n in range(3, total + 1, 3)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(states) + "\n")
+    end = T0 + total / rate
+    os.utime(log, (end, end))
+    out = tmp_path / "base.json"
+    saved = cli("baseline", "save", str(log), "--out", str(out), cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    data = json.loads(out.read_text())
+    assert data["step_interval_s"] == pytest.approx(1 / rate, rel=0.1)
+    assert T0 <= data["window"]["from"] < data["window"]["to"] <= end + 1.0

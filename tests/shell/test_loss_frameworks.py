@@ -123,10 +123,12 @@ def test_lightning_nan_loss_in_its_bar_is_one_critical_alert_live_and_in_replay(
         _run("lightning_spike_trainer.py", log, str(tmp_path / "out"), "--steps", "100", "--spike-at", "1000",
              "--nan-at", "60", "--sleep", "0.02")
         assert "train_loss=nan.0" in log.read_text()
-        live = alert_lines(headless, 20.0, lambda a: a["detector"] == "loss")
+        live = alert_lines(headless, 20.0, lambda a: a["detector"] == "loss" and a["kind"] == "nan")
     finally:
         _stop(headless)
-    assert [(a["kind"], a["severity"]) for a in live if a["detector"] == "loss"][:1] == [("nan", "critical")], live
+    # (Live reads the bar from the state drawn at its first look: a tiny
+    # model's noisy early loss may read as a spike there first.)
+    assert [(a["kind"], a["severity"]) for a in live if a["kind"] == "nan"] == [("nan", "critical")], live
     alerts = _loss_alerts(log)
     assert [(a.kind, a.state, a.severity) for a in alerts] == [("nan", "firing", "critical")], alerts
     assert "at step 61" in alerts[0].message
