@@ -422,6 +422,27 @@ def date_on_arrival(events: list[Event], now: float) -> None:
                 events[i] = at_time(e, max(e.time, at), True)
 
 
+def never_before(events: list[Event], floor: float) -> float:
+    """Live: ``events`` of one log, in its order, none but a step dated
+    before ``floor`` or the events before it; in place. Returns the new floor.
+
+    A line with no stamp of its own takes the log's last stamp, and live a
+    step line without one is dated when it arrives (``date_on_arrival``).
+    A traceback after such steps kept the last stamp: torchrun's banner is
+    stamped once (``W1205 ...``), its ranks' prints are not, so the crash a
+    day into the run was dated at the banner, a day before it was read
+    (its alert's time, a webhook's ``startsAt``). Written after the events
+    before it, it is dated no earlier. Steps are left as they are: a rank's
+    stamp a few ms behind another's is the log's own clock."""
+    for i, e in enumerate(events):
+        t = e.time
+        if t >= floor:
+            floor = t
+        elif type(e) is not Progress:
+            events[i] = at_time(e, floor)
+    return floor
+
+
 # The lines of a side file (``SideFileClock``).
 _Stamped = TypeVar("_Stamped", bound=GpuSample | GpuLost | ProbeSample)
 # Lines are held back at most this long, and this many, for the log's first text.

@@ -14,6 +14,7 @@ replay cannot drift apart:
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from contextlib import nullcontext
@@ -24,7 +25,7 @@ from dflash_watch.parsers.clock import at_first_reading
 from dflash_watch.parsers.events import Event, GpuLost, GpuSample, ProbeSample, Progress, Renumbered
 from dflash_watch.parsers.stream import LogStream
 
-from .alignment import Alignment, FileEnd, SideFileClock, date_on_arrival
+from .alignment import Alignment, FileEnd, SideFileClock, date_on_arrival, never_before
 from .gc_policy import bulk_read
 
 if TYPE_CHECKING:
@@ -48,6 +49,9 @@ class StreamState:
     align: Alignment | None = None
     # Part of it was read as a catch-up, on its own clock.
     caught_up: bool = False
+    # Live: the latest time this log's fresh events were handed on at
+    # (``alignment.never_before``).
+    floor: float = -math.inf
 
 
 def display_name(path: str) -> str:
@@ -196,6 +200,8 @@ class Ingest:
             # lines between them.
             if self.last_event_time is not None or stream.last_time is None:
                 date_on_arrival(events, now)
+            if fresh:
+                state.floor = never_before(events, state.floor)
             for note in notes:
                 self.note(note)
             if renumbered and self.now is not None:
@@ -414,10 +420,12 @@ _TAIL_AFTER = 64 * 1024
 
 def _flushed(state: StreamState, now: float) -> list[Event]:
     """What ``state``'s parser still held, on the live clock where its
-    fresh lines are (``alignment``)."""
+    fresh lines are (``alignment``), none before the fresh events handed on."""
     if state.align is None:
         return state.stream.flush(now)
-    return state.align.flush(state.stream, now)
+    events = state.align.flush(state.stream, now)
+    state.floor = never_before(events, state.floor)
+    return events
 
 
 def _event_time(event: Event) -> float:

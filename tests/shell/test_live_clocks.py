@@ -397,3 +397,46 @@ def test_a_log_ten_minutes_behind_beside_a_log_on_the_wall_clock_opens_no_stall(
         _no_stall_beside(headless, writer, watchdog, heartbeat, 8.0)
     finally:
         _stop(*(p for p in (writer, headless) if p is not None))
+
+
+# torchrun's shape: its banner is the one stamped line (glog), the ranks'
+# prints after it are not; the traceback ends the log.
+BANNER_THEN_PRINTS = textwrap.dedent(
+    """
+    import datetime, sys, time
+    log = open(sys.argv[1], "a")
+    log.write(datetime.datetime.now().strftime("W%m%d %H:%M:%S.%f") + " 123 torch/distributed/run.py:874] "
+              "Setting OMP_NUM_THREADS environment variable for each process to be 1\\n")
+    log.flush()
+    for i in range(1, int(sys.argv[2]) + 1):
+        time.sleep(0.5)
+        log.write(f"step {i} | loss {2.0 - i * 0.001:.4f}\\n")
+        log.flush()
+    print(time.time(), flush=True)
+    log.write('Traceback (most recent call last):\\n  File "train.py", line 11, in <module>\\n'
+              '    raise RuntimeError("boom")\\nRuntimeError: boom\\n')
+    log.flush()
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_crash_after_unstamped_prints_is_dated_when_it_was_written(tmp_path: Path) -> None:
+    """The traceback after 12 s of unstamped prints carried the banner's
+    stamp: its alert's time was 12 s (a day into a real run: a day) before
+    it was written. Live it is dated no earlier than the lines before it."""
+    log = tmp_path / "train.log"
+    log.touch()
+    headless = _headless(tmp_path, log)
+    try:
+        time.sleep(1.0)
+        script = tmp_path / "writer.py"
+        script.write_text(BANNER_THEN_PRINTS)
+        written = float(subprocess.run([sys.executable, str(script), str(log), "24"], capture_output=True,
+                                       text=True, env=_env(), timeout=60, check=True).stdout)
+        crashes = alert_lines(headless, 15.0, lambda a: a["detector"] == "crash")
+    finally:
+        _stop(headless)
+    (crash,) = [a for a in crashes if a["detector"] == "crash"]
+    assert crash["state"] == "firing" and "RuntimeError: boom" in crash["message"]
+    assert written - 1.0 <= crash["time"] <= crash["_seen"] + 0.5, (crash["time"] - written)
