@@ -439,6 +439,13 @@ class Straggler(DetectorBase):
         out: list[Alert] = []
         if self.slow.active and self.slow_rank is not None:
             own = figures.get(self.slow_rank)
+            fired = self.slow.fired_alert
+            # Judged back in line on the figure it was found slow on: under
+            # DDP every rank's step takes as long (they wait for each other),
+            # so when the slow rank's compute times stop coming (it hangs)
+            # the step times would call it "back in line" in the middle of it.
+            if fired is not None and fired.evidence.get("metric", metric) != metric:
+                own = None
             if own is not None:
                 rest = sorted_median(sorted(v for r, v in figures.items() if r != self.slow_rank))
                 if rest > 0 and own / rest < cfg.straggler_resolve_factor:

@@ -72,6 +72,21 @@ def test_slow_fires_names_rank_and_gpu_then_resolves() -> None:
     assert not any(r.slow for r in det.rank_table())
 
 
+def test_slow_found_on_compute_is_not_back_in_line_on_ddp_step_times() -> None:
+    """The slow rank's compute times stop coming (it hangs; its probe went
+    quiet) while every rank's log line says the same DDP step time: that is
+    no "back in line" (it resolved in the middle of an 80 s hang)."""
+    det = Straggler(DetectorConfig())
+    healthy = {0: 0.30, 1: 0.30}
+    assert ddp(det, 0.0, 300, healthy) == []
+    (alert,) = ddp(det, 300 * 0.35, 600, {0: 0.30, 1: 0.60}, first_step=300)
+    assert (alert.state, alert.rank, alert.evidence["metric"]) == ("firing", 1, "compute")
+    assert ddp(det, det._now, 300, {0: 0.60, 1: 0.60}, first_step=900, probe=False) == []
+    assert [r.rank for r in det.rank_table() if r.slow] == [1]
+    back = ddp(det, det._now, 400, healthy, first_step=1200)  # its compute times again, as the others'
+    assert [(a.state, a.rank) for a in back] == [("resolved", 1)]
+
+
 def test_log_line_and_probe_line_of_one_step_both_count() -> None:
     """Each rank logs its step line just before its probe line: the log line
     must not make the probe line's split look like a repeat."""
