@@ -159,9 +159,10 @@ def recompiles(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     if not s.recompiling:
         return []
     score = 50 + 30 * s.slowdown + 10 * s.memory_swing
-    rate = f"{n:.3g}/h vs {b:.3g}/h in the good run" if n is not None and b is not None else (
-        f"{n:.3g}/h" if n is not None else "the recompile alert is firing")
-    says = (f"recompiles {rate}: torch.compile keeps compiling new graphs (changing shapes or guards); "
+    head = f"recompiles {n:.3g}/h vs {b:.3g}/h in the good run" if n is not None and b is not None else (
+        f"recompiles {n:.3g}/h" if n is not None
+        else "recompiles: the recompile alert fired (the run is too short for a rate per hour)")
+    says = (f"{head}: torch.compile keeps compiling new graphs (changing shapes or guards); "
             + ("explains the throughput drop" if s.slowdown else "no slowdown yet"))
     return [Change("recompiles", b, n, says, "run with TORCH_LOGS=recompiles to see which guard fails; "
                   "pad to fixed shapes or mark the dynamic dimension", score)]
@@ -196,16 +197,25 @@ def memory(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
 
 def throughput(base: Profile, now: Profile, s: Symptoms) -> list[Change]:
     pair = _pair(base.throughput, now.throughput)
-    if pair is None or base.throughput_unit != now.throughput_unit:
+    if pair is None:
         return []
     b, n = pair
+    if base.throughput_unit != now.throughput_unit:
+        # Not "no change": the two cannot be compared (an it/s bar against a
+        # tokens/s line), and a silent diff read as a healthy run.
+        says = (f"throughput {fmt_rate(n, now.throughput_unit)} vs {fmt_rate(b, base.throughput_unit)} in the "
+                "good run: other units, not comparable")
+        return [Change("throughput", b, n, says, "save the baseline from a run that logs the same rate, or log "
+                       "tokens/s in both (progress_regex in the config)", 5, symptom=True)]
     if abs(n / b - 1) < 0.1:
         return []
     unit = now.throughput_unit
     says = (f"throughput {fmt_rate(n, unit)} vs {fmt_rate(b, unit)} in the good run ({n / b - 1:+.0%}): "
             + ("the symptom; the changes above it are ranked by how well they explain it" if n < b
                else "faster than the good run"))
-    return [Change("throughput", b, n, says, "confirm the first suspect above", 20 if n < b else 2, symptom=True)]
+    step = ("check the suspects ranked above it; with none, compare the data and the batches with the good run's "
+            "(dflash-watch buckets)" if n < b else "none needed")
+    return [Change("throughput", b, n, says, step, 20 if n < b else 2, symptom=True)]
 
 
 def step_interval(base: Profile, now: Profile, s: Symptoms) -> list[Change]:

@@ -153,3 +153,19 @@ def test_a_compile_cache_empty_in_both_runs_is_no_change() -> None:
     assert "compile_cache" not in whats(rank_changes(run(fp=empty), run(tps=9000.0, fp=empty), ["throughput_drop"]))
     grown = env(compile_cache={"path": "/tmp/torchinductor_u", "bytes": 5e6, "entries": 40.0})
     assert "compile_cache" in whats(rank_changes(run(fp=empty), run(fp=grown), []))  # a change is still said
+
+
+def test_throughput_in_other_units_is_said_not_comparable_not_no_change() -> None:
+    """A baseline of it/s against a run of tokens/s: the diff said "no
+    change" (exit 0), a healthy verdict on nothing compared."""
+    changes = rank_changes(run(throughput_unit="it/s", tps=30.0), run(throughput_unit="tok/s", tps=9000.0), [])
+    (tp,) = [c for c in changes if c.what == "throughput"]
+    assert "other units, not comparable" in tp.says and tp.symptom
+    faster = rank_changes(GOOD, run(tps=30000.0), [])
+    assert [c.next_step for c in faster if c.what == "throughput"] == ["none needed"]
+
+
+def test_recompiles_without_a_rate_say_so_in_words() -> None:
+    changes = rank_changes(run(rec=None), run(rec=None), ["recompile"])
+    (rec,) = [c for c in changes if c.what == "recompiles"]
+    assert rec.says.startswith("recompiles: the recompile alert fired (the run is too short for a rate per hour): ")
