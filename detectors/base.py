@@ -319,6 +319,11 @@ class Episode:
         self.active = False
         fired = self.fired_alert
         self.fired_alert = None
+        if self.since is not None and time < self.since:
+            # Never before it fired: a stall fired at a tick and resolved by
+            # a step from a late burst of a block-buffered log carried the
+            # step's older stamp (a webhook's endsAt before its startsAt).
+            time = self.since
         self.since = None
         return [
             Alert(

@@ -56,6 +56,7 @@ from typing import Any
 
 from ..parsers.events import (
     Crash,
+    Delivery,
     Event,
     Heartbeat,
     Phase,
@@ -67,6 +68,7 @@ from ..parsers.events import (
 from ..parsers.step_columns import columns_of, read
 from .base import Alert, DetectorBase, Episode, Handler, StepCommit
 from .config import DetectorConfig, fmt_duration
+from .stall import BURSTS_ALLOWED
 from .steps import sorted_median
 from .straggler_hung import find_hung, hung_report, next_deadline, quiet_floor
 from .straggler_ranks import RankRow, RankState, rank_of_source, take_log_steps
@@ -111,11 +113,15 @@ def _judgements(times: list[float], next_judge: float) -> tuple[float, int, int]
 
 class Straggler(DetectorBase):
     name = NAME
-    accepts = (Progress, ProbeSample, Heartbeat, Phase, Crash, ProcessExit, Tick)
+    accepts = (Progress, ProbeSample, Heartbeat, Phase, Crash, ProcessExit, Tick, Delivery)
     timed = True
 
     def __init__(self, config: DetectorConfig | None = None) -> None:
         self.config = config or DetectorConfig()
+        # The hung rules' config: the floor raised to a few burst intervals
+        # of a log that arrives in bursts (``_delivered``).
+        self._hung_config = self.config
+        self._bursts: dict[str, float] = {}
         self.ranks: dict[int, RankState] = {}
         self.slow = Episode(NAME, kind="slow")
         self.hung = Episode(NAME, kind="hung")
@@ -209,7 +215,7 @@ class Straggler(DetectorBase):
             newest = self._newest_any
             if not (newest["step"] < start and newest["compute"] < start):
                 return None  # a rank gave figures within the window: ``slow`` is judged
-            floor = cfg.straggler_hung_min_s
+            floor = self._hung_config.straggler_hung_min_s
             lo = quiet_floor(ranks.values(), low if not rankless else math.inf)
             if not (end - lo < floor and end <= lo + floor):
                 return None
@@ -275,9 +281,25 @@ class Straggler(DetectorBase):
             return self._exited(event)
         elif isinstance(event, Tick):
             self._next_judge = t  # a Tick comes at a deadline: judged whenever it comes
+        elif isinstance(event, Delivery):
+            self._delivered(event)
+            return []
         else:
             return []
         return self._judged(t)
+
+    def _delivered(self, event: Delivery) -> None:
+        """A log arrives in bursts ``burst_s`` apart (a block-buffered
+        ``torchrun ... > out``): a rank whose line fell after a burst's end
+        is silent until the next burst, while the others' lines of the same
+        step came in this one. It is hung only after ``BURSTS_ALLOWED``
+        intervals, as a stall is (a healthy run's rank 0 was called hung,
+        critical, at every burst boundary between the ranks' lines)."""
+        self._bursts[event.source] = event.burst_s
+        burst = max(self._bursts.values())
+        floor = max(self.config.straggler_hung_min_s, BURSTS_ALLOWED * burst)
+        self._hung_config = (replace(self.config, straggler_hung_min_s=floor)
+                             if floor != self.config.straggler_hung_min_s else self.config)
 
     def _judged(self, t: float) -> list[Alert]:
         """After a report at ``t``: judged at most once per ``_JUDGE_EVERY_S``
@@ -363,7 +385,7 @@ class Straggler(DetectorBase):
         """The deadline a judgement at ``t`` leaves (``_judge``, and the
         commit of ``quiet_steps`` at its last judgement)."""
         self._deadline = (None if self._stopped or self.hung.active
-                          else next_deadline(list(self.ranks.values()), self.config, self._phase is not None, t))
+                          else next_deadline(list(self.ranks.values()), self._hung_config, self._phase is not None, t))
 
     def _stretch(self, t: float, name: str) -> tuple[float, float, dict[int, float]] | None:
         """(begin, end, ranks): the stretch of data time over which the ranks
@@ -513,7 +535,7 @@ class Straggler(DetectorBase):
         if self.hung.active:
             return []
         ranks = list(self.ranks.values())
-        found = find_hung(ranks, self.config, self._phase is not None, t)
+        found = find_hung(ranks, self._hung_config, self._phase is not None, t)
         if found is None:
             return []
         state, why = found

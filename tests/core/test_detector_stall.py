@@ -53,6 +53,20 @@ def test_progress_resuming_resolves_the_stall():
     assert "progress resumed at step 20 after 6 min 40 s" in alerts[1].message
 
 
+def test_a_resolve_is_never_dated_before_its_firing():
+    """A stall fired at a tick; the step that ends it came in a late burst
+    of a block-buffered log, stamped before that tick: the resolve carries
+    the firing's time (a webhook's endsAt never before its startsAt)."""
+    det = Stall()
+    alerts = []
+    for i in range(20):
+        alerts += det.update(Progress(T0 + 10 * i, "log:1", step=i))
+    alerts += det.update(Tick(T0 + 190 + 130))
+    (fire,) = alerts
+    back = det.update(Progress(T0 + 190 + 60, "log:2", step=20))  # written 70 s before the firing
+    assert [(a.state, a.time) for a in back] == [("resolved", fire.time)]
+
+
 def test_step_seconds_from_the_log_sets_the_usual_interval():
     det = Stall()
     for i in range(5):

@@ -245,6 +245,40 @@ def test_the_rank_behind_is_hung_without_heartbeats() -> None:
     assert (alert.kind, alert.rank) == ("hung", 2) and "the others reached step 100" in alert.message
 
 
+def test_a_log_in_bursts_gives_the_rank_behind_a_few_bursts_before_it_is_hung() -> None:
+    """``torchrun ... > out`` (its stdout block-buffered): a burst may end
+    between the ranks' lines of one step, and the rank behind comes with
+    the next burst, 66 s on. Hung only after ``BURSTS_ALLOWED`` intervals,
+    as a stall; a healthy run was called hung (critical) at such a boundary."""
+    from dflash_watch.detectors.stall import BURSTS_ALLOWED
+    from dflash_watch.parsers.events import Delivery
+
+    def behind(det: Straggler, burst_s: float | None) -> tuple[list, float]:
+        out = ddp(det, 0.0, 100, {0: 0.9, 1: 0.9}, probe=False)
+        if burst_s is not None:
+            out += det.update(Delivery(det._now, "train.log", burst_s))
+        t = det._now + 1.0
+        out += det.update(Progress(t, "train.log:999", step=100, rank=1, step_seconds=1.0))
+        return out, t
+
+    det = Straggler()
+    out, t = behind(det, 66.0)
+    while (due := det.deadline()) is not None and due < t + 70.0:
+        out += det.update(Tick(due))
+    out += det.update(Tick(t + 70.0))
+    assert fired(out, "hung") == []
+    out += det.update(Progress(t + 70.0, "train.log:1000", step=100, rank=0, step_seconds=1.0))  # the next burst
+    assert fired(out, "hung") == []
+    det = Straggler()
+    out, t = behind(det, 66.0)
+    (alert,) = until_alert(det)  # never coming: hung after the bursts allowed
+    assert (alert.kind, alert.rank) == ("hung", 0) and alert.time - t >= BURSTS_ALLOWED * 66.0 - 1.0
+    det = Straggler()
+    out, t = behind(det, None)  # line by line: the same silence is a hang
+    (alert,) = until_alert(det)
+    assert (alert.kind, alert.rank) == ("hung", 0) and alert.time - t < 70.0
+
+
 def test_collective_timeouts_are_the_others_waiting() -> None:
     det = Straggler()
     ddp(det, 0.0, 100, {0: 0.4, 1: 0.4, 2: 0.4})
