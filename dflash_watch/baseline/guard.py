@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from dflash_watch.detectors.base import Alert
+from dflash_watch.detectors.config import fmt_duration
 from dflash_watch.parsers.events import TOK_S
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def refusal(monitor: AlertWindowView, window_s: float = BASELINE_WINDOW_S) -> st
         now = monitor.now
         fired = fired_in_window(monitor, window_s)
         unit = getattr(monitor, "throughput_unit", TOK_S)
-    minutes = f"{window_s / 60:g} minutes"
+    minutes = fmt_duration(window_s)  # "1 min", not "1 minutes"
     if unit != TOK_S:
         # The baseline file holds tokens/s (CONTRACTS section 6); an it/s median there would lie.
         return (f"not saved: this run reports {unit}, not tokens/s, and a baseline holds tokens/s; "

@@ -65,8 +65,23 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     tps = data.get("throughput_tokens_per_s")
     if isinstance(tps, bool) or not isinstance(tps, (int, float)) or not math.isfinite(tps) or tps <= 0:
         raise BaselineError(f"baseline file {p}: throughput_tokens_per_s must be a positive number, got {tps!r}")
+    for key, (low, high, what) in _RANGES.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or not low < value <= high):
+            raise BaselineError(f"baseline file {p}: {key} must be {what}, got {value!r}")
     extra = {k: v for k, v in data.items() if k not in ("version", "throughput_tokens_per_s")}
     return Baseline(float(tps), extra)
+
+
+# Optional figures a diff compares (CONTRACTS section 6): where present,
+# within (low, high]. A padding efficiency of 7 read as "700%".
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "padding_efficiency": (0.0, 1.0, "a share in (0, 1]"),
+    "step_interval_s": (0.0, math.inf, "a positive number of seconds"),
+}
 
 
 def save_baseline(baseline: Baseline, path: str | os.PathLike[str]) -> None:

@@ -184,15 +184,18 @@ def window_monitor(window: Window, **kwargs: Any) -> Any:
     return WindowMonitor()
 
 
-def capture_window(replay_window: Callable[[Window], Any], window: Window) -> tuple[Any, Window]:
+def capture_window(
+    replay_window: Callable[[Window], Any], window: Window, whole: str = "the baseline covers all of it"
+) -> tuple[Any, Window]:
     """Replay ``window`` (``replay_window`` builds a window Monitor and feeds
     it the run); again without the warm-up cut when the whole run was
-    warm-up, and again reading the run's own rate as "tokens/s" when it
-    prints no tokens rate. Returns the last Monitor and its window."""
+    warm-up (``whole`` says what that means to the command), and again
+    reading the run's own rate as "tokens/s" when it prints no tokens rate.
+    Returns the last Monitor and its window."""
     monitor = replay_window(window)
     if not monitor.units and monitor.rated_seen and window.skip_warmup:
         window = replace(window, skip_warmup=False)
-        sys.stderr.write("dflash-watch: the run is no longer than its warm-up; the baseline covers all of it\n")
+        sys.stderr.write(f"dflash-watch: the run is no longer than its warm-up; {whole}\n")
         monitor = replay_window(window)
     if monitor.units and TOK_S not in monitor.units:
         window = replace(window, unit=max(monitor.units, key=monitor.units.__getitem__))

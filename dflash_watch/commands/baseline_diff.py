@@ -65,7 +65,7 @@ def diff(args: argparse.Namespace) -> int:
                     warmup_s=detector_config.throughput_warmup_s, keep_crashes=True)
     try:
         check_inputs([*logs, *samples, *probes])
-        monitor, window = capture_window(replay_window, window)
+        monitor, window = capture_window(replay_window, window, "it is compared whole")
     except ReplayInputError as exc:
         return fail(str(exc))
     current = window_profile(monitor, fingerprint)

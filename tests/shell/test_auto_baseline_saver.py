@@ -51,7 +51,7 @@ def test_an_info_alert_neither_keeps_the_automatic_save_back_nor_blocks_the_b_ke
     assert policy.consider(monitor, now) is not None, policy.reason
 
     monitor.raise_alert(Alert(now, "memory_volatility", "firing", "warning", "gpu 5 swings", "gpu5", gpu=5))
-    assert "alerts fired in the last 10 minutes (memory_volatility gpu5)" in (refusal(monitor) or "")
+    assert "alerts fired in the last 10 min (memory_volatility gpu5)" in (refusal(monitor) or "")
     again = AutoBaseline.for_session(tmp_path / "again", "dflash-train", healthy_for_s=600.0)
     again.healthy_since = now - 700.0
     assert again.consider(monitor, now) is None and again.reason == "alerts are firing"

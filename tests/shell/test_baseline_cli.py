@@ -139,6 +139,10 @@ def test_save_takes_logs_and_out_from_the_config(tmp_path: Path) -> None:
         (["show"], "dflash-watch: baseline file dflash-baseline.json not found"),
         (["show", "bad.json"], "dflash-watch: baseline file bad.json: invalid JSON"),
         (["show", "old.json"], "dflash-watch: baseline file old.json: unsupported version 2"),
+        (["show", "pad.json"], "dflash-watch: baseline file pad.json: padding_efficiency must be a share in (0, 1], "
+                               "got 7"),
+        (["show", "interval.json"], "baseline file interval.json: step_interval_s must be a positive number of "
+                                    "seconds, got -1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -146,6 +150,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], messa
     (tmp_path / "quiet.log").write_text("2026-11-29 10:00:00 loading the model\n2026-11-29 10:00:05 done\n")
     (tmp_path / "bad.json").write_text('{"version": 1, "throughput')
     (tmp_path / "old.json").write_text('{"version": 2, "throughput_tokens_per_s": 3.0}')
+    (tmp_path / "pad.json").write_text('{"version": 1, "throughput_tokens_per_s": 3.0, "padding_efficiency": 7}')
+    (tmp_path / "interval.json").write_text('{"version": 1, "throughput_tokens_per_s": 3.0, "step_interval_s": -1}')
     assert message in one_line(cli("baseline", *args, cwd=tmp_path))
 
 

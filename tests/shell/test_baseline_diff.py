@@ -169,3 +169,14 @@ def test_monitor_suspects_for_an_alert_come_from_the_live_figures() -> None:
     assert [s["what"] for s in suspects] == ["padding_efficiency"]
     assert suspects[0]["baseline"] == 0.93 and suspects[0]["now"] == 0.41
     assert suspects[0]["says"].endswith("explains the throughput drop")
+
+
+def test_a_run_no_longer_than_its_warm_up_is_said_compared_whole(tmp_path: Path) -> None:
+    """The diff said "the baseline covers all of it", the save's words: it
+    saves no baseline."""
+    write_log(tmp_path / "good.log", 21.5, 0.93)
+    assert cli("baseline", "save", "good.log", "--out", "b.json", "--tz", "UTC", cwd=tmp_path).returncode == 0
+    write_log(tmp_path / "short.log", 21.5, 0.93, steps=10)
+    out = cli("baseline", "diff", "short.log", "--baseline", "b.json", "--tz", "UTC", cwd=tmp_path)
+    assert "the run is no longer than its warm-up; it is compared whole" in out.stderr
+    assert "baseline covers" not in out.stderr
