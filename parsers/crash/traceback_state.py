@@ -50,10 +50,14 @@ _EXC = re.compile(
     r"^(?P<type>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\s*:(?:\s+(?P<msg>.*?)|)|)\s*$"
 )
 _CARET = re.compile(r"^\s*[\^~]+\s*$")
-# Lines that clearly start a new record rather than continue a message.
+# Lines that clearly start a new record rather than continue a message: a
+# stamp, a frame, a tqdm bar, a step line (``step 12 | loss ...``,
+# ``Epoch 3 ...``, HF's ``{'loss': ...}``: a block-buffered stdout writes
+# the steps from before a crash after its traceback, which went out unbuffered).
 _NEW_RECORD = re.compile(
-    r"^(?:[IWEFV]\d{4} \d{2}:\d{2}|\[[IWEFV]\d{4} |\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:|\d{2}/\d{2}/\d{4} \d{2}:|"
-    r"Exception in thread |\s+File \"|[a-z][\w.-]*: |\s*\d{1,3}%\|)"
+    r"^(?:[IWEFVC]\d{4} \d{2}:\d{2}|\[[IWEFVC]\d{4} |\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:|\d{2}/\d{2}/\d{4} \d{2}:|"
+    r"Exception in thread |\s+File \"|[a-z][\w.-]*: |\s*\d{1,3}%\||"
+    r"(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*[:=]?\s*\d+\b|\{'(?:loss|train_loss|eval_loss)')"
 )
 # A message-less exception line (``KeyboardInterrupt``) must look like one.
 _BARE_NAME_ENDINGS = ("Error", "Exception", "Interrupt", "Exit", "Iteration", "Hit", "Failed", "Timeout")

@@ -653,3 +653,26 @@ def test_feed_never_raises_and_emits_valid_events(parts: list[tuple[str, str]]) 
             assert len(event.text) <= 201
         else:
             assert isinstance(event, Recompile)
+
+
+def test_step_lines_after_a_traceback_are_no_part_of_its_message() -> None:
+    """``torchrun ... > out 2>&1``: the traceback (stderr, unbuffered) comes
+    first, the steps from before it (stdout, block-buffered) after it; they
+    were read as its message's continuation (replay: "boom ... step 1 |
+    loss 0.3356 | 1008.5ms step 2 ..."). A message's own second line stays."""
+    lines = [
+        "[default0]:[rank0]: Traceback (most recent call last):",
+        '[default0]:[rank0]:   File "train.py", line 11, in <module>',
+        '[default0]:[rank0]:     raise RuntimeError("boom: bad batch at step %d" % step)',
+        "[default0]:[rank0]: RuntimeError: boom: bad batch at step 40",
+        "[default0]:step 1 | loss 0.3356 | 1008.5ms",
+        "[default0]:step 2 | loss 0.3426 | 1002.8ms",
+        "[default0]:Epoch 1: 12/40 loss=0.31",
+        "[default0]:{'loss': 0.31, 'epoch': 0.1}",
+    ]
+    (crash,) = [c for c in feed_lines(lines) if isinstance(c, Crash)]
+    assert crash.message == "boom: bad batch at step 40"
+    two = ["Traceback (most recent call last):", '  File "t.py", line 1, in <module>',
+           "RuntimeError: CUDA out of memory.", "If reserved but unallocated memory is large try setting x"]
+    (oom,) = [c for c in feed_lines(two) if isinstance(c, Crash)]
+    assert oom.message.endswith("If reserved but unallocated memory is large try setting x")
