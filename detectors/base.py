@@ -288,7 +288,9 @@ class Episode:
         message: str,
         source: str,
         evidence: dict[str, Any] | None = None,
+        rank: int | None = None,
     ) -> list[Alert]:
+        """``rank``: the rank the alert is about (its resolution carries it too)."""
         if self.active:
             return []
         self.active = True
@@ -303,6 +305,7 @@ class Episode:
             gpu=self.gpu,
             kind=self.kind,
             evidence=evidence or {},
+            rank=rank,
         )
         self.fired_alert = alert
         return [alert]

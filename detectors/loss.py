@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
@@ -227,12 +227,7 @@ class LossDetector(DetectorBase):
 
     def _fire(self, kind: str, r_time: float, severity: Severity, message: str, source: str,
               rank: int | None, evidence: dict[str, Any]) -> list[Alert]:
-        ep = self.episodes[kind]
-        alerts = ep.fire(r_time, severity, message, source, evidence)
-        if alerts and rank is not None:
-            alerts = [replace(alerts[0], rank=rank)]
-            ep.fired_alert = alerts[0]
-        return alerts
+        return self.episodes[kind].fire(r_time, severity, message, source, evidence, rank)
 
     # -- nan -----------------------------------------------------------------
 

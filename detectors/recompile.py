@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import replace
 from itertools import islice, repeat
 from operator import lt
 from typing import Any
@@ -185,8 +184,4 @@ class RecompileDetector(DetectorBase):
             "recompiles_in_window": len(self._times.get(fn, ())),
             "window_s": c.recompile_storm_window_s,
         }
-        alerts = self.episode.fire(r.time, "critical" if r.fatal else "warning", msg, r.source, evidence)
-        if r.rank is not None and alerts:
-            alerts = [replace(alerts[0], rank=r.rank)]  # the alert's ``rank`` (CONTRACTS section 2), as evidence says
-            self.episode.fired_alert = alerts[0]
-        return alerts
+        return self.episode.fire(r.time, "critical" if r.fatal else "warning", msg, r.source, evidence, r.rank)

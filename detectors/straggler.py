@@ -567,11 +567,7 @@ class Straggler(DetectorBase):
     @staticmethod
     def _fire(episode: Episode, t: float, severity: Any, message: str, source: str,
               evidence: dict[str, Any], rank: int) -> list[Alert]:
-        alerts = episode.fire(t, severity, message, source, evidence)
-        if alerts:
-            alerts = [replace(alerts[0], rank=rank)]
-            episode.fired_alert = alerts[0]  # the resolution carries the rank too
-        return alerts
+        return episode.fire(t, severity, message, source, evidence, rank)
 
     @staticmethod
     def _resolve(episode: Episode, t: float, message: str, source: str) -> list[Alert]:

@@ -171,6 +171,8 @@ class Ingest:
                     if state.align is None:
                         state.align = Alignment(display_name(path), learn=False)
                     delivery = state.align.caught_up(stream, text, events, arrived, end)
+                if path in self._partials:
+                    events = self._after_partials(path, events)
             else:
                 align = state.align
                 if align is None:
@@ -192,8 +194,6 @@ class Ingest:
                     events = self._after_partials(path, events)
                 # Read before unstamped steps take the arrival time below.
                 delivery = align.delivery(events, now, live_since, notes, arrived)
-            if path in self._partials:
-                events = self._after_partials(path, events)
             # Not before any data was seen: ``now`` is then the bare wall
             # clock, and a log being caught up from its start (an old run,
             # another zone) would get steps a year ahead of the stamped

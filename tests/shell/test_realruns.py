@@ -211,3 +211,22 @@ def test_a_fresh_run_still_meets_its_labels(name: str, needs: tuple[str, ...], t
         hits = [a for a in firing if matches(a, check["match"])]
         want = check.get("count", check.get("at_least"))
         assert (len(hits) == want) if "count" in check else (len(hits) >= want), (check_id, _summary(firing))
+
+
+def test_a_real_hf_log_without_stamps_replays_within_its_run(tmp_path: Path) -> None:
+    """The real HF Trainer run's stdout (tqdm bar, dict lines, no stamp):
+    its bar ran 30 s and the file was last written when it ended, so replay
+    dates it in the 30 s before the file's mtime, not the 30 s after it
+    (its alerts came after the run ended; the baseline's window missed the
+    probe lines written beside it)."""
+    import os
+    import shutil
+
+    from dflash_watch.log_batches import log_events
+
+    log = tmp_path / "hf_trainer_slowdown.log"
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "fixtures" / "realruns" / log.name, log)
+    end = 1_796_400_000.0
+    os.utime(log, (end, end))
+    times = [e.time for e in log_events(str(log))]
+    assert min(times) == pytest.approx(end - 30.0, abs=0.5) and max(times) == pytest.approx(end, abs=0.5)
