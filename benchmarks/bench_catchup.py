@@ -61,11 +61,12 @@ def time_replay(path: Path) -> tuple[float, list]:
 
 def time_live(path: Path, lines: int, *, view: bool) -> tuple[float, list]:
     """``view``: the dashboard's Monitor (recent lines and charts' history
-    kept); else headless's (alerts only)."""
+    kept); else headless's, as ``dflash-watch headless`` builds it (no
+    lines, no charts' series; its GPU history kept for its gauges)."""
     from dflash_watch.live import LiveSession
     from dflash_watch.monitor import Monitor
 
-    monitor = Monitor() if view else Monitor(keep_lines=0, keep_history=False)
+    monitor = Monitor() if view else Monitor(keep_lines=0, keep_charts=False)
     got: list = []
     monitor.subscribe(got.append)
     # The data's clock stands still at the data (speed 0): the comparison

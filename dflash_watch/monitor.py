@@ -47,7 +47,7 @@ from dflash_watch.parsers.step_columns import columns_of, read
 from .alertbook import AlertBook
 from .baseline.figures import ALLOC_RETRIES_KEY, PADDING_KEY, RECOMPILES_KEY, figures_of
 from .baseline.store import Baseline
-from .history import GpuHistory, SeriesHistory
+from .history import DEFAULT_TIERS, LATEST_ONLY, GpuHistory, SeriesHistory
 from .ingest import Ingest
 from .latest_probes import LatestProbes
 from .recent_lines import RecentLines
@@ -88,6 +88,7 @@ class Monitor(Ingest, RecentLines, StepRuns):
         keep_lines: int = 2000,
         alert_history: int = 2000,
         keep_history: bool = True,
+        keep_charts: bool = True,
         tokens_per_step: float | None = None,
         tokens_per_sample: float | None = None,
     ) -> None:
@@ -109,7 +110,11 @@ class Monitor(Ingest, RecentLines, StepRuns):
         self._lock = threading.RLock()
         self.alerts = AlertBook(alert_history)
         self.gpus = GpuHistory()
-        self.throughput = SeriesHistory()
+        # False: the throughput and loss series keep their latest sample and
+        # count only (``history.LATEST_ONLY``): headless draws no chart, and
+        # its gauges read only the latest rate.
+        self._chart_tiers = DEFAULT_TIERS if keep_charts else LATEST_ONLY
+        self.throughput = SeriesHistory(self._chart_tiers)
         # Rates read but not yet in ``throughput`` (t, v, t, v, ...): a batch
         # of events lands in one ``SeriesHistory.extend``, before
         # ``feed_events`` lets go of the lock (no reader sees it half done).
@@ -121,7 +126,7 @@ class Monitor(Ingest, RecentLines, StepRuns):
         # loss), for the dashboard's loss chart. ``SeriesHistory`` keeps
         # finite values only, so the non-finite ones (NaN, Inf: the very
         # points worth seeing) are kept beside it as (time, step, value).
-        self.loss = SeriesHistory()
+        self.loss = SeriesHistory(self._chart_tiers)
         self.loss_nonfinite: deque[tuple[float, int | None, float]] = deque(maxlen=1000)
         self.loss_nonfinite_total = 0
         self._losses: list[float] = []
@@ -370,7 +375,7 @@ class Monitor(Ingest, RecentLines, StepRuns):
             if self.throughput.count and _UNIT_RANK.get(unit, 0) <= _UNIT_RANK.get(self.throughput_unit, 0):
                 return
             if self.throughput.count:
-                self.throughput = SeriesHistory()
+                self.throughput = SeriesHistory(self._chart_tiers)
             self.throughput_unit = unit
         self._rates += (t, rate)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cursor import Bare, Lane, Ranked, Redrawn
 
 # The C module's ``ABI`` this Python expects (``parsers/_native.c``).
-ABI = 27
+ABI = 28
 PURE_ENV = "DFLASH_WATCH_PURE"
 
 
@@ -48,6 +48,11 @@ class Kernels(Protocol):
 
     def last_minute(self, text: str, lo: int, hi: int, key: str, base: float, frac_len: int, /) -> float | None:
         ...
+
+    def fold_buckets(
+        self, times: list[float], values: list[float], width: float, key: float, o_t: float, o_min: float,
+        o_max: float, o_sum: float, o_n: int, /,
+    ) -> tuple[list[float], float, float, float, float, float, int] | None: ...
 
     def line_numbers(self, view: str, pos: int, number: int, starts: list[int], /) -> list[int] | None: ...
 

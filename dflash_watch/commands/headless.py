@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        live = build_live(args, keep_lines=0)
+        live = build_live(args, keep_lines=0, keep_charts=False)
     except ClearError as exc:
         print(f"dflash-watch: {exc}", file=err)
         return 2

@@ -179,8 +179,11 @@ def _refuse_unreadable_kinds(logs: tuple[str, ...] | list[str]) -> None:
             raise SettingsError(f"{name}: not a regular file (a FIFO or a device); log to a file and give its path")
 
 
-def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup:
-    """Settings -> Monitor -> (optional) Job -> LiveSession; raises ``common.ClearError``."""
+def build_live(args: argparse.Namespace, *, keep_lines: int = 2000, keep_charts: bool = True) -> LiveSetup:
+    """Settings -> Monitor -> (optional) Job -> LiveSession; raises ``common.ClearError``.
+
+    ``keep_lines``, ``keep_charts``: what only a view reads (the log view's
+    lines, the charts' series); headless keeps neither."""
     settings = load_run_settings(args)
     config = settings.config
     _refuse_unreadable_kinds(config.logs)
@@ -191,6 +194,7 @@ def build_live(args: argparse.Namespace, *, keep_lines: int = 2000) -> LiveSetup
     monitor = Monitor(
         **monitor_kwargs(settings),
         keep_lines=keep_lines,
+        keep_charts=keep_charts,
     )
     job, control_note = build_job(args, config, monitor)
     samples = config.gpu.samples_file

@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from dflash_watch.history import DEFAULT_TIERS, GpuHistory, SeriesHistory
+from dflash_watch import history
+from dflash_watch.history import DEFAULT_TIERS, LATEST_ONLY, GpuHistory, SeriesHistory
 from dflash_watch.parsers.events import GpuLost, GpuProcess, GpuSample
 
 DAY = 86400.0
@@ -110,7 +111,8 @@ def test_missing_values_and_a_clock_stepping_back() -> None:
 
 
 def test_bad_tiers_are_refused() -> None:
-    for tiers in ((), ((60.0, 10), (10.0, 10)), ((-1.0, 10),), ((0.0, 0),)):
+    """Tiers out of order, negative widths, empty rings (no tiers is ``LATEST_ONLY``, allowed)."""
+    for tiers in (((60.0, 10), (10.0, 10)), ((-1.0, 10),), ((0.0, 0),)):
         with pytest.raises(ValueError):
             SeriesHistory(tiers)
 
@@ -138,8 +140,19 @@ def _state(h: SeriesHistory) -> tuple:
     return h.count, h.last_time, h.last_value, tiers
 
 
+@pytest.fixture(params=["kernel", "python"])
+def folds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test below twice: a batch's buckets folded by the compiled
+    kernel (``fold_buckets``, where built) and by the Python loop."""
+    if request.param == "kernel" and history.KERNELS is None:
+        pytest.skip("the compiled kernels are not built here (parsers/native.py)")
+    if request.param == "python":
+        monkeypatch.setattr(history, "KERNELS", None)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", range(12))
-def test_extend_is_append_for_each_pair(seed: int) -> None:
+def test_extend_is_append_for_each_pair(seed: int, folds: str) -> None:
     """Batches of any size, rings that wrap inside one batch, bucket edges,
     NaN and None values, a clock stepping back: the same state as appends.
     Half the batches are plain (every value finite, times in order), as a
@@ -165,7 +178,7 @@ def test_extend_is_append_for_each_pair(seed: int) -> None:
 
 
 @pytest.mark.parametrize("width", [0.1, 0.3, 7.7])
-def test_extend_finds_bucket_ends_where_the_division_rounds_across(width: float) -> None:
+def test_extend_finds_bucket_ends_where_the_division_rounds_across(width: float, folds: str) -> None:
     """A width no float holds exactly: times a few ulps around each bucket's
     edge, where ``t // width`` and ``t < (k + 1) * width`` disagree (the
     bucket's end is bisected, then checked on the samples at the cut): the
@@ -194,3 +207,30 @@ def test_extend_finds_bucket_ends_where_the_division_rounds_across(width: float)
             flat = []
     many.extend(flat)
     assert _state(many) == _state(one)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_latest_only_keeps_the_count_and_latest_sample_of_a_full_history(seed: int) -> None:
+    """``LATEST_ONLY`` (headless's throughput and loss: no chart) keeps what
+    is still read of them, the count and the latest sample, equal to a full
+    history's after the same appends and batches: NaN, None and Inf values
+    skipped, a clock stepping back clamped, plain batches and the rest."""
+    rng = random.Random(seed)
+    full, latest, appended = SeriesHistory(), SeriesHistory(LATEST_ONLY), SeriesHistory(LATEST_ONLY)
+    t = 5000.0
+    for _ in range(60):
+        flat: list = []
+        plain = rng.random() < 0.5
+        for _ in range(rng.choice((0, 1, 3, 64, 300))):
+            t += rng.choice((0.0, 0.5, 2.0) if plain else (0.0, 1.0, -7.0))
+            value = rng.uniform(0, 9) if plain else rng.choice((rng.uniform(0, 9), float("nan"), None, float("inf"), 4))
+            flat += (t, value)
+            appended.append(t, value)
+        full.extend(flat)
+        latest.extend(flat)
+        want = (full.count, full.last_time, full.last_value)
+        assert (latest.count, latest.last_time, latest.last_value) == want
+        assert (appended.count, appended.last_time, appended.last_value) == want
+        assert latest.last_value is None or type(latest.last_value) is float
+    assert full.count > 0 and latest.nbytes == 0
+    assert [len(c) for c in latest.window(60)] == [0, 0, 0, 0] and latest.tier_of(60) == 0.0
