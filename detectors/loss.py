@@ -53,6 +53,7 @@ from .config import DetectorConfig, fmt_duration
 from .loss_metrics import figures_of
 from .loss_robust import RobustWindow, ScaleWatch, SlidingMin, skip_ratio, within_margin
 from .loss_steps import quiet_loss_steps
+from .straggler_ranks import rank_of_source
 
 NAME = "loss"
 
@@ -210,8 +211,13 @@ class LossDetector(DetectorBase):
             self._step = step
         self._time = r.time
         rank = r.rank
-        if rank is not None and not self._follows(rank):
-            return out
+        if rank is None:
+            rank = rank_of_source(r.source)  # a per-rank file's line (``torchrun --redirects``)
+        if rank is not None:
+            if self._lane is not None and rank < self._lane:
+                out += self._new_lane(r.time, r.source, rank)
+            if not self._follows(rank):
+                return out
         # A NaN report's loss is no level: HF's filter logs 0.0 or an average there.
         if loss is not None and not nan:
             spike = self._judge_spike(r, loss)
@@ -383,13 +389,16 @@ class LossDetector(DetectorBase):
     # -- overflow ------------------------------------------------------------
 
     def _on_overflow(self, o: Overflow) -> list[Alert]:
-        if not self._follows(o.rank):
-            return []
+        rank = o.rank if o.rank is not None else rank_of_source(o.source)
+        out = self._new_lane(o.time, o.source, rank) if rank is not None and self._lane is not None \
+            and rank < self._lane else []
+        if not self._follows(rank):
+            return out
         self._scale.overflow(o.scale, o.new_scale)
         self._overflow_total = self._scale.total
         if self._scale.scale is not None:
             self._loss_scale = self._scale.scale
-        return self._judge_overflow(o.time, o.source, o.rank)
+        return out + self._judge_overflow(o.time, o.source, o.rank)
 
     def _count_iterations(self, r: _Line, skipped: float | None, skipped_total: float | None,
                           scale: float | None) -> list[Alert]:
@@ -425,6 +434,13 @@ class LossDetector(DetectorBase):
         return []
 
     # -- relaunch ------------------------------------------------------------
+
+    def _new_lane(self, t: float, source: str, rank: int) -> list[Alert]:
+        """A lower rank than the one followed reports (its file read after
+        another rank's, its first line late): its loss is followed from
+        here, from no level. Another rank's losses are no history of its
+        own (ranks' losses differ: a false spike or divergence)."""
+        return self._restart(t, source, f"rank {rank} reports: its loss is followed from here")
 
     def _restart(self, t: float, source: str, why: str) -> list[Alert]:
         """The run's levels end with it: a relaunch starts its loss again."""

@@ -40,6 +40,7 @@ from ..parsers.step_columns import columns_of, read
 from .base import StepCommit
 from .loss_reports import Extra, Reports, follow_lane, read_nan_reports, read_reports
 from .loss_robust import within_margin
+from .straggler_ranks import ranks_with_sources
 
 if TYPE_CHECKING:
     from .loss import LossDetector
@@ -61,7 +62,10 @@ def quiet_loss_steps(det: LossDetector, steps: Sequence[Progress]) -> StepCommit
         return None
     if not reports.events:
         return _unchanged
-    lane, lane_events, lane_losses, lane_extras = _lane_of(det, reports)
+    lane_of = _lane_of(det, reports)
+    if lane_of is None:
+        return None
+    lane, lane_events, lane_losses, lane_extras = lane_of
     if not lane_events:
         return _Replay(det, reports, lane, [], [], None).commit
     # The losses spike and divergence judge (none on a line with only a
@@ -121,21 +125,37 @@ def _still_nan(det: LossDetector, steps: Sequence[Progress]) -> StepCommit | Non
         return None
     if not reports.events:
         return _unchanged
-    lane, lane_events, _, lane_extras = _lane_of(det, reports)
+    lane_of = _lane_of(det, reports)
+    if lane_of is None:
+        return None
+    lane, lane_events, _, lane_extras = lane_of
     counted = _count(det, lane_events, lane_extras) if lane_events else _Counted([], None, None, [])
     if counted is None:
         return None
     return _NanRun(det, reports, lane, counted).commit
 
 
+_SOURCES = columns_of("source")  # (``_lane_of``: the files of lines without a rank)
+
 def _lane_of(
     det: LossDetector, reports: Reports
-) -> tuple[int | None, Sequence[Progress], list[float | None], list[Extra] | None]:
+) -> tuple[int | None, Sequence[Progress], list[float | None], list[Extra] | None] | None:
     """The lane after the run's reports, and the reports that follow it
-    (``LossDetector._follows``): their events, losses and extras."""
+    (``LossDetector._follows``): their events, losses and extras. None
+    where the lane moves to a lower rank once followed: its levels start
+    again there (``LossDetector._new_lane``), one report at a time."""
     events = reports.events
     ranks = reports.ranks
-    lane, follow = follow_lane(det._lane, [e.rank for e in events] if ranks is None else ranks)
+    if ranks is None:
+        ranks = [e.rank for e in events]
+    if None in ranks:  # lines without a rank: their file's, where it names one (``_on_report``)
+        ranks = ranks_with_sources(ranks, read(events, _SOURCES)[0])
+    lane, follow = follow_lane(det._lane, ranks)
+    first = det._lane
+    if first is None and lane is not None:  # (the lane the run's first ranked report sets)
+        first = next(r for r in ranks if r is not None)
+    if lane != first:
+        return None
     losses, extras = reports.losses, reports.extras
     if follow is None:
         return lane, events, losses, extras

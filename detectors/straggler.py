@@ -71,7 +71,7 @@ from .config import DetectorConfig, fmt_duration
 from .stall import BURSTS_ALLOWED
 from .steps import sorted_median
 from .straggler_hung import find_hung, hung_report, next_deadline, quiet_floor
-from .straggler_ranks import RankRow, RankState, rank_of_source, take_log_steps
+from .straggler_ranks import RankRow, RankState, rank_of_source, sources_name_ranks, take_log_steps
 
 NAME = "straggler"
 # Ranks followed at most (a bounded state even if a log names rank 999999).
@@ -180,14 +180,8 @@ class Straggler(DetectorBase):
             return None  # NaN or infinite stamps: not worth a proof
         n = len(steps)
         rankless = line_ranks.count(None) == n
-        if rankless:
-            # ``rank_of_source`` needs "rank" or "std" in a source. A search
-            # for one letter (memchr) is ~50x faster than for a word, and
-            # most file names have no "k" or no "d".
-            text = "\n".join(sources)
-            if ((("k" in text and "rank" in text) or ("d" in text and "std" in text))
-                    and any(rank_of_source(source) is not None for source in sources)):
-                rankless = False
+        if rankless and sources_name_ranks(sources):
+            rankless = False  # per-rank files: their lines are their ranks'
         if not rankless and seconds.count(None) != n:
             return None  # figures: a judgement of ``slow`` could start counting
         ranks = self.ranks

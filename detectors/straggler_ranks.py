@@ -74,6 +74,28 @@ def rank_of_source(source: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def sources_name_ranks(sources: list[str]) -> bool:
+    """Whether any of a run's ``sources`` gives a rank (``rank_of_source``):
+    the per-rank files of ``torchrun --redirects`` or a ``rank3.log``.
+    ``rank_of_source`` needs "rank" or "std" in a source; a search for one
+    letter (memchr) is ~50x faster than for a word, and most file names
+    have no "k" or no "d", so the usual run (one process's log) costs one
+    join and two searches, not a look at each line."""
+    text = "\n".join(sources)
+    return (("k" in text and "rank" in text) or ("d" in text and "std" in text)) and any(
+        rank_of_source(source) is not None for source in sources)
+
+
+def ranks_with_sources(ranks: list[int | None], sources: list[str]) -> list[int | None]:
+    """``ranks`` (a run's lines' own), each None given its file's rank where
+    the file names one (``rank_of_source``): lines without a rank prefix in
+    a per-rank file are that rank's. ``ranks`` itself where no None is or
+    no source names a rank."""
+    if None not in ranks or not sources_name_ranks(sources):
+        return ranks
+    return [rank_of_source(s) if r is None else r for r, s in zip(ranks, sources)]
+
+
 @dataclass(frozen=True, slots=True)
 class RankRow:
     """One row of the ranks panel (and of the per-rank Prometheus series).

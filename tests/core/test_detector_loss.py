@@ -218,6 +218,22 @@ def test_fp16_warmup_halvings_and_rare_overflows_never_fire() -> None:
     assert _feed(det, events) == []
 
 
+def test_overflows_in_another_ranks_file_are_not_the_followed_lane() -> None:
+    """apex's overflow line names no rank: in a ``torchrun --redirects``
+    file it is that file's rank's. A storm on rank 1's file while rank 0's
+    lane is followed is not counted (as a line with ``rank=1`` would not be)."""
+    def storm(rank: int) -> list:
+        out: list = []
+        for i in range(80):
+            out.append(Overflow(20.0 + i, f"attempt_0/{rank}/stdout.log:{2 * i}", scale=1024.0, new_scale=512.0))
+            out.append(Progress(20.5 + i, f"attempt_0/{rank}/stdout.log:{2 * i + 1}", step=10 + i, loss=2.0))
+        return out
+
+    det = LossDetector()
+    assert _feed(det, _rank_file(0, 0.0, [2.0] * 10) + storm(1)) == [] and det.state().overflow_total == 0
+    assert _kinds(_feed(LossDetector(), _rank_file(0, 0.0, [2.0] * 10) + storm(0))) == [("overflow", "firing")]
+
+
 def test_a_single_overflow_never_fires() -> None:
     det = LossDetector()
     assert det.update(Overflow(1.0, "ds.log:1", rank=0, scale=65536.0, new_scale=32768.0)) == []
@@ -280,6 +296,43 @@ def test_other_ranks_losses_do_not_feed_the_spike_level() -> None:
         events.append(Progress(float(i), f"l:{i}", step=i, loss=2.0, rank=0))
         events.append(Progress(float(i), f"l:{i}", step=i, loss=6.0, rank=1))  # another rank's own loss
     assert _feed(det, events) == []
+
+
+def _rank_file(rank: int, start: float, losses: list[float]) -> list[Progress]:
+    """A rank's lines in its own ``torchrun --redirects`` file: no rank prefix."""
+    return [Progress(start + i, f"attempt_0/{rank}/stdout.log:{i + 1}", step=i + 1, loss=loss)
+            for i, loss in enumerate(losses)]
+
+
+def per_rank_files() -> list[Progress]:
+    """Rank 1's file, then rank 0's: the same losses, run down from 0.32 to 0.001."""
+    down = [0.32 * 0.9 ** i for i in range(60)]
+    return _rank_file(1, 1000.0, down) + _rank_file(0, 1100.0, down)
+
+
+def test_per_rank_files_follow_the_lowest_rank_and_a_later_lower_rank_starts_again() -> None:
+    """Replay of ``torchrun --redirects`` files: rank 1's file read first
+    (older), its loss run down to 0.001, then rank 0's from 0.32 again. Its
+    file's rank is the lane (``rank_of_source``), and rank 0 appearing
+    starts the levels again: no spike at rank 0's step 1, by either path."""
+    events = per_rank_files()
+    det = LossDetector()
+    assert _feed(det, events) == [] and det._lane == 0
+    # The same lanes without file ranks: one series stepping up from 0.001 to 0.32 (the old false spike).
+    plain = [Progress(e.time, f"stdout.log:{i}", step=e.step, loss=e.loss) for i, e in enumerate(events)]
+    assert "spike" in [a.kind for a in _feed(LossDetector(), plain)]
+
+
+def test_a_lower_rank_appearing_resolves_an_open_spike_and_says_why() -> None:
+    det = LossDetector()
+    events = [Progress(float(i), f"l:{i}", step=i, loss=2.0, rank=3) for i in range(40)]
+    events.append(Progress(40.0, "l:40", step=40, loss=9.0, rank=3))
+    fired = _feed(det, events)
+    assert _kinds(fired) == [("spike", "firing")] and fired[0].rank == 3
+    moved = det.update(Progress(41.0, "l:41", step=1, loss=0.5, rank=1))
+    assert _kinds(moved) == [("spike", "resolved")]
+    assert "rank 1 reports: its loss is followed from here" in moved[0].message
+    assert det._lane == 1 and _feed(det, [Progress(42.0 + i, "l", step=2 + i, loss=0.5, rank=1) for i in range(30)]) == []
 
 
 def test_a_relaunch_starts_the_levels_again() -> None:

@@ -70,6 +70,19 @@ def test_every_log_gives_the_per_step_path(name: str) -> None:
     _same(LOGS[name], seeds=(1, 2, 3))
 
 
+def test_per_rank_files_give_the_per_step_path_and_the_move_to_a_lower_rank_is_not_taken() -> None:
+    """``torchrun --redirects`` files (no rank prefix: the file's rank):
+    runs of either file are taken, a run in which rank 0 first appears
+    after rank 1 is not (its levels start again, one report at a time)."""
+    from tests.core.test_detector_loss import per_rank_files
+
+    events = per_rank_files()
+    offered, taken = _same(events)
+    assert 0 < taken < offered
+    det = _fed(events[:60])
+    assert det._lane == 1 and _taken(det, events[56:64]) is False and _taken(det, events[50:58]) is True
+
+
 @pytest.mark.parametrize("shape", ["speed-progress", "speed-ranks", "speed-legacy", "speed-nan"])
 def test_speed_shapes_are_taken(shape: str) -> None:
     """The point of it: a steady training log is taken, not fed line by line."""

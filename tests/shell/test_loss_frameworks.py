@@ -223,3 +223,60 @@ def test_hf_trainer_stamped_hours_off_the_wall_clock_live_equals_replay(tmp_path
     live = [(a["detector"], a["kind"], a["state"]) for a in alerts]
     assert replayed == [("loss", "nan", "firing")]
     assert live == replayed, alerts
+
+
+REDIRECTS = FIXTURES / "torchrun_redirects" / "attempt_0"  # a real healthy 2-rank DDP run's files
+
+
+def _redirect_files(root: Path) -> list[Path]:
+    paths = []
+    for rank in ("0", "1"):
+        (root / rank).mkdir(parents=True)
+        paths.append(root / rank / "stdout.log")
+        paths[-1].write_bytes((REDIRECTS / rank / "stdout.log").read_bytes())
+    return paths
+
+
+@pytest.mark.parametrize("older", [1, 0])
+def test_torchrun_redirect_files_replay_without_a_false_loss_spike(tmp_path: Path, older: int) -> None:
+    """``torchrun --redirects 3 --log-dir D``: each rank's stdout in
+    ``D/<run>/attempt_0/<local rank>/stdout.log``, lines with no rank and no
+    stamp. Replayed together, each file's lines end at its mtime, so the
+    older file comes first. Rank 1's first, its loss run down to 0.04, then
+    rank 0's step 1 at 0.32 was a "spike" of one series: each file is now
+    its rank's lane, and the lower rank's is followed from where it starts."""
+    paths = _redirect_files(tmp_path / "L" / "attempt_0")
+    t0 = time.time() - 3600
+    for rank, path in enumerate(paths):
+        os.utime(path, (t0, t0 + (0 if rank == older else 200)))
+    result = replay([str(p) for p in paths])
+    assert [a for a in result.alerts if a.detector == "loss"] == []
+    assert result.monitor.detectors.get("loss")._lane == 0
+
+
+@pytest.mark.slow
+def test_torchrun_redirect_files_live_rank_one_first_no_false_loss_spike(tmp_path: Path) -> None:
+    """The same files live under headless, as block-buffered ranks reach
+    them: rank 1's whole file first, rank 0's a second later."""
+    root = tmp_path / "L" / "attempt_0"
+    paths = _redirect_files(root)
+    data = [p.read_bytes() for p in paths]
+    for p in paths:
+        p.write_bytes(b"")
+    headless = subprocess.Popen(
+        [sys.executable, "-m", "dflash_watch.cli", "headless", "--no-gpu", "--log", str(root / "*" / "stdout.log")],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+    )
+    try:
+        time.sleep(1.5)
+        for rank in (1, 0):
+            with open(paths[rank], "ab") as fh:
+                for at in range(0, len(data[rank]), 4096):  # a block buffer's flushes
+                    fh.write(data[rank][at:at + 4096])
+                    fh.flush()
+                    time.sleep(0.05)
+            time.sleep(1.0)
+        live = alert_lines(headless, 4.0)
+    finally:
+        _stop(headless)
+    assert [a for a in live if a["detector"] == "loss"] == [], live
