@@ -293,6 +293,18 @@ def restarted(inc: Incident, c: Crash, progress: ProgressSeen, ends: Iterable[tu
     one episode; of one it was not (the proof came late or never), a new
     incident, so a fatal repeat is never hidden in a critical one."""
     c_file, _, c_line = stream_of(c)
+    if is_report(c) and c_file == inc.file and c_line > inc.first_line:
+        # torch elastic's report ends the agent that ran ``inc``'s group,
+        # which logged the group's end (``failed (exitcode: N)``) just before
+        # it. Progress lines between are its workers' own, late: a
+        # block-buffered stdout flushed at exit puts a rank's steps after its
+        # traceback (``torchrun ... > out 2>&1``), and they were read as a
+        # relaunch (two critical alerts for one crash). A relaunch by the
+        # same agent ends a group twice (``--max-restarts``). After another
+        # report (the next command of a script) the rules below judge.
+        between = [report for at, report in ends if inc.first_line < at < c_line]
+        if not any(between):
+            return len(between) >= 2
     if c_file == inc.file and not ends_workers(c) and c_line >= 0:
         lo, hi = (inc.first_line, c_line) if c_line > inc.first_line else (c_line + 1, inc.first_line)
         marks = sorted(end for end in ends if lo <= end[0] < hi)

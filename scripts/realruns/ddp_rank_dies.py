@@ -4,6 +4,7 @@ Launched the way users do, output captured whole:
     torchrun --nproc_per_node=2 scripts/realruns/ddp_rank_dies.py > torchrun_ddp_rank_dies.log 2>&1
     torchrun --nproc_per_node=2 --tee 3 scripts/realruns/ddp_rank_dies.py > torchrun_ddp_rank_dies_tee.log 2>&1
     torchrun --nproc_per_node=2 scripts/realruns/ddp_rank_dies.py --record > torchrun_ddp_rank_dies_record.log 2>&1
+    torchrun --nproc_per_node=2 --tee 3 scripts/realruns/ddp_rank_dies.py --print --die-rank 0 > torchrun_ddp_print_buffered.log 2>&1
 
 Every rank logs its progress (timestamped, as most training scripts set up
 logging). Rank 1 raises a RuntimeError at ``--die-step``; rank 0 is then
@@ -12,6 +13,9 @@ peer") or torchrun's SIGTERM takes it: the log holds the root cause, the
 sibling's own error and elastic's ChildFailedError report. With
 ``--record`` main() is wrapped in elastic's ``@record`` (as the torchrun docs
 ask), so that report quotes the root cause's exception and traceback.
+With ``--print`` the step lines are print()ed to stdout (no stamp), as
+many scripts do: block-buffered where stdout is a file, they reach the log
+at the rank's exit, after its traceback (stderr, unbuffered).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--die-step", type=int, default=25)
     ap.add_argument("--pace", type=float, default=0.05)
+    ap.add_argument("--print", action="store_true", help="print the step lines to stdout (no logging, no stamp)")
+    ap.add_argument("--die-rank", type=int, default=1)
     a = ap.parse_args()
     (record(train) if a.record else train)(a)
 
@@ -61,7 +67,7 @@ def train(a: argparse.Namespace) -> None:
     for step in range(1, a.steps + 1):
         t0 = time.perf_counter()
         ids = torch.randint(0, VOCAB, (batch, SEQ), generator=g)
-        if rank == 1 and step == a.die_step:
+        if rank == a.die_rank and step == a.die_step:
             raise RuntimeError(f"rank {rank}: bad shard file data/shard-00017.bin (truncated record at offset 1048576)")
         logits = model(ids[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
@@ -72,7 +78,10 @@ def train(a: argparse.Namespace) -> None:
         if took < a.pace:
             time.sleep(a.pace - took)
             took = a.pace
-        log.info("step %d/%d loss %.4f tok/s %.0f", step, a.steps, loss.item(), batch * SEQ * world / took)
+        if a.print:
+            print(f"step {step}/{a.steps} | loss {loss.item():.4f} | {batch * SEQ * world / took:.0f} tok/s")
+        else:
+            log.info("step %d/%d loss %.4f tok/s %.0f", step, a.steps, loss.item(), batch * SEQ * world / took)
     dist.destroy_process_group()
 
 

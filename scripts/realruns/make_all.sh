@@ -49,6 +49,8 @@ run hf_trainer_crash_exit_redraw 1 "TQDM_MININTERVAL=5 $PY $S/hf_trainer_crash.p
 run torchrun_ddp_rank_dies 1 "$TORCHRUN --nproc_per_node=2 $S/ddp_rank_dies.py > $OUT/torchrun_ddp_rank_dies.log 2>&1"
 run torchrun_ddp_rank_dies_tee 1 "$TORCHRUN --nproc_per_node=2 --tee 3 $S/ddp_rank_dies.py > $OUT/torchrun_ddp_rank_dies_tee.log 2>&1"
 run torchrun_ddp_rank_dies_record 1 "$TORCHRUN --nproc_per_node=2 $S/ddp_rank_dies.py --record > $OUT/torchrun_ddp_rank_dies_record.log 2>&1"
+# Step lines print()ed, stdout block-buffered (as users run it): rank 0's steps reach the log after its traceback.
+run torchrun_ddp_print_buffered 1 "env -u PYTHONUNBUFFERED $TORCHRUN --nproc_per_node=2 --tee 3 $S/ddp_rank_dies.py --print --die-rank 0 > $OUT/torchrun_ddp_print_buffered.log 2>&1"
 run compile_recompiles 0 "TORCH_LOGS=recompiles $PY $S/compile_recompiles.py > $OUT/compile_recompiles.log 2>&1"
 run compile_recompile_limit_fatal 1 "TORCH_LOGS=recompiles $PY $S/compile_recompiles.py --fail-on-limit > $OUT/compile_recompile_limit_fatal.log 2>&1"
 # pipefail: the exit status is python's, not tee's.

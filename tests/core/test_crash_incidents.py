@@ -5,6 +5,7 @@ makes them afresh) and on hand-made events."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -433,3 +434,52 @@ def test_a_restarted_torchrun_worker_group_crashing_again_is_a_second_alert() ->
     assert cited[0] < cited[1] and alerts[1].evidence["report"] is not None
     for chunk in (1, 5):
         assert verdicts(alerts_of(events_of(name, chunk, quiet=True))) == verdicts(alerts), chunk
+
+
+REALRUNS = Path(__file__).resolve().parents[1] / "fixtures" / "realruns"
+
+
+def _stream_text(text: str, name: str, chunk_lines: int | None) -> list:
+    stream = LogStream(name)
+    lines = text.splitlines(keepends=True)
+    out: list = []
+    step = chunk_lines or len(lines)
+    for at in range(0, len(lines), step):
+        out.extend(stream.feed("".join(lines[at:at + step]), at + 1, T0))
+        if chunk_lines:
+            out.append(Quiet(T0, T0))
+    out.extend(stream.flush(T0))
+    return out
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 7])
+def test_buffered_steps_between_a_rank_traceback_and_the_agents_report_are_no_relaunch(chunk: int | None) -> None:
+    """Real torchrun, step lines print()ed to a block-buffered stdout: rank
+    0's traceback, torchrun's ``failed (exitcode: 1)``, then the ranks'
+    steps 1-24 as their buffers flush at exit, then elastic's report. The
+    steps are the dead program's: one critical alert with the report in it
+    (there were two, the report read as a relaunch's crash)."""
+    name = "torchrun_ddp_print_buffered.log"
+    alerts = alerts_of(_stream_text((REALRUNS / name).read_text(encoding="utf-8"), name, chunk))
+    critical = [a for a in alerts if a.detector == "crash" and a.severity == "critical"]
+    assert len(critical) == 1 and "bad shard file" in critical[0].message, [a.message for a in alerts]
+
+
+@pytest.mark.parametrize("where", ["after the steps", "before the steps"])
+def test_a_worker_group_ended_twice_before_the_report_is_a_relaunchs_death(where: str) -> None:
+    """The same log with the agent's restart in it (``--max-restarts=1``):
+    the group ended once (``failed (exitcode: 1)``), the restarted group
+    died with no traceback (``exitcode: -9``), after its steps or before
+    any. The report then is the second group's: an incident of its own."""
+    name = "torchrun_ddp_print_buffered.log"
+    lines = (REALRUNS / name).read_text(encoding="utf-8").splitlines(keepends=True)
+    failed = next(i for i, line in enumerate(lines) if "failed (exitcode: 1)" in line)
+    report = next(i for i, line in enumerate(lines) if line.startswith("Traceback"))
+    again = re.sub(r"\(pid: \d+\)", "(pid: 31337)", lines[failed].replace("(exitcode: 1)", "(exitcode: -9)"))
+    assert again != lines[failed] and "(pid: 31337)" in again
+    at = report if where == "after the steps" else failed + 1
+    text = "".join(lines[:at] + [again] + lines[at:])
+    alerts = alerts_of(_stream_text(text, name, None))
+    critical = [a for a in alerts if a.detector == "crash" and a.severity == "critical"]
+    assert len(critical) == 2 and "bad shard file" in critical[0].message, [a.message for a in critical]
+    assert int(critical[1].source.rsplit(":", 1)[1]) > report

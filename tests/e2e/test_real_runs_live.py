@@ -111,6 +111,24 @@ def test_torchrun_rank_dies_live(tmp_path: Path, tmux_socket: str) -> None:
     assert "RuntimeError" in exit_alert["message"] and "rank 1" in exit_alert["message"], exit_alert["message"]
 
 
+def test_torchrun_buffered_steps_after_the_traceback_are_one_crash_live(tmp_path: Path, tmux_socket: str) -> None:
+    """Step lines print()ed, stdout block-buffered (``--print``): rank 0's
+    traceback reaches the log first, its steps at its exit, then elastic's
+    report. One critical crash, not a second one for the report."""
+    pytest.importorskip("torch")
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("torchrun not beside this Python")
+    command = (f"{shlex.quote(str(torchrun))} --nproc_per_node=2 --tee 3 {SCRIPTS / 'ddp_rank_dies.py'} "
+               "--print --die-rank 0 > train.log 2>&1")
+    alerts = _watch_job(tmp_path, tmux_socket, command, timeout=240)
+    text = (tmp_path / "train.log").read_text()
+    assert text.index("Traceback") < text.index("step 1/40") < text.index("ChildFailedError"), "not buffered"
+    crashes = _crashes(alerts)
+    assert len(crashes) == 1, [(a["detector"], a["kind"], a["message"][:100]) for a in alerts]
+    assert "rank 0" in crashes[0]["message"] and "bad shard file" in crashes[0]["message"], crashes[0]["message"]
+
+
 def test_tee_pipeline_reports_the_trainers_exit_live(tmp_path: Path, tmux_socket: str) -> None:
     """`python train.py 2>&1 | tee train.log`: the exit is the trainer's (1), not tee's (0)."""
     pytest.importorskip("torch")
