@@ -268,6 +268,15 @@ class DetectorConfig:
     # (absolute) above it: a flat loss (MAD ~ 0) does not fire on noise.
     loss_spike_min_rel: float = knob(0.5, POSITIVE, "... and at least this share above it ...")
     loss_spike_min_abs: float = knob(0.05, NON_NEGATIVE, "... and at least this much (absolute) above it")
+    # A per-step loss of a small batch has outliers: one report above the
+    # level, the next back under (about one in 3000 steps at batch 8, a
+    # false warning every hour at 1 step/s). A spike fires on the second
+    # report in a row above its level, at once three times as far above
+    # the median as the level is, or, when the next report is back under,
+    # if that one was no single step's loss (the next report's step is not
+    # the one after it: a report of many steps, or of none known).
+    loss_spike_confirm_reports: int = knob(2, COUNT,
+        "... fired once this many reports in a row are above the level (or one far above it)")
     # Resolved after this many reports in a row back under the level.
     loss_spike_resolve_reports: int = knob(2, COUNT, "resolved after this many reports back under the level")
     # Before there are loss_spike_min_reports, a loss this many times the

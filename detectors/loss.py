@@ -104,6 +104,11 @@ class LossDetector(DetectorBase):
         self._clean = 0  # finite reports in a row (nan resolution)
         self._under = 0  # reports in a row under the spike level
         self._stuck = 0  # reports of an open spike above its level
+        # A spike seen, not yet confirmed (``loss_spike_confirm_reports``):
+        # its first report (loss, step, source, rank, level, median) and
+        # how many reports in a row have been above the level.
+        self._first_above: tuple[float, int | None, str, int | None, float, float] | None = None
+        self._above_in_row = 0
         self._level: float | None = None  # the spike level while a spike is open
         self._median: float | None = None
         self._smoothed: float | None = None
@@ -312,6 +317,10 @@ class LossDetector(DetectorBase):
                 # (the operands in ``max``'s order: the same value, NaN included)
                 rise, least = c.loss_spike_min_rel * abs(med), c.loss_spike_min_abs
                 if loss <= med + (least if least > rise else rise):
+                    if self._above_in_row:
+                        told = self._back_under(r, loss)
+                        if told:
+                            return told
                     window.add(loss)
                     return []
         level = self._level if ep.active else self._spike_level(loss)
@@ -335,16 +344,49 @@ class LossDetector(DetectorBase):
                                      "a new level, no longer a spike", r.source, {"loss": loss, "level": level})
         elif level is not None and loss > level:
             med = self._median if self._median is not None else self._window.median()
-            where = f" at step {r.step}" if r.step is not None else ""
-            self._level, self._under, self._stuck = level, 0, 0
-            out = self._fire("spike", r.time, "warning",
-                             f"loss spiked to {_fmt(loss)}{where}, {loss / med:.1f}x its recent median {_fmt(med)}"
-                             if med > 0 else f"loss spiked to {_fmt(loss)}{where} (recent median {_fmt(med)})",
-                             r.source, r.rank, {"loss": loss, "median": med, "level": level, "step": r.step})
+            first = self._first_above
+            if first is None:
+                first = self._first_above = (loss, r.step, r.source, r.rank, level, med)
+            self._above_in_row += 1
+            if self._above_in_row >= self.config.loss_spike_confirm_reports or loss - med >= 3 * (level - med):
+                out = self._fire_spike(r.time, first)
+        elif self._above_in_row:
+            out = self._back_under(r, loss)
         # A spike's own values stay out of the level it is judged against.
         if not self._spike.active and (level is None or loss <= level):
             self._window.add(loss)
         return out
+
+    def _back_under(self, r: _Line, loss: float) -> list[Alert]:
+        """The report after one above the level, back under it. Where that
+        one was a single step's loss (the next step's report follows it) it
+        was an outlier, no spike. Where it was a report of many steps
+        (Megatron's every 10 iterations, HF's averages) or of no known
+        step, so far up is a spike, fired now, told from it; this report is
+        the first back under its level."""
+        first = self._first_above
+        self._first_above, self._above_in_row = None, 0
+        if first is None or (first[1] is not None and r.step is not None and r.step - first[1] == 1):
+            return []
+        out = self._fire_spike(r.time, first)
+        self._under = 1
+        if self._under >= self.config.loss_spike_resolve_reports:
+            level = first[4]
+            self._level = None
+            out += self._spike.resolve(r.time, f"loss back under its level: {_fmt(loss)} < {_fmt(level)}", r.source,
+                                       {"loss": loss, "level": level})
+        return out
+
+    def _fire_spike(self, t: float, first: tuple[float, int | None, str, int | None, float, float]) -> list[Alert]:
+        """The spike confirmed at ``t``, told by its first report (where it began)."""
+        loss, step, source, rank, level, med = first
+        self._first_above, self._above_in_row = None, 0
+        self._level, self._under, self._stuck = level, 0, 0
+        where = f" at step {step}" if step is not None else ""
+        return self._fire("spike", t, "warning",
+                          f"loss spiked to {_fmt(loss)}{where}, {loss / med:.1f}x its recent median {_fmt(med)}"
+                          if med > 0 else f"loss spiked to {_fmt(loss)}{where} (recent median {_fmt(med)})",
+                          source, rank, {"loss": loss, "median": med, "level": level, "step": step})
 
     # -- divergence ----------------------------------------------------------
 
@@ -452,5 +494,6 @@ class LossDetector(DetectorBase):
         self._min.clear()
         self._scale = ScaleWatch(self.config.loss_overflow_window, self.config.loss_overflow_scale_floor)
         self._level = self._median = self._smoothed = self._diverge_ref = self._above_since = None
-        self._above_reports = self._under = self._stuck = 0
+        self._above_reports = self._under = self._stuck = self._above_in_row = 0
+        self._first_above = None
         return out

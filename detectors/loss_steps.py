@@ -55,8 +55,8 @@ def quiet_loss_steps(det: LossDetector, steps: Sequence[Progress]) -> StepCommit
     """``LossDetector.quiet_steps``: the commit of a provably quiet run, or None."""
     if det._nan.active:
         return _still_nan(det, steps)
-    if det._spike.active or det._divergence.active or det._overflow.active:
-        return None
+    if det._spike.active or det._divergence.active or det._overflow.active or det._above_in_row:
+        return None  # (a spike open or one seen, not yet confirmed: report by report)
     reports = read_reports(steps)
     if reports is None:
         return None

@@ -155,7 +155,49 @@ def test_a_flat_loss_spikes_just_above_its_floor_not_at_it(level: float, floor: 
     det = LossDetector()
     assert _feed(det, [*flat, _p(40.0, 40, floor)]) == []
     det = LossDetector()
-    assert _kinds(_feed(det, [*flat, _p(40.0, 40, floor * 1.01)])) == [("spike", "firing")]
+    assert _feed(det, [*flat, _p(40.0, 40, floor * 1.01)]) == []  # one report: not confirmed yet
+    fired = _feed(det, [_p(41.0, 41, floor * 1.01)])
+    assert _kinds(fired) == [("spike", "firing")]
+    assert fired[0].time == 41.0 and "at step 40" in fired[0].message  # confirmed at 41, began at 40
+
+
+def test_one_outlier_report_is_no_spike_two_in_a_row_are_and_a_far_one_at_once() -> None:
+    """A small batch's per-step loss has outliers: one report above the
+    level, the next back under, is noise (``loss_spike_confirm_reports``).
+    Two in a row fire, told from the first; one three times as far above
+    the median as the level fires at once."""
+    base = _healthy(60, noise=0.02)
+    outlier = [_p(600.0, 60, 3.5), *_healthy(20, start=610.0, step0=61, seed=2, noise=0.02)]
+    det = LossDetector()
+    assert _feed(det, base + outlier) == [] and det._above_in_row == 0
+    det = LossDetector()
+    two = _feed(det, base + [_p(600.0, 60, 3.5), _p(610.0, 61, 3.4)])
+    assert _kinds(two) == [("spike", "firing")] and two[0].time == 610.0
+    assert "spiked to 3.5 at step 60" in two[0].message and two[0].source == "train.log:60"
+    det = LossDetector()
+    assert _kinds(_feed(det, base + [_p(600.0, 60, 40.0)])) == [("spike", "firing")]
+    det = LossDetector(DetectorConfig(loss_spike_confirm_reports=1))
+    assert _kinds(_feed(det, base + [_p(600.0, 60, 3.5)])) == [("spike", "firing")]
+
+
+@pytest.mark.parametrize("every", [10, None])
+def test_one_report_of_many_steps_far_up_is_a_spike_told_at_the_next(every: int | None) -> None:
+    """A report every 10 steps (an average: Megatron, HF) or of no known
+    step, once above the level and back at the next: a spike, fired at the
+    next report (which says it was no single step), told from the report
+    above, and resolved at the one after."""
+    rng = random.Random(3)
+
+    def p(i: int, loss: float) -> Progress:
+        return Progress(10.0 * i, f"train.log:{i}", step=None if every is None else every * i, loss=loss)
+
+    events = [p(i, 2.0 * (1 + rng.gauss(0, 0.02))) for i in range(60)] + [p(60, 3.5), p(61, 2.0), p(62, 2.01)]
+    out = _feed(LossDetector(), events)
+    assert _kinds(out) == [("spike", "firing"), ("spike", "resolved")]
+    assert out[0].time == 610.0 and out[0].source == "train.log:60" and out[1].time == 620.0
+    once = _feed(LossDetector(DetectorConfig(loss_spike_resolve_reports=1)), events)
+    assert _kinds(once) == [("spike", "firing"), ("spike", "resolved")] and once[1].time == 610.0
+    assert once[1].message == "loss back under its level: 2 < 2.977"
 
 
 # -- divergence ----------------------------------------------------------------

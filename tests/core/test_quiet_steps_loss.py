@@ -70,6 +70,23 @@ def test_every_log_gives_the_per_step_path(name: str) -> None:
     _same(LOGS[name], seeds=(1, 2, 3))
 
 
+def test_a_run_after_one_report_above_the_level_is_judged_report_by_report() -> None:
+    """A single step's outlier above the level waits for the next report
+    (``loss_spike_confirm_reports``): the run after it is not taken at
+    once, so the next report decides it, and a later lone outlier is no
+    "second in a row"."""
+    rng = random.Random(5)
+    flat = [_p(float(i), i, 2.0 * (1 + rng.gauss(0, 0.02)), grad_norm=1.0) for i in range(200)]
+    events = flat[:60] + [_p(60.0, 60, 3.5, grad_norm=1.0)] + flat[61:150] + [_p(150.0, 150, 3.5, grad_norm=1.0)]
+    events += flat[151:]
+    det = _fed(events)
+    assert not det.episodes["spike"].active and det._above_in_row == 0 and det._level is None
+    det = _fed(events[:61])
+    assert det._above_in_row == 1 and _taken(det, events[61:70]) is False
+    offered, taken = _same(events)
+    assert 0 < taken < offered
+
+
 def test_per_rank_files_give_the_per_step_path_and_the_move_to_a_lower_rank_is_not_taken() -> None:
     """``torchrun --redirects`` files (no rank prefix: the file's rank):
     runs of either file are taken, a run in which rank 0 first appears
