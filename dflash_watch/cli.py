@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         _job_flags(sub.add_parser(name, help=text))
     sub.choices["status"].add_argument("--json", action="store_true",
                                        help="the job's state as one JSON object on stdout")
+    sub.choices["relaunch"].add_argument(
+        "--take-over", action="store_true",
+        help="if the pane runs a training started by hand: stop it (your shell is spared) and run --cmd there")
 
     i = sub.add_parser("init", help="write a commented config file")
     i.add_argument("path", nargs="?", default="dflash-watch.toml")

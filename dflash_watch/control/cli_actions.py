@@ -82,6 +82,8 @@ def _job(args: argparse.Namespace, gpu_holders: GpuHolders | None, *, needs_comm
     spec = spec_from_args(args)
     if needs_command and not spec.command.strip():
         raise UsageError(NO_COMMAND)
+    if spec.cwd is not None and not Path(str(spec.cwd)).expanduser().is_dir():
+        raise UsageError(f"--cwd {spec.cwd}: no such directory (the job would run in this one)")
     job = Job(spec, gpu_holders=gpu_holders)
     if not job.available:
         raise ControlUnavailable("tmux not found on PATH: job control disabled (monitoring still works)")
@@ -185,8 +187,13 @@ def cmd_abort(args: argparse.Namespace) -> int:
 
 def cmd_relaunch(args: argparse.Namespace, gpu_holders: GpuHolders | None = None) -> int:
     def action() -> int:
-        st = _job(args, gpu_holders or nvml_holders(), needs_command=True).relaunch(
-            getattr(args, "grace", None), on_step=_say)
+        job = _job(args, gpu_holders or nvml_holders(), needs_command=True)
+        grace = getattr(args, "grace", None)
+        adoption = job.adoption() if getattr(args, "take_over", False) else None
+        if adoption is not None:  # a run started by hand in the pane: asked for by the flag
+            st = job.take_over(adoption, grace, job.spec.command, on_step=_say)
+        else:
+            st = job.relaunch(grace, on_step=_say)
         _say(st.line())
         return 0
 

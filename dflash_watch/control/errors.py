@@ -45,3 +45,16 @@ class SurvivorsAlive(JobError):
                          "dflash-watch abort ends them")
         self.pids = pids
         self.run_alive = run_alive
+
+
+class HandStarted(JobError):
+    """The job's pane runs a training the user started by hand: a relaunch
+    would stop it and then find the pane alive (dflash-watch respawns only
+    dead panes), so nothing would run. Refused before anything is touched;
+    a takeover (the dashboard's ``r``, ``relaunch --take-over``) is the way."""
+
+    def __init__(self, state: JobState) -> None:
+        super().__init__(
+            f"the run in pane {state.pane} of {state.session} was started by hand (pid {state.pid}): nothing was "
+            "touched; relaunch --take-over stops it (your shell is spared) and runs the command in that pane")
+        self.state = state

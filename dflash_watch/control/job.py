@@ -32,6 +32,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from dflash_watch.parsers.events import ProcessExit
 
@@ -52,6 +53,7 @@ from .adopt import Adoption, Foreground, read_foreground, survey
 from .errors import (
     AlreadyRunning,
     ControlUnavailable,
+    HandStarted,
     JobError,
     RelaunchRefused,
     SurvivorsAlive,
@@ -255,6 +257,10 @@ class Job:
     def _launch(self, step: StepFn) -> None:
         """Launch under the lock. remain-on-exit is set in the same tmux call."""
         spec = self.spec
+        if spec.cwd is not None and not Path(str(spec.cwd)).expanduser().is_dir():
+            # tmux would run the job in the caller's directory instead, where
+            # its relative paths (data, checkpoints) mean something else.
+            raise JobError(f"working directory {spec.cwd}: no such directory; nothing was started")
         cmd, opts = self._fresh_run()
         remain = ["set-option", "-w", "-t", spec.target, "remain-on-exit", "on"]
         try:
@@ -367,6 +373,8 @@ class Job:
             if st.running and incarnation(st) != before:
                 step(f"already relaunched by another caller: {st.line()}")
                 return st
+            if st.running and not st.managed and st.pane is not None:
+                raise HandStarted(st)
             surv = self.survivors()
             if not st.running and surv.run_alive:
                 raise SurvivorsAlive("relaunch", surv.pids, True)
@@ -409,7 +417,8 @@ class Job:
 
 # Names of the old single-file module, importable from here as before.
 __all__ = [
-    "Adoption", "AlreadyRunning", "ControlUnavailable", "ExitWatcher", "Foreground", "GpuHolders", "Job",
+    "Adoption", "AlreadyRunning", "ControlUnavailable", "ExitWatcher", "Foreground", "GpuHolders", "HandStarted",
+    "Job",
     "JobError", "JobSpec", "JobState", "OUTSIDE_SIGNALS", "RelaunchRefused", "SHELLS", "STATES", "WRAPPER_PATH",
     "classify_exit", "default_state_dir", "proc_alive", "proc_foreground_pgid", "proc_group", "proc_name",
     "proc_pgid", "proc_signal_groups", "proc_signal_pids", "proc_start_time", "proc_tree",

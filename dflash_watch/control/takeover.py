@@ -52,7 +52,7 @@ def take_over(job: Job, adoption: Adoption, grace_s: float | None = None, comman
             st = job.abort(grace_s, step, asked="takeover")
             if st.running:
                 raise JobError(f"could not stop the training in pane {adoption.pane}: {st.line()}")
-        left = pane_leftovers(now)
+        left = settled_leftovers(job, now)
         if left:
             raise JobError(f"pane {adoption.pane} still runs {pids_text(left)} besides its shell: "
                            "stop them first (nothing was respawned)")
@@ -66,6 +66,24 @@ def take_over(job: Job, adoption: Adoption, grace_s: float | None = None, comman
         step(f"took over pane {adoption.pane} in {job.spec.session}: {text}")
         job._foreground.pop(adoption.pane, None)
         return job._wait_started()
+
+
+LEFTOVERS_SETTLE_S = 3.0  # a shell's prompt hook (pyenv, conda, direnv) after the Ctrl-C, gone within this
+
+
+def settled_leftovers(job: Job, pane: Pane) -> tuple[int, ...]:
+    """``pane_leftovers`` once the shell is back at its prompt: the processes
+    its prompt hook starts as the training ends (``PROMPT_COMMAND``) are
+    gone within ``LEFTOVERS_SETTLE_S``; a background job or an editor stays.
+    Looked at once a tenth of a second: a takeover refused for a prompt
+    hook had already stopped the training (one try in four)."""
+    waited = 0.0
+    while True:
+        left = pane_leftovers(pane)
+        if not left or waited >= LEFTOVERS_SETTLE_S:
+            return left
+        job._sleep(0.1)
+        waited += 0.1
 
 
 def pane_leftovers(pane: Pane) -> tuple[int, ...]:

@@ -225,3 +225,89 @@ def test_a_dead_pane_started_with_a_command_is_respawned_without_k(tmux, tmp_pat
     job.take_over(adoption)
     st = wait_for(lambda: (lambda s: s if not s.running else None)(job.status()))
     assert st.managed and st.code == 2 and (work / "ran").exists()
+
+
+def _config(tmp_path: Path, tmux, command: str, session: str = "user", cwd: str | None = None) -> str:
+    import json
+
+    path = tmp_path / "dfw.toml"
+    path.write_text(
+        "[run]\n"
+        f"command = {json.dumps(command)}\nsession = {json.dumps(session)}\n"
+        f"socket = {json.dumps(tmux.socket)}\nstate_dir = {json.dumps(str(tmp_path / 'state'))}\n"
+        "grace_s = 1.0\npreflight_timeout_s = 5.0\n" + (f"cwd = {json.dumps(cwd)}\n" if cwd else "")
+    )
+    return str(path)
+
+
+def test_cli_relaunch_of_a_hand_started_run_refuses_before_touching_it_and_take_over_does_it(
+        tmux, tmp_path, marker, capsys):
+    """`dflash-watch relaunch` used to Ctrl-C a run the user started by hand,
+    then refuse to start in the live pane (only dead panes are respawned):
+    the training dead, nothing running. Now it refuses first, exit 1, and
+    ``--take-over`` is the explicit way: the training stopped, the shell
+    spared until the pane is respawned, one new training."""
+    from dflash_watch.control import cli_actions
+    from tmux_job_helpers import ns
+
+    work = tmp_path / "w"
+    work.mkdir()
+    pane = user_shell(tmux, work)
+    type_line(tmux, pane, long_cmd(tmp_path, marker))
+    (pid,) = trainer_pids(tmp_path)
+    args = ns(config=_config(tmp_path, tmux, long_cmd(tmp_path, marker)))
+    capsys.readouterr()
+    assert cli_actions.cmd_relaunch(args) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "started by hand" in err and "nothing was touched" in err, err
+    assert "--take-over" in err and proc_alive(pid) and marked_pids(marker) == [pid]
+    args.take_over = True
+    assert cli_actions.cmd_relaunch(args) == 0, capsys.readouterr().err
+    new = wait_for(lambda: [p for p in trainer_pids(tmp_path, 2) if p != pid])
+    assert not proc_alive(pid) and marked_pids(marker) == new  # one training
+    st = Job(cli_actions.spec_from_args(args)).status()
+    assert st.running and st.managed and new[0] in st.pids
+
+
+def test_takeover_waits_out_the_shells_prompt_hook(tmux, tmp_path, marker):
+    """A shell whose prompt hook runs a program as the training ends
+    (pyenv's, conda's, direnv's ``PROMPT_COMMAND``): the pane briefly holds
+    it beside the shell. The takeover waits for it instead of refusing
+    after it had stopped the training."""
+    work = tmp_path / "w"
+    work.mkdir()
+    tmux.run("new-session", "-d", "-s", "user", "-x", "200", "-y", "50", "-c", str(work),
+             "-e", "PS1=$ ", "-e", "PROMPT_COMMAND=sleep 1.2", "--", "bash", "--norc", "--noprofile")
+    pane = tmux.run("display-message", "-p", "-t", "=user:", "#{pane_id}").stdout.strip()
+    wait_for(lambda: prompt_shown(tmux, pane))
+    type_line(tmux, pane, long_cmd(tmp_path, marker))
+    (pid,) = trainer_pids(tmp_path)
+    job = Job(spec(tmux, tmp_path, long_cmd(tmp_path, marker), session="user"))
+    adoption = job.adoption()
+    assert adoption is not None
+    st = job.take_over(adoption)
+    new = wait_for(lambda: [p for p in trainer_pids(tmp_path, 2) if p != pid])
+    assert st.running and st.managed and marked_pids(marker) == new and not proc_alive(pid)
+
+
+def test_start_with_a_working_directory_that_does_not_exist_is_refused(tmux, tmp_path, capsys):
+    """tmux would run the job in the caller's directory: its relative data
+    and checkpoint paths would mean something else. One line, exit 2, no
+    session; the dashboard's start (``Job.start``) refuses too."""
+    from dflash_watch.control import cli_actions
+    from tmux_job_helpers import ns
+
+    missing = tmp_path / "no" / "such"
+    args = ns(config=_config(tmp_path, tmux, "pwd > where.txt", session="e4"), cwd=str(missing))
+    assert cli_actions.cmd_start(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such directory" in err and str(missing) in err
+    assert not tmux.server_running()
+    job = Job(spec(tmux, tmp_path, "pwd > where.txt", session="e4", cwd=str(missing)))
+    try:
+        job.start()
+    except JobError as exc:
+        assert "no such directory" in str(exc)
+    else:
+        raise AssertionError("started in a directory that does not exist")
+    assert not tmux.server_running()
