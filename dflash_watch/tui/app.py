@@ -397,9 +397,22 @@ class DashboardApp(JobActions, App[int]):
         self.push_screen(HelpScreen())
 
     def action_quit_dashboard(self) -> None:
-        """Leave the dashboard; the job is never touched (it lives in tmux)."""
+        """Leave the dashboard; the job is never touched (it lives in tmux),
+        but an action the user set going here is asked about first
+        (``JobActions.quit_asked``)."""
+        if self.quit_asked(self._quit_anyway):
+            return
         self._dfw_closing = True
         self.exit(0)
+
+    def _quit_anyway(self, yes: bool | None) -> None:
+        if yes:
+            self._dfw_closing = True
+            self.exit(0)
+
+    async def action_quit(self) -> None:
+        """ctrl+q: the same as q (an action in progress is asked about)."""
+        self.action_quit_dashboard()
 
     def action_show_file(self, path: str) -> None:
         panel = self.log_panel

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual import work
 
 from .preflight import Preflight, preflight
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 else:
     _AppBase = object
 
+
+# What ``busy`` says while an action acts on the job (not while it only checks).
+ACTING = frozenset({"start", "abort", "relaunch", "takeover"})
 
 class JobActions(_AppBase):
     """Needs from the app: ``job``, ``monitor``, ``session``, ``control_note``,
@@ -57,6 +61,21 @@ class JobActions(_AppBase):
         if self.busy:
             self.notify(f"cannot {what}: {self.busy} still in progress", severity="warning", markup=False)
             return False
+        return True
+
+    def quit_asked(self, answer: Callable[[bool | None], None]) -> bool:
+        """Whether quitting must ask first (then the question is up, and
+        ``answer`` gets the reply): an abort, a start, a relaunch or a
+        takeover runs in this process (an abort's Ctrl-C, SIGTERM and
+        SIGKILL are seconds apart), and quitting ends it where it is, a job
+        asked to stop left running, unsaid. Waiting is the default."""
+        acting = self.busy if self.busy in ACTING else None
+        if acting is None:
+            return False
+        body = Text(f"The {acting} runs in this dashboard and is not done: quitting now stops it where it is, "
+                    "and the job may be left as it is now (an abort's SIGTERM and SIGKILL not sent). "
+                    "Cancel waits for it; its end is shown here.")
+        self.push_screen(ConfirmScreen(f"{acting} in progress: quit anyway?", body, yes_label="Quit (y)"), answer)
         return True
 
     def action_start(self) -> None:

@@ -338,3 +338,66 @@ async def test_a_rebound_key_triggers_its_action_and_the_old_key_no_longer_does(
         assert job.calls.count("abort") == 1
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Abort job (^a)" in titles and "Help (h)" in titles and "Start job (a)" in titles, titles
+
+
+@pytest.mark.parametrize("key", ["q", "ctrl+q"])
+async def test_quit_during_an_abort_asks_and_waiting_is_the_default(key):
+    """An abort runs in the dashboard (Ctrl-C, then SIGTERM and SIGKILL
+    seconds later): quitting in between left a job that ignores Ctrl-C
+    running, unsaid. Now quit asks; n waits, the abort ends, and q quits."""
+    import threading
+
+    app, _s, job = make_app("healthy")
+    release = threading.Event()
+    acted = job.abort
+
+    def slow_abort(grace_s=None, on_step=None):  # noqa: ANN001, ANN202
+        if on_step is not None:
+            on_step("sent Ctrl-C to pane %3; waiting up to 15 s")
+        assert release.wait(10)
+        return acted(grace_s, on_step)
+
+    job.abort = slow_abort
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await settle(app, pilot)
+        await pilot.press("y")
+        await pilot.pause(0.2)
+        assert app.busy == "abort"
+        await pilot.press(key)
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, ConfirmScreen) and "abort in progress" in app.screen.title_text
+        await pilot.press("n")
+        await pilot.pause(0.2)
+        assert app.is_running and not isinstance(app.screen, ConfirmScreen)
+        release.set()
+        await settle(app, pilot)
+        assert app.busy is None and job.calls.count("abort") == 1
+        await pilot.press(key)
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ConfirmScreen)
+    assert app.return_code == 0
+
+
+async def test_quit_during_an_abort_y_quits():
+    import threading
+
+    app, _s, job = make_app("healthy")
+    release = threading.Event()
+    job.abort = lambda grace_s=None, on_step=None: release.wait(10)  # noqa: ARG005
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("a")
+            await settle(app, pilot)
+            await pilot.press("y")
+            await pilot.pause(0.2)
+            await pilot.press("q")
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            await pilot.pause(0.2)
+            assert app._exit or not app.is_running
+    finally:
+        release.set()
