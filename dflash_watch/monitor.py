@@ -47,6 +47,7 @@ from dflash_watch.parsers.step_columns import columns_of, read
 from .alertbook import AlertBook
 from .baseline.figures import ALLOC_RETRIES_KEY, PADDING_KEY, RECOMPILES_KEY, figures_of
 from .baseline.store import Baseline
+from .control.state import incarnation
 from .history import DEFAULT_TIERS, LATEST_ONLY, GpuHistory, SeriesHistory
 from .ingest import Ingest
 from .latest_probes import LatestProbes
@@ -71,6 +72,9 @@ _REMEMBERED = columns_of("time", "rate", "step", "rate_unit", "loss")
 # ``Monitor.gpu_unavailable`` when the user turned sampling off (not a
 # failure): views offer the matching fix.
 GPU_SAMPLING_OFF = "GPU sampling is off (--no-gpu, or [gpu] enabled = false)"
+
+_PENDING = object()  # (``Monitor._incarnation``)
+
 
 class Monitor(Ingest, RecentLines, StepRuns):
     """One run's picture. Raw inputs come in through ``Ingest`` (log text,
@@ -168,6 +172,9 @@ class Monitor(Ingest, RecentLines, StepRuns):
         self.live_since: float | None = None
         # The managed job as last seen by job control (None: no control).
         self.job_state: Any = None
+        # The running incarnation counted last (``control.state.incarnation``);
+        # ``_PENDING``: a relaunch counted whose run no status has shown yet.
+        self._incarnation: str | object | None = None
         # Bumped on every change: a view redraws only when it moved.
         self.version = 0
 
@@ -458,19 +465,45 @@ class Monitor(Ingest, RecentLines, StepRuns):
 
     # -- job lifecycle ------------------------------------------------------
     def set_job_state(self, state: JobState) -> None:
+        """The job's state as a status read it. A running incarnation other
+        than the one seen last is a relaunch, whoever made it (another
+        shell's ``dflash-watch relaunch``, another watcher's ``r`` or
+        auto-relaunch): without this the old run's exit alert stayed firing
+        beside a healthy run, in the dashboard and in the exported gauges."""
         with self._lock:
             if state != self.job_state:
                 self.job_state = state
                 self.version += 1
+            if getattr(state, "running", False):
+                run = incarnation(state)
+                if run is not None and run != self._incarnation:
+                    if self._incarnation is _PENDING:
+                        self._incarnation = run  # the relaunch counted by ``job_relaunched``
+                    else:
+                        if self._incarnation is not None:
+                            self._new_incarnation("job relaunched by someone else")
+                        self._incarnation = run
 
-    def job_relaunched(self, now: float) -> None:
-        """A new incarnation of the job: old crashes are history now."""
+    def job_relaunched(self, now: float, state: JobState | None = None) -> None:
+        """A new incarnation of the job (this watcher's relaunch, start or
+        takeover, ``state`` its status after): old crashes are history now.
+        Counted once: a status read first (``set_job_state``) may have
+        counted it already."""
         with self._lock:
-            self.restarts += 1
-            self.alerts.clear_one_shots()
-            self.last_crash = None
-            self.last_exit = None
-            self.note(f"job relaunched (restart {self.restarts})")
+            run = incarnation(state) if getattr(state, "running", False) else None  # type: ignore[arg-type]
+            if run is not None and run == self._incarnation:
+                return
+            self._new_incarnation("job relaunched")
+            self._incarnation = run if run is not None else _PENDING
+            if state is not None:
+                self.set_job_state(state)
+
+    def _new_incarnation(self, why: str) -> None:
+        self.restarts += 1
+        self.alerts.clear_one_shots()
+        self.last_crash = None
+        self.last_exit = None
+        self.note(f"{why} (restart {self.restarts})")
 
     # -- views --------------------------------------------------------------
     @property

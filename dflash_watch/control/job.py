@@ -286,8 +286,11 @@ class Job:
         """Wait until the wrapper has recorded its child (or the pane died)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            st = self.status()
+            # The record first: read after the status, a record the wrapper
+            # wrote between the two returned a status from before it (a run
+            # "found in the pane", not the managed one just started).
             rec = self._record()
+            st = self.status()
             if not st.running or (rec and rec.get("state") != "starting") or time.monotonic() >= deadline:
                 return st
             time.sleep(0.02)

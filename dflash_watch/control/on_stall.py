@@ -132,8 +132,8 @@ class OnStall:
                 if self._status_running():
                     step("on_stall relaunch: the job was started again by someone else; nothing done")
                     return
-                self.job.relaunch(on_step=step)
-                self.monitor.job_relaunched(now)
+                state = self.job.relaunch(on_step=step)
+                self.monitor.job_relaunched(now, state if hasattr(state, "running") else None)
             self.actions += 1
         except Exception as exc:  # noqa: BLE001 - reported, never raised into the live session
             self.monitor.note(f"on_stall {self.config.action} failed: {exc}")

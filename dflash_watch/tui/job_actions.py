@@ -178,9 +178,10 @@ class JobActions(_AppBase):
         except Exception as exc:
             self.call_from_thread(self._job_failed, action, exc)
             return
-        self.monitor.set_job_state(state)
         if action in ("relaunch", "takeover") or (action == "start" and was in ("exited", "killed")):
-            self.monitor.job_relaunched(self.clock())
+            self.monitor.job_relaunched(self.clock(), state)
+        else:
+            self.monitor.set_job_state(state)
         self.call_from_thread(self._job_done, action, state)
 
     def _step(self, action: str, message: str) -> None:

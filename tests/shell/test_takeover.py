@@ -247,8 +247,9 @@ def test_cli_relaunch_of_a_hand_started_run_refuses_before_touching_it_and_take_
     the training dead, nothing running. Now it refuses first, exit 1, and
     ``--take-over`` is the explicit way: the training stopped, the shell
     spared until the pane is respawned, one new training."""
-    from dflash_watch.control import cli_actions
     from tmux_job_helpers import ns
+
+    from dflash_watch.control import cli_actions
 
     work = tmp_path / "w"
     work.mkdir()
@@ -264,7 +265,7 @@ def test_cli_relaunch_of_a_hand_started_run_refuses_before_touching_it_and_take_
     args.take_over = True
     assert cli_actions.cmd_relaunch(args) == 0, capsys.readouterr().err
     new = wait_for(lambda: [p for p in trainer_pids(tmp_path, 2) if p != pid])
-    assert not proc_alive(pid) and marked_pids(marker) == new  # one training
+    assert wait_for(lambda: not proc_alive(pid)) and wait_for(lambda: marked_pids(marker) == new)  # one training
     st = Job(cli_actions.spec_from_args(args)).status()
     assert st.running and st.managed and new[0] in st.pids
 
@@ -287,15 +288,17 @@ def test_takeover_waits_out_the_shells_prompt_hook(tmux, tmp_path, marker):
     assert adoption is not None
     st = job.take_over(adoption)
     new = wait_for(lambda: [p for p in trainer_pids(tmp_path, 2) if p != pid])
-    assert st.running and st.managed and marked_pids(marker) == new and not proc_alive(pid)
+    assert st.running and st.managed and wait_for(lambda: not proc_alive(pid))
+    assert wait_for(lambda: marked_pids(marker) == new)  # one training
 
 
 def test_start_with_a_working_directory_that_does_not_exist_is_refused(tmux, tmp_path, capsys):
     """tmux would run the job in the caller's directory: its relative data
     and checkpoint paths would mean something else. One line, exit 2, no
     session; the dashboard's start (``Job.start``) refuses too."""
-    from dflash_watch.control import cli_actions
     from tmux_job_helpers import ns
+
+    from dflash_watch.control import cli_actions
 
     missing = tmp_path / "no" / "such"
     args = ns(config=_config(tmp_path, tmux, "pwd > where.txt", session="e4"), cwd=str(missing))
