@@ -159,12 +159,22 @@ class AutoRelauncher:
         self.due: float | None = None
         self._run_started: float | None = None
 
+    def _started_by_another(self) -> bool:
+        """The job runs again though this watcher has not relaunched it yet."""
+        status = getattr(self.job, "status", None)
+        return callable(status) and bool(getattr(status(), "running", False))
+
     def step(self, now: float, signature: SignatureSource = None, run_started: float | None = None) -> AutoStep:
         if self.due is not None:
             if now < self.due:
                 return AutoStep()
             self.due = None
             try:
+                if self._started_by_another():
+                    # Another watcher's auto-relaunch (both read the same
+                    # exit) or a relaunch from a shell came first: a second
+                    # one would stop that fresh run and start it again.
+                    return AutoStep(error="auto-relaunch: the job was started again by someone else; nothing done")
                 self.job.relaunch()
             except Exception as exc:  # reported, never raised into the Monitor
                 return AutoStep(relaunched=False, error=f"auto-relaunch failed: {exc}")

@@ -325,6 +325,40 @@ def test_crash_loop_stops_auto_relaunch(tmux, tmp_path):
     assert log.read_text().count("RuntimeError: fake crash") == 3
 
 
+def test_two_watchers_with_auto_relaunch_start_the_job_once_per_crash(tmux, tmp_path):
+    """The dashboard and headless beside one job, both with auto_relaunch
+    (one config file): both read the same exit. The first relaunches; the
+    second, due a little later, finds the job running again and does
+    nothing. It used to Ctrl-C that fresh run and start it once more: two
+    restarts per crash, a killed start on the GPUs."""
+    log = tmp_path / "train.log"
+    once = shlex.quote(str(tmp_path / "crashed-once"))
+    crash = f"{PY} {shlex.quote(str(TRAINERS / 'crash_trainer.py'))} {shlex.quote(str(log))}"
+    # The first run crashes; a relaunch runs on (a sleep that logs its start).
+    command = f"if [ -e {once} ]; then echo started >> {shlex.quote(str(log))}; exec sleep 60; fi; touch {once}; {crash}"
+    cfg = AutoRelaunchConfig(enabled=True, max_restarts=10, backoff_s=0.0, crash_loop_count=9, crash_loop_window_s=600)
+    jobs = [Job(spec(tmux, tmp_path, command)) for _ in range(2)]
+    drivers = [AutoRelauncher(job, AutoRelaunchPolicy(cfg)) for job in jobs]
+    jobs[0].start()
+    wait_ended(jobs[0], 20)
+    steps = [[], []]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not all(any(s.relaunched or s.error for s in got) for got in steps):
+        for driver, got in zip(drivers, steps):
+            got.append(driver.step(time.time(), signature="RuntimeError:train.py:42"))
+        time.sleep(0.05)
+    relaunched = [sum(s.relaunched for s in got) for got in steps]
+    errors = [s.error for got in steps for s in got if s.error]
+    assert sorted(relaunched) == [0, 1], (relaunched, errors)
+    assert errors == ["auto-relaunch: the job was started again by someone else; nothing done"]
+    time.sleep(1.0)
+    text = log.read_text()
+    assert text.count("fake crash") == 1 and text.count("started") == 1, text  # one relaunch, not stopped and redone
+    st = jobs[0].status()
+    assert st.running
+    jobs[0].abort(0.5)
+
+
 def test_policy_is_off_by_default_and_backs_off():
     crash = ProcessExit(time=0.0, kind="crash", code=1, signature="E:x")
     assert not AutoRelaunchPolicy(AutoRelaunchConfig()).on_exit(0.0, crash).relaunch
