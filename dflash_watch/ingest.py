@@ -107,6 +107,7 @@ class Ingest:
     feed_events: Callable[[Iterable[Event]], list[Alert]]
     note: Callable[[str], None]
     _keep_chunk: Callable[[str, str, int, int], None]
+    keep_partial: Callable[[str, str, int], None]
 
     def _init_ingest(self) -> None:
         self._streams: dict[str, StreamState] = {}
@@ -239,6 +240,7 @@ class Ingest:
         from dflash_watch.parsers.progress import progress_from
         from dflash_watch.parsers.progress.redraws import ELAPSED, redraw_times, redraw_values
 
+        self.keep_partial(path, text, lineno)
         found = redraw_values(text.rstrip("\n"), self._progress_pattern)
         if not found:
             return []

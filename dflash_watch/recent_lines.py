@@ -40,6 +40,11 @@ class RecentLines:
         # (its ring cleared): a view that colours and marks lines by their
         # numbers starts over when this moves.
         self.line_restarts: dict[str, int] = {}
+        # Per file, its unfinished last line as drawn now (line number, its
+        # newest state): a tqdm bar redrawn with '\r' and no newline for a
+        # whole epoch is a file of no lines, and the view said "no lines
+        # yet: check the path" for an hour while the header read the bar.
+        self.partial_lines: dict[str, tuple[int, str]] = {}
 
     @property
     def lines(self) -> dict[str, deque[tuple[int, str]]]:
@@ -49,10 +54,27 @@ class RecentLines:
                 self._split_pending(path)
             return self._lines
 
+    def keep_partial(self, path: str, text: str, lineno: int) -> None:
+        """The unfinished line ``lineno`` as drawn so far (``'\r'``-joined
+        states): its newest state stands last in the view until its newline."""
+        if not self.keep_lines:
+            return
+        states = [state for state in text.rstrip("\n").split("\r") if state.strip()]
+        if states:
+            with self._lock:
+                self.partial_lines[path] = (lineno, _shortened(states[-1]))
+
+    def _drop_partial(self, path: str, last_lineno: int) -> None:
+        partial = self.partial_lines.get(path)
+        if partial is not None and partial[0] <= last_lineno:
+            del self.partial_lines[path]  # its newline came: the line is in the ring
+
     def _keep_chunk(self, path: str, text: str, first_lineno: int, count: int) -> None:
         """A chunk of ``count`` complete lines (counted in C by the caller):
         only the last ``keep_lines`` of them are split off, and not before a
         view asks when the chunk alone fills the ring."""
+        if self.partial_lines and count:
+            self._drop_partial(path, first_lineno + count - 1)
         if self.keep_lines and count >= self.keep_lines:
             self._unsplit[path] = (text, first_lineno, count)
         elif self.keep_lines and count:
@@ -69,6 +91,8 @@ class RecentLines:
 
     def remember_lines(self, path: str, lines: list[str], first_lineno: int) -> None:
         self._split_pending(path)
+        if self.partial_lines and lines:
+            self._drop_partial(path, first_lineno + len(lines) - 1)
         ring = self._lines.get(path)
         if ring is None:
             ring = self._lines[path] = deque(maxlen=self.keep_lines)

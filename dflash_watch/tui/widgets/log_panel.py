@@ -71,14 +71,21 @@ class LogPanel(Vertical):
 
     def update_view(self, monitor: Monitor) -> None:
         with locked(monitor):
-            files = sorted(monitor.lines)
+            partials = monitor.partial_lines
+            files = sorted(set(monitor.lines) | set(partials))
             if self.current not in files:
                 self.current = files[0] if files else None
             ring = monitor.lines.get(self.current) if self.current else None
             last = ring[-1][0] if ring else None
+            # The unfinished last line (a bar drawn with '\r', its newline to come) stands last.
+            partial = partials.get(self.current) if self.current else None
+            if partial is not None and last is not None and partial[0] <= last:
+                partial = None
             restarts = monitor.line_restarts.get(self.current, 0) if self.current else 0
-            key = (self.current, last, len(ring) if ring else 0, restarts)
-            lines = list(ring) if ring is not None and key != self._seen else None
+            key = (self.current, last, len(ring) if ring else 0, restarts, partial)
+            lines = None
+            if key != self._seen and (ring is not None or partial is not None):
+                lines = [*(ring or ()), *((partial,) if partial is not None else ())]
         self.files = files
         view = self.view
         if not files:

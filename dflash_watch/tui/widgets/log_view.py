@@ -131,7 +131,13 @@ class LogView(ScrollView, can_focus=True):
             self._restarts = restarts
         anchor = self._top_lineno() if not self.following else None
         before = self.lines[-1][0] if self.lines else 0
+        redrawn = bool(lines and self.lines and lines[-1][0] == before == self._last_lineno
+                       and lines[-1][1] != self.lines[-1][1])
         self.lines = lines
+        if redrawn:  # the unfinished last line drawn anew (a bar), or its newline come: classed again
+            lineno = lines[-1][0]
+            self._last_class = classify(lines[-1][1], self.classes_by_lineno.get(lineno - 1, NORMAL))
+            self.classes_by_lineno[lineno] = self._last_class
         # The ring is in line order: only its tail is new, so classify just that.
         fresh = bisect_right(lines, self._last_lineno, key=_lineno)
         for lineno, text in lines[fresh:]:
