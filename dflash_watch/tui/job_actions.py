@@ -124,6 +124,11 @@ class JobActions(_AppBase):
             self.push_screen(ConfirmScreen("Abort the training job?", body, yes_label="Abort (y)"),
                              lambda yes: self._confirmed("abort", yes))
             return
+        if facts.outside:  # not offered: Job.relaunch refuses it (SurvivorsAlive), after a dialog promising it
+            self.notify(f"relaunch blocked, nothing was stopped: the last run still runs outside tmux (pids "
+                        f"{', '.join(map(str, facts.will_stop))}); abort (a) ends it, then relaunch",
+                        title="relaunch: preflight", severity="error", timeout=15, markup=False)
+            return
         if not facts.ok:
             self.notify("relaunch blocked, nothing was stopped: " + "; ".join(facts.blockers),
                         title="relaunch: preflight", severity="error", timeout=15, markup=False)

@@ -50,6 +50,12 @@ class Preflight:
         return bool(getattr(self.state, "running", False)) or bool(self.will_stop)
 
     @property
+    def outside(self) -> bool:
+        """The last run lives on outside tmux (its server died under it): a
+        relaunch refuses that (two trainings), an abort ends it."""
+        return not getattr(self.state, "running", False) and bool(self.will_stop)
+
+    @property
     def ok(self) -> bool:
         return not self.blockers
 

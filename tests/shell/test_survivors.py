@@ -256,3 +256,30 @@ def test_abort_that_cannot_end_the_survivors_exits_non_zero_naming_them(tmp_path
     finally:
         other.kill()
         other.wait()
+
+
+async def test_dashboard_r_on_a_run_outside_tmux_says_why_and_offers_nothing(tmux, tmp_path, marker):
+    """The dashboard's r used to open a dialog promising to stop the run
+    that outlived its tmux server ("will stop 3 processes ...", Relaunch
+    (y)), then refuse after y. It now says at once that the run lives on
+    outside tmux and that abort (a) ends it; nothing is asked, nothing stopped."""
+    from dflash_watch.monitor import Monitor
+    from dflash_watch.tui.app import DashboardApp
+    from dflash_watch.tui.screens.confirm import ConfirmScreen
+
+    command = long_cmd(tmp_path, marker, ignore="HUP")
+    job = Job(cli_actions.spec_from_args(ns(config=str(config_file(tmp_path, tmux, command)))))
+    wrapper, trainer = outlive_the_server(job, tmux)
+    app = DashboardApp(Monitor(), job=job, bell_repeat_s=0)
+    async with app.run_test(size=(140, 44), notifications=True) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.press("r")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        said = [n.message for n in app._notifications]
+        assert any("still runs outside tmux" in m and str(trainer) in m and "abort (a)" in m for m in said), said
+    assert proc_alive(trainer) and marked_pids(marker) == [trainer]
+    job.abort(0.5)
