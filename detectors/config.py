@@ -293,6 +293,11 @@ class DetectorConfig:
     loss_divergence_window_s: float = knob(3600.0, POSITIVE, "... the minimum of this many seconds ...")
     loss_divergence_s: float = knob(300.0, NON_NEGATIVE, "... sustained this many seconds ...")
     loss_divergence_min_reports: int = knob(5, COUNT, "... and this many reports")
+    # A divergence whose smoothed loss reaches this many times its minimum
+    # is critical (a loss of 0.2 climbing to 76 under a runaway learning
+    # rate stayed one warning): the run is lost, as with a NaN.
+    loss_divergence_critical_factor: float = knob(10.0, "> 1",
+        "... critical once the smoothed loss is this many times that minimum")
     # overflow: skipped steps on at least this share of the last
     # loss_overflow_window iterations (fp16 warm-up halves the scale ~16
     # times from 2^32 at the start: a third of 50 steps, no storm)...

@@ -115,6 +115,7 @@ class LossDetector(DetectorBase):
         self._above_since: float | None = None
         self._above_reports = 0
         self._diverge_ref: float | None = None  # the minimum a divergence is judged from
+        self._diverge_critical = False  # the open divergence fired (or escalated to) critical
         # What ``state()`` shows, kept as plain fields: a report updates them
         # on every step, and the dashboard reads them once a second.
         self._loss: float | None = None
@@ -407,7 +408,12 @@ class LossDetector(DetectorBase):
                 self._min.add(r.time, smoothed)
                 return ep.resolve(r.time, f"smoothed loss came back down to {_fmt(smoothed)} (minimum {_fmt(ref)})",
                                   r.source, {"smoothed": smoothed, "minimum": ref})
-            return []
+            if self._diverge_critical or not self._lost(smoothed, ref):
+                return []
+            lasted = r.time - (self._above_since if self._above_since is not None else r.time)
+            out = ep.resolve(r.time, f"escalated: smoothed loss {_fmt(smoothed)} is {smoothed / ref:.0f}x its "
+                             f"minimum {_fmt(ref)}", r.source, {"smoothed": smoothed, "minimum": ref})
+            return out + self._fire_divergence(r, smoothed, ref, lasted)
         ref_min = self._min.min()
         self._min.add(r.time, smoothed)
         self._recent_min = ref_min
@@ -421,12 +427,22 @@ class LossDetector(DetectorBase):
         if lasted < c.loss_divergence_s or self._above_reports < c.loss_divergence_min_reports:
             return []
         self._diverge_ref = ref_min
-        rise = (smoothed / ref_min - 1.0) * 100 if ref_min > 0 else float("nan")
+        return self._fire_divergence(r, smoothed, ref_min, lasted)
+
+    def _lost(self, smoothed: float, ref: float) -> bool:
+        """Far enough above its minimum to be critical (``loss_divergence_critical_factor``)."""
+        return ref > 0 and smoothed >= self.config.loss_divergence_critical_factor * ref
+
+    def _fire_divergence(self, r: _Line, smoothed: float, ref: float, lasted: float) -> list[Alert]:
+        """The divergence episode fired: a warning, or critical when the loss is that far up."""
+        rise = (smoothed / ref - 1.0) * 100 if ref > 0 else float("nan")
         pct = f" (+{rise:.0f}%)" if math.isfinite(rise) else ""
-        return self._fire("divergence", r.time, "warning",
-                          f"loss diverging: smoothed {_fmt(smoothed)} vs recent minimum {_fmt(ref_min)}{pct} "
-                          f"for {fmt_duration(lasted)}", r.source, r.rank,
-                          {"smoothed": smoothed, "minimum": ref_min, "seconds": lasted, "step": r.step})
+        lost = self._diverge_critical = self._lost(smoothed, ref)
+        what = (f"loss diverged: smoothed {_fmt(smoothed)} is {smoothed / ref:.0f}x its recent minimum {_fmt(ref)}"
+                if lost else f"loss diverging: smoothed {_fmt(smoothed)} vs recent minimum {_fmt(ref)}{pct}")
+        return self._fire("divergence", r.time, "critical" if lost else "warning",
+                          f"{what} for {fmt_duration(lasted)}", r.source, r.rank,
+                          {"smoothed": smoothed, "minimum": ref, "seconds": lasted, "step": r.step})
 
     # -- overflow ------------------------------------------------------------
 

@@ -217,6 +217,34 @@ def test_divergence_fires_after_minutes_above_the_minimum_and_resolves_when_it_c
     assert "diverging" in firing.message
 
 
+def test_a_divergence_that_runs_away_escalates_to_critical_once() -> None:
+    """A runaway learning rate: the loss climbs on and on (a review's real
+    run: 0.2 to 76). Past ``loss_divergence_critical_factor`` times its
+    minimum the warning is resolved as escalated and one critical fires;
+    it comes down, and that one resolves."""
+    det = LossDetector()
+    events = _healthy(60)  # 10 min at 2.0
+    events += [_p(600.0 + 10 * i, 60 + i, 2.0 * 1.02 ** i) for i in range(1, 181)]  # up 2% a report: 71x
+    events += [_p(2500.0 + 10 * i, 300 + i, 2.0) for i in range(30)]
+    out = _feed(det, events)
+    kinds = [(a.kind, a.state, a.severity) for a in out]
+    assert kinds == [("divergence", "firing", "warning"), ("divergence", "resolved", "warning"),
+                     ("divergence", "firing", "critical"), ("divergence", "resolved", "critical")], kinds
+    assert "escalated" in out[1].message and out[1].time == out[2].time
+    assert "diverged" in out[2].message and "10x its recent minimum" in out[2].message
+    assert out[2].evidence["smoothed"] >= 10 * out[2].evidence["minimum"]
+
+
+def test_a_divergence_already_that_far_fires_critical_at_once() -> None:
+    det = LossDetector()
+    events = _healthy(60) + [_p(600.0 + 10 * i, 60 + i, 30.0 + 0.01 * i) for i in range(1, 60)]
+    out = [a for a in _feed(det, events) if a.kind == "divergence"]
+    assert [(a.state, a.severity) for a in out] == [("firing", "critical")]
+    det = LossDetector(DetectorConfig(loss_divergence_critical_factor=100.0))
+    out = [a for a in _feed(det, events) if a.kind == "divergence"]
+    assert [(a.state, a.severity) for a in out] == [("firing", "warning")]
+
+
 def test_a_short_bump_above_the_margin_is_no_divergence() -> None:
     det = LossDetector()
     events = _healthy(60) + [_p(600.0 + 10 * i, 60 + i, 2.8) for i in range(20)] + _healthy(30, start=800.0, step0=80)

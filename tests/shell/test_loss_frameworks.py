@@ -46,7 +46,7 @@ EXPECTED = {
     "megatron_fp16_storm.log": [("overflow", "firing"), ("overflow", "resolved")],
     "deepspeed_fp16_healthy.log": [],
     "megatron_fp16_healthy.log": [],
-    # fake_trainers/noisy_small_batch.py --seed 1: batch 8, each step's own
+    # fake_trainers/tiny_mlp_trainer.py --seed 1: batch 8, each step's own
     # loss; an outlier at step 2184 (one report, 3.3x the median, then back) is no spike.
     "noisy_small_batch_healthy.log": [],
 }
@@ -283,3 +283,19 @@ def test_torchrun_redirect_files_live_rank_one_first_no_false_loss_spike(tmp_pat
     finally:
         _stop(headless)
     assert [a for a in live if a["detector"] == "loss"] == [], live
+
+
+def test_a_runaway_learning_rate_escalates_the_divergence_to_critical() -> None:
+    """fake_trainers/tiny_mlp_trainer.py --sgd ... --ramp-at 200 (real torch): the loss goes down to about
+    0.2, then a schedule bug multiplies the learning rate by 1.02 a step
+    and it climbs to 200. A warning, escalated to critical once the
+    smoothed loss is 10x its minimum (it stayed one warning). The run lasts
+    a minute: the divergence is judged over 10 s, not the default 300."""
+    from dflash_watch.detectors.config import DetectorConfig
+    from dflash_watch.monitor import Monitor
+
+    monitor = Monitor(detector_config=DetectorConfig(loss_divergence_s=10.0), keep_lines=0)
+    alerts = [a for a in replay([str(FIXTURES / "runaway_lr.log")], monitor=monitor).alerts if a.kind == "divergence"]
+    assert [(a.state, a.severity) for a in alerts][:3] == [
+        ("firing", "warning"), ("resolved", "warning"), ("firing", "critical")], [a.message for a in alerts]
+    assert "escalated" in alerts[1].message and "diverged" in alerts[2].message
