@@ -130,3 +130,38 @@ async def test_the_rate_and_eta_read_as_stale_while_a_stall_fires_and_after_the_
         await settle(app, pilot)
         text = app.query_one("#header")._shown.plain
         assert "exited" in text and "ETA" not in text and "last " in text, text
+
+
+async def test_the_header_rate_is_the_last_one_after_a_crash_with_no_job_of_ours():
+    """With no --session (a log watched, no job control) the job's state
+    never says "exited": a fatal crash read after the last step makes the
+    rate the last one, with its age, and no ETA (the header said "ETA
+    21m39s | 21.5 Ktok/s" half a minute after the crash banner)."""
+    from dflash_watch.parsers.events import Crash
+
+    app, s, _job = make_app("healthy", job=None)
+    async with app.run_test(size=(240, 40)) as pilot:
+        await settle(app, pilot)
+        header = app.query_one("#header")
+        from dflash_watch.parsers.events import Progress
+
+        first = s.monitor.last_progress
+        s.monitor.feed_events([Progress(first.time + 30, "train.log:99998", step=first.step + 12,
+                                        total_steps=first.total_steps, tokens_per_s=22000.0)])
+        await settle(app, pilot)
+        assert "ETA" in header._shown.plain, header._shown.plain
+        last = s.monitor.last_progress
+        s.monitor.feed_events([Crash(last.time + 1, "train.log:99999", "crash", kind="cuda_error", exc_type="RuntimeError",
+                                     message="CUDA error: an illegal memory access was encountered", signature="x")])
+        s.monitor.tick(last.time + 35)
+        await settle(app, pilot)
+        app.redraw(force=True)
+        await settle(app, pilot)
+        text = header._shown.plain
+        assert "ETA" not in text and "last 22.0 Ktok/s 35s ago" in text, text
+        # Steps again after it (a relaunch into the same log): the rate is live again.
+        s.monitor.feed_events([Progress(last.time + 40, "train.log:100000", step=1, total_steps=first.total_steps,
+                                        tokens_per_s=21000.0)])
+        app.redraw(force=True)
+        await settle(app, pilot)
+        assert "last " not in header._shown.plain and "21.0 Ktok/s" in header._shown.plain, header._shown.plain

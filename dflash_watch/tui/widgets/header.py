@@ -61,17 +61,23 @@ def job_text(state: Any, control: str | None, now: float, compact: bool = False,
     return out
 
 
-def stale_for(state: Any, progress: Any, firing: list, now: float | None) -> float | None:
+def stale_for(state: Any, progress: Any, firing: list, now: float | None,
+              crashed_at: float | None = None) -> float | None:
     """How long ago the last step was, where the rate and ETA it gave are
     stale: a stall is firing (the detector knows the run's usual step
-    interval and its bursts), or the job it came from exited or was killed
-    (not "absent": a log watched with no job of ours goes on). Else None:
-    between two steps a rate stands."""
+    interval and its bursts), the job it came from exited or was killed
+    (not "absent": a log watched with no job of ours goes on), or, with no
+    job of ours, a fatal crash is firing that the log showed after the last
+    step (``crashed_at``: the crash's data time). Else None: between two
+    steps a rate stands."""
     if progress is None or now is None:
         return None
     stalled = any(getattr(a, "detector", "") == "stall" for a in firing)
     ended = getattr(state, "state", None) in ("exited", "killed")
-    if not (stalled or ended):
+    crashed = crashed_at is not None and crashed_at >= progress.time and any(
+        getattr(a, "detector", "") in ("crash", "fx_tracing") and getattr(a, "severity", "") == "critical"
+        for a in firing)
+    if not (stalled or ended or crashed):
         return None
     return max(0.0, now - progress.time)
 
@@ -93,7 +99,8 @@ class StatusHeader(Static):
         with locked(monitor):
             rate, unit, baseline = current_rate(monitor)
             progress = self._bar.choose(monitor.last_progress, monitor.restarts)
-            stale = stale_for(monitor.job_state, progress, firing, monitor.now)
+            crash = monitor.last_crash
+            stale = stale_for(monitor.job_state, progress, firing, monitor.now, crash.time if crash else None)
             facts = (monitor.job_state, progress, rate, unit, baseline, monitor.restarts,
                      float(getattr(monitor.detector_config, "throughput_drop_frac", 0.3)), stale)
             asked = asked_to_stop(monitor.job_state, monitor.last_exit)
