@@ -106,6 +106,17 @@ async def test_markup_in_an_alert_message_is_shown_literally():
         assert "[bold red]x[/]" in text and "\x1b" not in text
 
 
+async def _a_step_30_s_later(app, pilot, s):  # noqa: ANN001, ANN202
+    """One more step line 30 s after the scene's last (a rate and an ETA to show); returns it."""
+    from dflash_watch.parsers.events import Progress
+
+    last = s.monitor.last_progress
+    s.monitor.feed_events([Progress(last.time + 30, "train.log:99999", step=last.step + 12,
+                                    total_steps=last.total_steps, tokens_per_s=22000.0)])
+    await settle(app, pilot)
+    return s.monitor.last_progress
+
+
 async def test_the_rate_and_eta_read_as_stale_while_a_stall_fires_and_after_the_job_ended():
     """At 3 a.m. a header that still says "21.4 Ktok/s, ETA 6h56m" two
     minutes into a hang (or after the job died) reads as a healthy run: the
@@ -114,14 +125,9 @@ async def test_the_rate_and_eta_read_as_stale_while_a_stall_fires_and_after_the_
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(app, pilot)
         header = app.query_one("#header")
-        from dflash_watch.parsers.events import Progress
-
-        last = s.monitor.last_progress
-        s.monitor.feed_events([Progress(last.time + 30, "train.log:99999", step=last.step + 12,
-                                        total_steps=last.total_steps, tokens_per_s=22000.0)])
-        await settle(app, pilot)
+        last = await _a_step_30_s_later(app, pilot, s)
         assert "ETA" in header._shown.plain and "last " not in header._shown.plain, header._shown.plain
-        s.monitor.tick(last.time + 30 + 3600)  # an hour without a step: the stall fires
+        s.monitor.tick(last.time + 3600)  # an hour without a step: the stall fires
         await settle(app, pilot)
         text = header._shown.plain
         assert "ETA" not in text and "last 22.0 Ktok/s 1h00m ago" in text, text
@@ -137,20 +143,14 @@ async def test_the_header_rate_is_the_last_one_after_a_crash_with_no_job_of_ours
     never says "exited": a fatal crash read after the last step makes the
     rate the last one, with its age, and no ETA (the header said "ETA
     21m39s | 21.5 Ktok/s" half a minute after the crash banner)."""
-    from dflash_watch.parsers.events import Crash
+    from dflash_watch.parsers.events import Crash, Progress
 
     app, s, _job = make_app("healthy", job=None)
     async with app.run_test(size=(240, 40)) as pilot:
         await settle(app, pilot)
         header = app.query_one("#header")
-        from dflash_watch.parsers.events import Progress
-
-        first = s.monitor.last_progress
-        s.monitor.feed_events([Progress(first.time + 30, "train.log:99998", step=first.step + 12,
-                                        total_steps=first.total_steps, tokens_per_s=22000.0)])
-        await settle(app, pilot)
+        last = await _a_step_30_s_later(app, pilot, s)
         assert "ETA" in header._shown.plain, header._shown.plain
-        last = s.monitor.last_progress
         s.monitor.feed_events([Crash(last.time + 1, "train.log:99999", "crash", kind="cuda_error", exc_type="RuntimeError",
                                      message="CUDA error: an illegal memory access was encountered", signature="x")])
         s.monitor.tick(last.time + 35)
@@ -160,7 +160,7 @@ async def test_the_header_rate_is_the_last_one_after_a_crash_with_no_job_of_ours
         text = header._shown.plain
         assert "ETA" not in text and "last 22.0 Ktok/s 35s ago" in text, text
         # Steps again after it (a relaunch into the same log): the rate is live again.
-        s.monitor.feed_events([Progress(last.time + 40, "train.log:100000", step=1, total_steps=first.total_steps,
+        s.monitor.feed_events([Progress(last.time + 40, "train.log:100000", step=1, total_steps=last.total_steps,
                                         tokens_per_s=21000.0)])
         app.redraw(force=True)
         await settle(app, pilot)
