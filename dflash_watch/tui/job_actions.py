@@ -183,7 +183,10 @@ class JobActions(_AppBase):
         except Exception as exc:
             self.call_from_thread(self._job_failed, action, exc)
             return
-        if action in ("relaunch", "takeover") or (action == "start" and was in ("exited", "killed")):
+        # A start after a run that ended (its exit reported: a crash before
+        # this watcher began, a server gone since) is a new run as well.
+        ended = was in ("exited", "killed") or self.monitor.last_exit is not None
+        if action in ("relaunch", "takeover") or (action == "start" and ended):
             self.monitor.job_relaunched(self.clock(), state)
         else:
             self.monitor.set_job_state(state)

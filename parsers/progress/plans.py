@@ -14,6 +14,8 @@ text but for digits, and lines of one shape share one plan (``ops``).
 
 from __future__ import annotations
 
+import re
+
 from ..ranks import rank_span
 from .fast import FastPlan, fast_plan
 from .ops import TRY, Ops, Plan, RunOps, runnable, settle_counts
@@ -21,6 +23,13 @@ from .readers import plan_dict, plan_fields, plan_rate, plan_tokens
 from .tqdm_bar import might_be_bar, plan_tqdm
 
 NO_PLAN: tuple[int, Ops] = (-1, ())
+
+# A Python exception line ("RuntimeError: boom at step 10", torch's
+# "[rank0]: torch.OutOfMemoryError: ..."): the crash's words, never a
+# progress report. Read as one (a step only), it became the newest
+# progress, and the dashboard's header, which follows the training loop's
+# progress only, stopped two steps before the crash.
+_EXCEPTION_LINE = re.compile(r"(?:\[[^\]]*\]:?\s*)*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w+(?:Error|Exception|Interrupt):\s")
 
 
 def plan(line: str) -> tuple[int, Ops]:
@@ -37,6 +46,8 @@ def plan(line: str) -> tuple[int, Ops]:
             rank_at = base + span[0]
             base += span[2]
             text = text[span[2] :]
+    if _EXCEPTION_LINE.match(text):
+        return NO_PLAN
     ops = Plan(base)
     brace = text.find("{")
     if brace >= 0 and ("'" in text or '"' in text):

@@ -401,3 +401,25 @@ async def test_quit_during_an_abort_y_quits():
             assert app._exit or not app.is_running
     finally:
         release.set()
+
+
+async def test_s_after_an_exit_read_before_the_watch_began_clears_that_exit():
+    """The job's tmux server is gone (status "absent") and its record says
+    the last run crashed before this dashboard started: that exit is
+    reported, critical. A start is a new run: the old exit is history, not
+    "firing" beside the new run (it stayed, a review found)."""
+    from dflash_watch.parsers.events import ProcessExit
+
+    app, s, job = make_app("healthy")
+    job.state = job_state("absent", job.state.started_at, job.state.started_at + 100)
+    s.monitor.set_job_state(job.state)
+    s.monitor._incarnation = None  # this dashboard never saw the old run running (it began after it ended)
+    s.monitor.feed_events([ProcessExit(s.now, kind="crash", code=1, source="tmux")])
+    assert any(a.detector == "process_exit" for a in s.monitor.alerts.firing())
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert "start" in job.calls and s.monitor.job_state.state == "running"
+    assert not any(a.detector == "process_exit" for a in s.monitor.alerts.firing())
+    assert s.monitor.restarts == 1

@@ -54,3 +54,4 @@ def test_the_watchers_own_relaunch_is_one_restart_whatever_reads_its_status_firs
     assert m.restarts == 3
     m.set_job_state(_running(500))
     assert m.restarts == 4
+
