@@ -83,6 +83,19 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Above:
+    """A spike's first report above its level, not yet confirmed
+    (``loss_spike_confirm_reports``): what the alert tells when it is."""
+
+    loss: float
+    step: int | None
+    source: str
+    rank: int | None
+    level: float
+    median: float
+
+
 class LossDetector(DetectorBase):
     name = NAME
     accepts = (Progress, ProbeSample, Overflow, ProcessExit, Crash)
@@ -107,7 +120,7 @@ class LossDetector(DetectorBase):
         # A spike seen, not yet confirmed (``loss_spike_confirm_reports``):
         # its first report (loss, step, source, rank, level, median) and
         # how many reports in a row have been above the level.
-        self._first_above: tuple[float, int | None, str, int | None, float, float] | None = None
+        self._first_above: _Above | None = None
         self._above_in_row = 0
         self._level: float | None = None  # the spike level while a spike is open
         self._median: float | None = None
@@ -183,10 +196,18 @@ class LossDetector(DetectorBase):
 
     # -- events --------------------------------------------------------------
 
-    def _follows(self, rank: int | None) -> bool:
-        """Spike, divergence and overflow counting follow one lane."""
+    def _follows(self, t: float, source: str, rank: int | None, out: list[Alert]) -> bool:
+        """Spike, divergence and overflow counting follow one lane: lines
+        without a rank, or the lowest rank seen. A line with no rank in a
+        per-rank file (``torchrun --redirects``) is its file's rank's. A
+        lower rank than the one followed starts the levels again
+        (``_new_lane``: its alerts go to ``out``)."""
         if rank is None:
-            return True
+            rank = rank_of_source(source)
+            if rank is None:
+                return True
+        if self._lane is not None and rank < self._lane:
+            out += self._new_lane(t, source, rank)
         if self._lane is None or rank < self._lane:
             self._lane = rank
         return rank == self._lane
@@ -216,14 +237,8 @@ class LossDetector(DetectorBase):
         if step is not None:
             self._step = step
         self._time = r.time
-        rank = r.rank
-        if rank is None:
-            rank = rank_of_source(r.source)  # a per-rank file's line (``torchrun --redirects``)
-        if rank is not None:
-            if self._lane is not None and rank < self._lane:
-                out += self._new_lane(r.time, r.source, rank)
-            if not self._follows(rank):
-                return out
+        if not self._follows(r.time, r.source, r.rank, out):
+            return out
         # A NaN report's loss is no level: HF's filter logs 0.0 or an average there.
         if loss is not None and not nan:
             spike = self._judge_spike(r, loss)
@@ -330,9 +345,7 @@ class LossDetector(DetectorBase):
             if loss < level:
                 self._under += 1
                 if self._under >= self.config.loss_spike_resolve_reports:
-                    self._level = None
-                    out = ep.resolve(r.time, f"loss back under its level: {_fmt(loss)} < {_fmt(level)}", r.source,
-                                     {"loss": loss, "level": level})
+                    out = self._spike_over(r, loss, level)
             else:
                 self._under = 0
                 self._stuck += 1
@@ -347,7 +360,7 @@ class LossDetector(DetectorBase):
             med = self._median if self._median is not None else self._window.median()
             first = self._first_above
             if first is None:
-                first = self._first_above = (loss, r.step, r.source, r.rank, level, med)
+                first = self._first_above = _Above(loss, r.step, r.source, r.rank, level, med)
             self._above_in_row += 1
             if self._above_in_row >= self.config.loss_spike_confirm_reports or loss - med >= 3 * (level - med):
                 out = self._fire_spike(r.time, first)
@@ -367,20 +380,23 @@ class LossDetector(DetectorBase):
         the first back under its level."""
         first = self._first_above
         self._first_above, self._above_in_row = None, 0
-        if first is None or (first[1] is not None and r.step is not None and r.step - first[1] == 1):
+        if first is None or (first.step is not None and r.step is not None and r.step - first.step == 1):
             return []
         out = self._fire_spike(r.time, first)
         self._under = 1
         if self._under >= self.config.loss_spike_resolve_reports:
-            level = first[4]
-            self._level = None
-            out += self._spike.resolve(r.time, f"loss back under its level: {_fmt(loss)} < {_fmt(level)}", r.source,
-                                       {"loss": loss, "level": level})
+            out += self._spike_over(r, loss, first.level)
         return out
 
-    def _fire_spike(self, t: float, first: tuple[float, int | None, str, int | None, float, float]) -> list[Alert]:
+    def _spike_over(self, r: _Line, loss: float, level: float) -> list[Alert]:
+        """The open spike resolved: ``loss_spike_resolve_reports`` reports back under ``level``."""
+        self._level = None
+        return self._spike.resolve(r.time, f"loss back under its level: {_fmt(loss)} < {_fmt(level)}", r.source,
+                                   {"loss": loss, "level": level})
+
+    def _fire_spike(self, t: float, first: _Above) -> list[Alert]:
         """The spike confirmed at ``t``, told by its first report (where it began)."""
-        loss, step, source, rank, level, med = first
+        loss, step, source, rank, level, med = first.loss, first.step, first.source, first.rank, first.level, first.median
         self._first_above, self._above_in_row = None, 0
         self._level, self._under, self._stuck = level, 0, 0
         where = f" at step {step}" if step is not None else ""
@@ -447,10 +463,8 @@ class LossDetector(DetectorBase):
     # -- overflow ------------------------------------------------------------
 
     def _on_overflow(self, o: Overflow) -> list[Alert]:
-        rank = o.rank if o.rank is not None else rank_of_source(o.source)
-        out = self._new_lane(o.time, o.source, rank) if rank is not None and self._lane is not None \
-            and rank < self._lane else []
-        if not self._follows(rank):
+        out: list[Alert] = []
+        if not self._follows(o.time, o.source, o.rank, out):
             return out
         self._scale.overflow(o.scale, o.new_scale)
         self._overflow_total = self._scale.total

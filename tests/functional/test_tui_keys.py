@@ -340,6 +340,18 @@ async def test_a_rebound_key_triggers_its_action_and_the_old_key_no_longer_does(
         assert "Abort job (^a)" in titles and "Help (h)" in titles and "Start job (a)" in titles, titles
 
 
+async def _quit_while_aborting(app, pilot, key: str) -> None:  # noqa: ANN001
+    """a, y (an abort that takes its time), then ``key`` while it runs."""
+    await settle(app, pilot)
+    await pilot.press("a")
+    await settle(app, pilot)
+    await pilot.press("y")
+    await pilot.pause(0.2)
+    assert app.busy == "abort"
+    await pilot.press(key)
+    await pilot.pause(0.2)
+
+
 @pytest.mark.parametrize("key", ["q", "ctrl+q"])
 async def test_quit_during_an_abort_asks_and_waiting_is_the_default(key):
     """An abort runs in the dashboard (Ctrl-C, then SIGTERM and SIGKILL
@@ -359,14 +371,7 @@ async def test_quit_during_an_abort_asks_and_waiting_is_the_default(key):
 
     job.abort = slow_abort
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        await pilot.press("a")
-        await settle(app, pilot)
-        await pilot.press("y")
-        await pilot.pause(0.2)
-        assert app.busy == "abort"
-        await pilot.press(key)
-        await pilot.pause(0.2)
+        await _quit_while_aborting(app, pilot, key)
         assert isinstance(app.screen, ConfirmScreen) and "abort in progress" in app.screen.title_text
         await pilot.press("n")
         await pilot.pause(0.2)
@@ -388,13 +393,7 @@ async def test_quit_during_an_abort_y_quits():
     job.abort = lambda grace_s=None, on_step=None: release.wait(10)  # noqa: ARG005
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await settle(app, pilot)
-            await pilot.press("a")
-            await settle(app, pilot)
-            await pilot.press("y")
-            await pilot.pause(0.2)
-            await pilot.press("q")
-            await pilot.pause(0.2)
+            await _quit_while_aborting(app, pilot, "q")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")
             await pilot.pause(0.2)

@@ -301,16 +301,18 @@ def test_start_with_a_working_directory_that_does_not_exist_is_refused(tmux, tmp
     from dflash_watch.control import cli_actions
 
     missing = tmp_path / "no" / "such"
-    args = ns(config=_config(tmp_path, tmux, "pwd > where.txt", session="e4"), cwd=str(missing))
+    where = tmp_path / "where.txt"  # where a job run anyway would say it ran (not the caller's directory)
+    command = f"pwd > {where}"
+    args = ns(config=_config(tmp_path, tmux, command, session="e4"), cwd=str(missing))
     assert cli_actions.cmd_start(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such directory" in err and str(missing) in err
     assert not tmux.server_running()
-    job = Job(spec(tmux, tmp_path, "pwd > where.txt", session="e4", cwd=str(missing)))
+    job = Job(spec(tmux, tmp_path, command, session="e4", cwd=str(missing)))
     try:
         job.start()
     except JobError as exc:
         assert "no such directory" in str(exc)
     else:
         raise AssertionError("started in a directory that does not exist")
-    assert not tmux.server_running()
+    assert not tmux.server_running() and not where.exists()

@@ -77,10 +77,9 @@ class LogPanel(Vertical):
                 self.current = files[0] if files else None
             ring = monitor.lines.get(self.current) if self.current else None
             last = ring[-1][0] if ring else None
-            # The unfinished last line (a bar drawn with '\r', its newline to come) stands last.
+            # The unfinished last line (a bar drawn with '\r', its newline to come) stands last
+            # (``RecentLines`` drops it when its newline comes).
             partial = partials.get(self.current) if self.current else None
-            if partial is not None and last is not None and partial[0] <= last:
-                partial = None
             restarts = monitor.line_restarts.get(self.current, 0) if self.current else 0
             key = (self.current, last, len(ring) if ring else 0, restarts, partial)
             lines = None
